@@ -1,0 +1,90 @@
+"""Two complete plugins: an evaluator and a realizer, chosen by configuration.
+
+    spark.sparkscale.metrics.evaluator.class = examples.plugins.BusinessHoursFloorEvaluator
+    spark.sparkscale.evaluator.floor         = 4
+    spark.sparkscale.evaluator.hours         = 08:00-18:00
+
+    spark.sparkscale.realizer.class          = examples.plugins.GradualRealizer
+    spark.sparkscale.realizer.maxStep        = 2
+
+(`examples` must be importable on the driver: run from the repository root, or package it.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from sparkscale_listener.config import AutoscalerConfig, parse_excluded_periods
+from sparkscale_listener.decisions import Evaluation, ScalingContext
+from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
+from sparkscale_listener.metrics import MetricSample
+from sparkscale_listener.realization import (
+    ClusterBackend,
+    ExecutorRealizer,
+    RealizationResult,
+    ScalingRealizer,
+)
+
+
+class BusinessHoursFloorEvaluator(MetricEvaluator):
+    """The built-in busy-time evaluator, with a floor of executors during business hours.
+
+    Useful when load arrives faster than executors can be provisioned every morning: keep
+    capacity warm in the hours that need it, and let the autoscaler do the rest of the day.
+    Keys (under ``spark.sparkscale.evaluator.``): ``floor`` (executors), ``hours`` (daily
+    ``HH:MM-HH:MM`` windows, local time).
+    """
+
+    def __init__(self, config: AutoscalerConfig) -> None:
+        module = config.module("evaluator.")
+        self.floor = module.integer("floor", config.min_executors, minimum=0)
+        self.hours = module.parsed("hours", (), parse_excluded_periods)
+        module.check_all_read()  # a typo under evaluator.* fails at startup
+        self.inner = BusyTimeEvaluator()
+
+    def evaluate(self, history: Sequence[MetricSample], context: ScalingContext) -> Evaluation:
+        evaluation = self.inner.evaluate(history, context)
+        if not evaluation.ready or not self._in_hours(context.now):
+            return evaluation
+        floor = min(self.floor, context.config.max_executors)
+        if evaluation.recommended_executors >= floor:
+            return evaluation
+        return replace(evaluation, recommended_executors=floor,
+                       reason=f"{evaluation.reason}; business-hours floor of {floor} executors")
+
+    def _in_hours(self, now: float) -> bool:
+        local = time.localtime(now)
+        minute = local.tm_hour * 60 + local.tm_min
+        return any((start <= minute < end) if start <= end else (minute >= start or minute < end)
+                   for start, end in self.hours)
+
+
+class GradualRealizer(ScalingRealizer):
+    """Moves at most ``maxStep`` executors per control tick towards the target.
+
+    For clusters where a burst of executor requests trips a quota or overwhelms a node pool. It
+    delegates the safe mechanics (absolute targets, idle-only removal) to the built-in realizer;
+    the control loop keeps calling it every tick until live executors match the target.
+    Keys (under ``spark.sparkscale.realizer.``): ``maxStep`` (default 1).
+    """
+
+    def __init__(self, config: AutoscalerConfig, backend: ClusterBackend) -> None:
+        module = config.module("realizer.")
+        self.max_step = module.integer("maxStep", 1, minimum=1)
+        module.check_all_read()
+        self.inner = ExecutorRealizer(backend, config.min_executors, config.decommission)
+        self.backend = backend
+
+    @property
+    def requested_total(self) -> int:
+        return self.inner.requested_total
+
+    def baseline(self, total: int) -> RealizationResult:
+        return self.inner.baseline(total)
+
+    def realize(self, target: int) -> RealizationResult:
+        current = self.inner.requested_total or len(self.backend.executor_ids())
+        step = max(-self.max_step, min(self.max_step, target - current))
+        return self.inner.realize(current + step)

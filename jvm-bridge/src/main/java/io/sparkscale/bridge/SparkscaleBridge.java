@@ -1,0 +1,265 @@
+package io.sparkscale.bridge;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import com.codahale.metrics.Gauge;
+import com.codahale.metrics.MetricRegistry;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.json.JsonReadFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.json.JsonMapper;
+
+import org.apache.spark.ExecutorAllocationClient;
+import org.apache.spark.SparkContext;
+import org.apache.spark.scheduler.ExecutorDecommissionInfo;
+import org.apache.spark.scheduler.SchedulerBackend;
+
+import scala.Option;
+import scala.Tuple2;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Static entry points for Python (py4j). Everything is safe to call when the plugin is not installed or the
+ * SparkContext has stopped: queries answer false / "{}" / empty, actions do nothing. Errors raised by Spark itself
+ * (for example killExecutors while dynamic allocation is on) are not swallowed: they reach Python as Py4JJavaError.
+ */
+public final class SparkscaleBridge {
+  /** Gauges registered at init; others are registered on their first setGauge. */
+  public static final String[] DEFAULT_GAUGES = {
+      "targetExecutors", "liveExecutors", "pendingExecutors", "utilization", "paused", "backlog"};
+
+  private static final ObjectMapper MAPPER = new ObjectMapper();
+  // Python's json.dumps writes NaN/Infinity tokens; Jackson writes them back out as strings by default.
+  private static final ObjectMapper LENIENT = JsonMapper.builder()
+      .enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS).build();
+  private static final String[] NONE = new String[0];
+
+  private static volatile SparkContext sc;
+  private static volatile SparkscaleListener listener;
+  private static volatile MetricRegistry registry;
+  // Values outlive registration so a gauge set before the plugin starts still reports it.
+  private static final ConcurrentHashMap<String, Double> GAUGE_VALUES = new ConcurrentHashMap<>();
+  private static final ConcurrentHashMap<String, Boolean> REGISTERED = new ConcurrentHashMap<>();
+  // The latest document Python published for the UI tab; replaced whole, so readers never see a partial one.
+  private static volatile String status;
+  private static volatile long statusMs;
+  private static volatile AutoscalerTab tab;
+
+  private SparkscaleBridge() {
+  }
+
+  // ---------------------------------------------------------------- lifecycle (called by the plugin)
+
+  static synchronized void install(SparkContext context, SparkscaleListener l, MetricRegistry metrics) {
+    sc = context;
+    listener = l;
+    registry = metrics;
+    GAUGE_VALUES.clear();
+    REGISTERED.clear();
+    status = null;
+    statusMs = 0;
+    for (String name : DEFAULT_GAUGES) {
+      register(name);
+    }
+    try {
+      tab = AutoscalerTab.attachTo(context);
+    } catch (RuntimeException | LinkageError e) {
+      // The tab is a convenience: a UI that cannot take it must not stop the application or the autoscaler.
+      tab = null;
+      System.err.println("sparkscale: could not attach the Autoscaler UI tab: " + e);
+    }
+  }
+
+  static synchronized void uninstall(SparkContext context) {
+    if (sc == context) {
+      AutoscalerTab t = tab;
+      tab = null;
+      if (t != null) {
+        try {
+          t.detach();
+        } catch (RuntimeException e) {
+          // The UI is being stopped with the context anyway.
+        }
+      }
+      sc = null;
+      listener = null;
+      registry = null;
+      REGISTERED.clear();
+    }
+  }
+
+  // ---------------------------------------------------------------- queries
+
+  public static boolean isInstalled() {
+    SparkContext c = sc;
+    return c != null && listener != null && !c.isStopped();
+  }
+
+  /** The listener's counters as one JSON object (schema in the listener / bridge.py), "{}" when not installed. */
+  public static String snapshotJson() {
+    SparkscaleListener l = listener;
+    SparkContext c = sc;
+    if (l == null || c == null) {
+      return "{}";
+    }
+    try {
+      return MAPPER.writeValueAsString(l.snapshot(c.applicationId()));
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("cannot serialize the sparkscale snapshot", e);
+    }
+  }
+
+  /** True when the Autoscaler tab is attached to the driver UI (false with spark.ui.enabled=false). */
+  public static boolean uiTabAttached() {
+    return tab != null;
+  }
+
+  /** The latest document given to {@link #publishStatus}, or null before the first one. */
+  public static String latestStatus() {
+    return status;
+  }
+
+  /** When the latest document arrived (epoch ms), 0 before the first one. */
+  public static long latestStatusMs() {
+    return statusMs;
+  }
+
+  // ---------------------------------------------------------------- actions
+
+  /**
+   * Stores the autoscaler's status document (JSON, schema in sparkscale_listener/ui.py) for the UI tab. Kept as text
+   * and parsed only when someone opens the page: publishing costs one reference swap.
+   */
+  public static void publishStatus(String json) {
+    statusMs = System.currentTimeMillis();
+    status = json;
+  }
+
+  /** An absolute executor target (never a delta: see the empty-target trap in DESIGN-NOTES). */
+  public static boolean requestTotalExecutors(int total) {
+    SparkContext c = activeContext();
+    if (c == null) {
+      return false;
+    }
+    scala.collection.immutable.Map<String, Object> noHosts = scala.collection.immutable.Map$.MODULE$.empty();
+    return c.requestTotalExecutors(total, 0, noHosts);
+  }
+
+  /** Kills (and does not replace) these executors; returns them all when Spark accepted the request, else none. */
+  public static String[] killExecutors(String[] ids) {
+    SparkContext c = activeContext();
+    if (c == null || ids == null || ids.length == 0) {
+      return NONE;
+    }
+    boolean ok = c.killExecutors(CollectionConverters.asScala(Arrays.asList(ids)).toSeq());
+    return ok ? ids.clone() : NONE;
+  }
+
+  /**
+   * Graceful decommission; returns the ids Spark accepted. Needs spark.decommission.enabled=true: without it the
+   * driver still marks the executors as decommissioning (no more tasks) while the executors ignore the request,
+   * leaving idle zombies, so this refuses (returns none) instead. The target is not lowered here: the autoscaler
+   * sets absolute targets itself.
+   */
+  public static String[] decommissionExecutors(String[] ids) {
+    SparkContext c = activeContext();
+    if (c == null || ids == null || ids.length == 0 || !c.conf().getBoolean("spark.decommission.enabled", false)) {
+      return NONE;
+    }
+    SchedulerBackend backend = c.schedulerBackend();
+    if (!(backend instanceof ExecutorAllocationClient)) {
+      return NONE;
+    }
+    ExecutorDecommissionInfo info = new ExecutorDecommissionInfo("decommissioned by sparkscale", Option.empty());
+    @SuppressWarnings("unchecked")
+    Tuple2<String, ExecutorDecommissionInfo>[] pairs = new Tuple2[ids.length];
+    for (int i = 0; i < ids.length; i++) {
+      pairs[i] = new Tuple2<>(ids[i], info);
+    }
+    scala.collection.immutable.Seq<String> done =
+        ((ExecutorAllocationClient) backend).decommissionExecutors(pairs, false, false);
+    List<String> out = new ArrayList<>(CollectionConverters.asJava(done));
+    return out.toArray(NONE);
+  }
+
+  public static void postScalingEvent(String action, int fromExecutors, int toExecutors, String reason,
+                                      boolean applied, String mode, String detailsJson) {
+    SparkContext c = activeContext();
+    if (c == null) {
+      return;
+    }
+    c.listenerBus().post(new ScalingEvent(action, fromExecutors, toExecutors, reason, applied, mode,
+        parseDetails(detailsJson), System.currentTimeMillis()));
+  }
+
+  public static void postAutoscalerEvent(String kind, String severity, String reason, String detailsJson) {
+    SparkContext c = activeContext();
+    if (c == null) {
+      return;
+    }
+    c.listenerBus().post(new AutoscalerEvent(kind, severity, reason, parseDetails(detailsJson),
+        System.currentTimeMillis()));
+  }
+
+  /** Sets a gauge value; a name seen for the first time (e.g. "backlog.orders") gets its gauge registered. */
+  public static void setGauge(String name, double value) {
+    if (name == null || name.isEmpty()) {
+      return;
+    }
+    GAUGE_VALUES.put(name, value);
+    if (!REGISTERED.containsKey(name)) {
+      register(name);
+    }
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  private static SparkContext activeContext() {
+    SparkContext c = sc;
+    return c != null && !c.isStopped() ? c : null;
+  }
+
+  /**
+   * Registered in the plugin's own registry: Spark nests it under "plugin.&lt;class&gt;" in the metrics system, and
+   * Dropwizard forwards later additions to a child registry to its parent, so lazy gauges reach the sinks too.
+   */
+  private static synchronized void register(String name) {
+    MetricRegistry r = registry;
+    if (r == null || REGISTERED.containsKey(name)) {
+      return;
+    }
+    Gauge<Double> gauge = () -> GAUGE_VALUES.getOrDefault(name, Double.NaN);
+    try {
+      r.register(name, gauge);
+    } catch (IllegalArgumentException alreadyThere) {
+      // Someone registered the name first; ours would be a duplicate.
+    }
+    REGISTERED.put(name, Boolean.TRUE);
+  }
+
+  /** Keeps details a JSON object in the event log; anything that is not one is kept as {"raw": text}. */
+  static Map<String, Object> parseDetails(String json) {
+    Map<String, Object> out = new LinkedHashMap<>();
+    if (json == null || json.isBlank()) {
+      return out;
+    }
+    try {
+      JsonNode node = LENIENT.readTree(json);
+      if (node != null && node.isObject()) {
+        @SuppressWarnings("unchecked")
+        Map<String, Object> parsed = LENIENT.convertValue(node, LinkedHashMap.class);
+        return parsed;
+      }
+    } catch (JsonProcessingException | IllegalArgumentException e) {
+      // fall through
+    }
+    out.put("raw", json);
+    return out;
+  }
+}

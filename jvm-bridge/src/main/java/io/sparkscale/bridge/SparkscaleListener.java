@@ -1,0 +1,497 @@
+package io.sparkscale.bridge;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+
+import org.apache.spark.ExceptionFailure;
+import org.apache.spark.Resubmitted$;
+import org.apache.spark.SparkConf;
+import org.apache.spark.Success$;
+import org.apache.spark.TaskKilled;
+import org.apache.spark.TaskEndReason;
+import org.apache.spark.TaskFailedReason;
+import org.apache.spark.executor.ExecutorMetrics;
+import org.apache.spark.executor.TaskMetrics;
+import org.apache.spark.scheduler.JobSucceeded$;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorAdded;
+import org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.scheduler.SparkListenerTaskStart;
+import org.apache.spark.scheduler.StageInfo;
+import org.apache.spark.scheduler.TaskInfo;
+
+/**
+ * Aggregates scheduler events into cumulative counters that Python polls with {@link #snapshot()}; the autoscaler
+ * derives rates from differences between snapshots. Every handler is O(1) (a few map operations under one lock);
+ * the per-snapshot work is proportional to executors + running tasks + queries.
+ */
+public class SparkscaleListener extends SparkListener {
+  // Job-local properties set by Structured Streaming (StreamExecution.QUERY_ID_KEY, MicroBatchExecution.BATCH_ID_KEY).
+  static final String QUERY_ID_KEY = "sql.streaming.queryId";
+  static final String BATCH_ID_KEY = "streaming.sql.batchId";
+  static final String DRIVER_ID = "driver";
+
+  static final int MAX_REMOVED_EXECUTORS = 200;
+  static final int MAX_FAILURES = 50;
+  static final int MAX_STAGES_PER_QUERY = 20;
+  static final int MAX_BATCHES_PER_QUERY = 64;
+  static final int MAX_QUERIES = 256;
+  static final int MAX_REASON_CHARS = 300;
+
+  static final class Executor {
+    String host;
+    int cores;
+    long addedMs;
+    Long removedMs;
+    String removedReason;
+    int runningTasks;
+    double busyMs; // finished tasks only; running ones are added at snapshot time
+    long tasksFinished;
+    long tasksFailed;
+    double gcMs;
+    double runMs;
+    long heapUsedBytes = -1;
+  }
+
+  static final class Query {
+    double busyMs;
+    long tasksFinished;
+    long tasksFailed;
+    double runMs;
+    long jobsFailed;
+    final int[] stageTasks = new int[MAX_STAGES_PER_QUERY]; // ring buffer of numTasks of submitted stages
+    int stagesSeen;
+    final LinkedHashMap<String, Double> batches = new LinkedHashMap<>() {
+      @Override
+      protected boolean removeEldestEntry(Map.Entry<String, Double> eldest) {
+        return size() > MAX_BATCHES_PER_QUERY;
+      }
+    };
+  }
+
+  /** The streaming query / batch a stage or task belongs to. */
+  static final class Tag {
+    final String queryId;
+    final String batchId; // null when the job was not a micro-batch job
+    final int jobId;
+
+    Tag(String queryId, String batchId, int jobId) {
+      this.queryId = queryId;
+      this.batchId = batchId;
+      this.jobId = jobId;
+    }
+  }
+
+  static final class RunningTask {
+    final String executorId;
+    final long launchMs;
+    final Tag tag; // may be null
+
+    RunningTask(String executorId, long launchMs, Tag tag) {
+      this.executorId = executorId;
+      this.launchMs = launchMs;
+      this.tag = tag;
+    }
+  }
+
+  private final long heapMaxBytes;
+  private final int confCoresPerExecutor; // 0 when spark.executor.cores is unset
+  private int firstExecutorCores;
+
+  private final LinkedHashMap<String, Executor> executors = new LinkedHashMap<>();
+  private final ArrayDeque<String> removedOrder = new ArrayDeque<>();
+  private final HashMap<Long, RunningTask> running = new HashMap<>();
+  private final HashMap<Integer, Tag> stageTags = new HashMap<>();
+  private final HashMap<Integer, Tag> jobTags = new HashMap<>();
+  private final LinkedHashMap<String, Query> queries = new LinkedHashMap<>(16, 0.75f, true) {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<String, Query> eldest) {
+      return size() > MAX_QUERIES; // least recently updated first
+    }
+  };
+  private final ArrayDeque<Map<String, Object>> failures = new ArrayDeque<>();
+
+  // Totals survive the eviction of old removed executors.
+  private double retiredSlotMs;
+  private double finishedBusyMs;
+  private long tasksFinished;
+  private long tasksFailed;
+  private long tasksKilled;
+  private double gcMs;
+  private double runMs;
+  private long executorsAdded;
+  private long executorsRemoved;
+
+  public SparkscaleListener(SparkConf conf) {
+    this.heapMaxBytes = conf.getSizeAsBytes("spark.executor.memory", "1g");
+    int cores = 0;
+    if (conf.contains("spark.executor.cores")) {
+      try {
+        cores = Integer.parseInt(conf.get("spark.executor.cores").trim());
+      } catch (NumberFormatException e) {
+        cores = 0;
+      }
+    }
+    this.confCoresPerExecutor = cores;
+  }
+
+  // ---------------------------------------------------------------- executors
+
+  @Override
+  public synchronized void onExecutorAdded(SparkListenerExecutorAdded event) {
+    if (DRIVER_ID.equals(event.executorId())) {
+      return;
+    }
+    Executor e = new Executor();
+    e.host = event.executorInfo().executorHost();
+    e.cores = event.executorInfo().totalCores();
+    e.addedMs = event.time();
+    executors.put(event.executorId(), e);
+    executorsAdded++;
+    if (firstExecutorCores == 0) {
+      firstExecutorCores = e.cores;
+    }
+  }
+
+  @Override
+  public synchronized void onExecutorRemoved(SparkListenerExecutorRemoved event) {
+    Executor e = executors.get(event.executorId());
+    if (e == null || e.removedMs != null) {
+      return;
+    }
+    e.removedMs = event.time();
+    e.removedReason = event.reason();
+    executorsRemoved++;
+    removedOrder.addLast(event.executorId());
+    while (removedOrder.size() > MAX_REMOVED_EXECUTORS) {
+      Executor old = executors.remove(removedOrder.removeFirst());
+      if (old != null) {
+        retiredSlotMs += slotMs(old, old.removedMs);
+      }
+    }
+  }
+
+  @Override
+  public synchronized void onExecutorMetricsUpdate(SparkListenerExecutorMetricsUpdate event) {
+    Executor e = executors.get(event.execId());
+    if (e == null) {
+      return; // the driver's own heartbeat, or an executor we no longer track
+    }
+    // Peaks since the last heartbeat, one entry per active stage (plus an executor-level one).
+    long heap = -1;
+    scala.collection.Iterator<ExecutorMetrics> it = event.executorUpdates().valuesIterator();
+    while (it.hasNext()) {
+      heap = Math.max(heap, it.next().getMetricValue("JVMHeapMemory"));
+    }
+    if (heap > 0) {
+      e.heapUsedBytes = heap;
+    }
+  }
+
+  // ---------------------------------------------------------------- jobs and stages
+
+  @Override
+  public synchronized void onJobStart(SparkListenerJobStart event) {
+    Tag tag = tagOf(event.properties(), event.jobId());
+    if (tag == null) {
+      return;
+    }
+    jobTags.put(event.jobId(), tag);
+    scala.collection.Iterator<StageInfo> it = event.stageInfos().iterator();
+    while (it.hasNext()) {
+      stageTags.put(it.next().stageId(), tag);
+    }
+  }
+
+  @Override
+  public synchronized void onJobEnd(SparkListenerJobEnd event) {
+    Tag tag = jobTags.remove(event.jobId());
+    if (tag == null) {
+      return;
+    }
+    // Only drop stages still owned by this job: a stage can be shared with a later job.
+    stageTags.values().removeIf(t -> t.jobId == event.jobId());
+    if (event.jobResult() != JobSucceeded$.MODULE$) {
+      query(tag.queryId).jobsFailed++;
+    }
+  }
+
+  @Override
+  public synchronized void onStageSubmitted(SparkListenerStageSubmitted event) {
+    StageInfo info = event.stageInfo();
+    Tag tag = stageTags.get(info.stageId());
+    if (tag == null) {
+      tag = tagOf(event.properties(), -1);
+      if (tag == null) {
+        return;
+      }
+    }
+    // Only stages that really run count toward the useful-parallelism cap (skipped stages are never submitted).
+    Query q = query(tag.queryId);
+    q.stageTasks[q.stagesSeen % MAX_STAGES_PER_QUERY] = info.numTasks();
+    q.stagesSeen++;
+  }
+
+  // ---------------------------------------------------------------- tasks
+
+  @Override
+  public synchronized void onTaskStart(SparkListenerTaskStart event) {
+    TaskInfo info = event.taskInfo();
+    if (DRIVER_ID.equals(info.executorId())) {
+      return;
+    }
+    Executor e = executor(info.executorId(), info.host(), info.launchTime());
+    e.runningTasks++;
+    // The tag travels with the task: its end may arrive after the job has ended (e.g. speculative copies).
+    running.put(info.taskId(), new RunningTask(info.executorId(), info.launchTime(), stageTags.get(event.stageId())));
+  }
+
+  @Override
+  public synchronized void onTaskEnd(SparkListenerTaskEnd event) {
+    TaskInfo info = event.taskInfo();
+    TaskEndReason reason = event.reason();
+    if (info == null || DRIVER_ID.equals(info.executorId())) {
+      return;
+    }
+    if (reason == Resubmitted$.MODULE$) {
+      // Bookkeeping for a task that had already succeeded (its shuffle output was lost): counted before.
+      return;
+    }
+    RunningTask rt = running.remove(info.taskId());
+    Executor e = executor(info.executorId(), info.host(), info.launchTime());
+    if (rt != null && e.runningTasks > 0) {
+      e.runningTasks--;
+    }
+    Tag tag = rt != null && rt.tag != null ? rt.tag : stageTags.get(event.stageId());
+
+    long finish = info.finishTime() > 0 ? info.finishTime() : System.currentTimeMillis();
+    double busy = Math.max(0L, finish - info.launchTime());
+    TaskMetrics m = event.taskMetrics();
+    double gc = m != null ? m.jvmGCTime() : 0.0;
+    double run = m != null ? m.executorRunTime() : 0.0;
+    boolean ok = reason == Success$.MODULE$;
+    // A task killed on purpose (a stopped query, a cancelled job, a speculative copy) is not a
+    // failure: counting it would make checkers roll back healthy scalings.
+    boolean killed = reason instanceof TaskKilled;
+
+    e.busyMs += busy;
+    e.gcMs += gc;
+    e.runMs += run;
+    finishedBusyMs += busy;
+    gcMs += gc;
+    runMs += run;
+    if (ok) {
+      e.tasksFinished++;
+      tasksFinished++;
+    } else if (killed) {
+      tasksKilled++;
+    } else {
+      e.tasksFailed++;
+      tasksFailed++;
+      recordFailure(finish, info.executorId(), tag, reason);
+    }
+    ExecutorMetrics peaks = event.taskExecutorMetrics();
+    if (peaks != null) {
+      long heap = peaks.getMetricValue("JVMHeapMemory");
+      if (heap > 0) {
+        e.heapUsedBytes = heap;
+      }
+    }
+
+    if (tag != null) {
+      Query q = query(tag.queryId);
+      q.busyMs += busy;
+      q.runMs += run;
+      if (ok) {
+        q.tasksFinished++;
+      } else if (!killed) {
+        q.tasksFailed++;
+      }
+      if (tag.batchId != null) {
+        q.batches.merge(tag.batchId, busy, Double::sum);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- snapshot
+
+  /** One consistent view of all counters; times are epoch ms, durations ms, counters cumulative. */
+  public Map<String, Object> snapshot(String appId) {
+    long now = System.currentTimeMillis();
+    synchronized (this) {
+      // Elapsed part of running tasks, per executor and per query.
+      HashMap<String, Double> inflightByExec = new HashMap<>();
+      HashMap<String, Double> inflightByQuery = new HashMap<>();
+      double inflight = 0;
+      for (RunningTask rt : running.values()) {
+        Executor e = executors.get(rt.executorId);
+        long end = e != null && e.removedMs != null ? Math.min(now, e.removedMs) : now;
+        double elapsed = Math.max(0L, end - rt.launchMs);
+        inflight += elapsed;
+        inflightByExec.merge(rt.executorId, elapsed, Double::sum);
+        if (rt.tag != null) {
+          inflightByQuery.merge(rt.tag.queryId, elapsed, Double::sum);
+        }
+      }
+
+      Map<String, Object> execs = new LinkedHashMap<>();
+      double slotMs = retiredSlotMs;
+      for (Map.Entry<String, Executor> entry : executors.entrySet()) {
+        Executor e = entry.getValue();
+        slotMs += slotMs(e, now);
+        Map<String, Object> x = new LinkedHashMap<>();
+        x.put("host", e.host);
+        x.put("cores", e.cores);
+        x.put("addedMs", e.addedMs);
+        x.put("removedMs", e.removedMs);
+        x.put("removedReason", e.removedReason);
+        x.put("runningTasks", e.runningTasks);
+        x.put("busyMs", e.busyMs + inflightByExec.getOrDefault(entry.getKey(), 0.0));
+        x.put("tasksFinished", e.tasksFinished);
+        x.put("tasksFailed", e.tasksFailed);
+        x.put("gcMs", e.gcMs);
+        x.put("runMs", e.runMs);
+        x.put("heapUsedBytes", e.heapUsedBytes);
+        x.put("heapMaxBytes", heapMaxBytes);
+        execs.put(entry.getKey(), x);
+      }
+
+      Map<String, Object> totals = new LinkedHashMap<>();
+      totals.put("slotMs", slotMs);
+      totals.put("busyMs", finishedBusyMs + inflight);
+      totals.put("tasksFinished", tasksFinished);
+      totals.put("tasksFailed", tasksFailed);
+      totals.put("tasksKilled", tasksKilled);
+      totals.put("gcMs", gcMs);
+      totals.put("runMs", runMs);
+      totals.put("executorsAdded", executorsAdded);
+      totals.put("executorsRemoved", executorsRemoved);
+
+      Map<String, Object> qs = new LinkedHashMap<>();
+      for (Map.Entry<String, Query> entry : queries.entrySet()) {
+        Query q = entry.getValue();
+        int maxStageTasks = 0;
+        for (int i = 0; i < Math.min(q.stagesSeen, MAX_STAGES_PER_QUERY); i++) {
+          maxStageTasks = Math.max(maxStageTasks, q.stageTasks[i]);
+        }
+        Map<String, Object> x = new LinkedHashMap<>();
+        x.put("busyMs", q.busyMs + inflightByQuery.getOrDefault(entry.getKey(), 0.0));
+        x.put("tasksFinished", q.tasksFinished);
+        x.put("tasksFailed", q.tasksFailed);
+        x.put("runMs", q.runMs);
+        x.put("jobsFailed", q.jobsFailed);
+        x.put("maxStageTasks", maxStageTasks);
+        x.put("batches", new LinkedHashMap<>(q.batches));
+        qs.put(entry.getKey(), x);
+      }
+
+      Map<String, Object> out = new LinkedHashMap<>();
+      out.put("timeMs", now);
+      out.put("appId", appId);
+      out.put("coresPerExecutor", coresPerExecutor());
+      out.put("executors", execs);
+      out.put("totals", totals);
+      out.put("recentTaskFailures", new ArrayList<>(failures));
+      out.put("queries", qs);
+      return out;
+    }
+  }
+
+  synchronized int coresPerExecutor() {
+    if (confCoresPerExecutor > 0) {
+      return confCoresPerExecutor;
+    }
+    return firstExecutorCores > 0 ? firstExecutorCores : 1;
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  private static double slotMs(Executor e, long now) {
+    long end = e.removedMs != null ? Math.min(now, e.removedMs) : now;
+    return (double) e.cores * Math.max(0L, end - e.addedMs);
+  }
+
+  private static Tag tagOf(Properties props, int jobId) {
+    if (props == null) {
+      return null;
+    }
+    String queryId = props.getProperty(QUERY_ID_KEY);
+    if (queryId == null || queryId.isEmpty()) {
+      return null;
+    }
+    return new Tag(queryId, props.getProperty(BATCH_ID_KEY), jobId);
+  }
+
+  private Query query(String queryId) {
+    Query q = queries.get(queryId); // access order: marks the query as recently active
+    if (q == null) {
+      q = new Query();
+      queries.put(queryId, q);
+    }
+    return q;
+  }
+
+  /** An executor we missed the added event of (a dropped event): track it from its first task. */
+  private Executor executor(String id, String host, long seenMs) {
+    Executor e = executors.get(id);
+    if (e == null) {
+      e = new Executor();
+      e.host = host;
+      e.cores = coresPerExecutor();
+      e.addedMs = seenMs;
+      executors.put(id, e);
+      executorsAdded++;
+    }
+    return e;
+  }
+
+  private void recordFailure(long timeMs, String executorId, Tag tag, TaskEndReason reason) {
+    Map<String, Object> f = new LinkedHashMap<>();
+    f.put("timeMs", timeMs);
+    f.put("executorId", executorId);
+    f.put("queryId", tag != null ? tag.queryId : null);
+    f.put("reason", describe(reason));
+    failures.addLast(f);
+    while (failures.size() > MAX_FAILURES) {
+      failures.removeFirst();
+    }
+  }
+
+  /** "ExceptionFailure: java.lang.RuntimeException: boom" - class name plus the first line of the message. */
+  static String describe(TaskEndReason reason) {
+    String name = reason.getClass().getSimpleName();
+    if (name.endsWith("$")) {
+      name = name.substring(0, name.length() - 1);
+    }
+    String msg;
+    if (reason instanceof ExceptionFailure) {
+      ExceptionFailure ef = (ExceptionFailure) reason;
+      msg = ef.className() + ": " + ef.description();
+    } else if (reason instanceof TaskFailedReason) {
+      msg = ((TaskFailedReason) reason).toErrorString();
+    } else {
+      msg = String.valueOf(reason);
+    }
+    if (msg == null) {
+      return name;
+    }
+    int nl = msg.indexOf('\n');
+    if (nl >= 0) {
+      msg = msg.substring(0, nl);
+    }
+    if (msg.length() > MAX_REASON_CHARS) {
+      msg = msg.substring(0, MAX_REASON_CHARS) + "...";
+    }
+    return name + ": " + msg;
+  }
+}

@@ -1,0 +1,151 @@
+"""Python side of the JVM bridge (``jvm-bridge/``): executor counters, executor actions, events and gauges.
+
+The Java plugin aggregates scheduler events inside the driver JVM (one py4j round trip per event would cost
+far too much) and this wrapper polls it: :meth:`JvmBridge.snapshot` returns cumulative counters, from which
+the collector derives rates by differencing two snapshots.
+
+Enabling it::
+
+    SparkSession.builder
+        .config("spark.jars", str(JvmBridge.jar_path()))
+        .config("spark.plugins", PLUGIN_CLASS)
+
+Classpath caveat: pyspark starts ONE driver JVM per Python process, with the configuration of the first
+session/context. ``spark.jars`` given then is on the driver's classpath (spark-submit puts it there) and the
+plugin loads; ``spark.jars`` given to a later session in the same process only reaches executors
+(``addJar``), so the bridge class stays invisible to py4j and :meth:`JvmBridge.installed` is False.
+
+Snapshot schema (times epoch ms, durations ms, counters cumulative since the driver started)::
+
+    {"timeMs", "appId", "coresPerExecutor",
+     "executors": {id: {"host", "cores", "addedMs", "removedMs", "removedReason", "runningTasks", "busyMs",
+                        "tasksFinished", "tasksFailed", "gcMs", "runMs", "heapUsedBytes", "heapMaxBytes"}},
+     "totals": {"slotMs", "busyMs", "tasksFinished", "tasksFailed", "gcMs", "runMs",
+                "executorsAdded", "executorsRemoved"},
+     "recentTaskFailures": [{"timeMs", "executorId", "queryId", "reason"}],
+     "queries": {queryId: {"busyMs", "tasksFinished", "tasksFailed", "runMs", "jobsFailed",
+                           "maxStageTasks", "batches": {batchId: busyMs}}}}
+
+``busyMs`` includes the elapsed part of running tasks; ``executors`` keeps removed executors (the last 200)
+with ``removedMs`` set; ``heapUsedBytes`` is -1 until a heartbeat or task end reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Sequence
+from typing import Any
+
+from py4j.java_gateway import JavaClass
+
+PLUGIN_CLASS = "io.sparkscale.bridge.SparkscalePlugin"
+BRIDGE_CLASS = "io.sparkscale.bridge.SparkscaleBridge"
+
+
+class BridgeNotInstalledError(RuntimeError):
+    """The bridge jar is not on the driver classpath (or the plugin is not enabled)."""
+
+
+class JvmBridge:
+    """Thin py4j wrapper around the static ``SparkscaleBridge`` class.
+
+    When the class is not on the driver classpath, :meth:`installed` is False and every other method
+    raises :class:`BridgeNotInstalledError`. When the class is there but the plugin is not running (not in
+    ``spark.plugins``, or the SparkContext stopped), the Java side answers "nothing": ``{}``, False, ``[]``,
+    no-op. Errors Spark raises (e.g. killing executors while dynamic allocation is on) come through as
+    ``py4j.protocol.Py4JJavaError``.
+    """
+
+    def __init__(self, spark_context: Any) -> None:
+        self._jvm = spark_context._jvm
+        self._gateway = spark_context._gateway
+        cls: Any = self._jvm
+        for part in BRIDGE_CLASS.split("."):
+            cls = getattr(cls, part)
+        # py4j answers an unknown class with a JavaPackage, not an error.
+        self._cls: Any = cls if isinstance(cls, JavaClass) else None
+
+    @staticmethod
+    def jar_path() -> pathlib.Path:
+        """Where the packaged bridge jar lives (built by ``jvm-bridge/build.sh``; may not exist)."""
+        return pathlib.Path(__file__).resolve().parent / "jars" / "sparkscale-bridge.jar"
+
+    def installed(self) -> bool:
+        """The class is on the driver classpath AND the plugin initialised with a live SparkContext."""
+        return self._cls is not None and bool(self._cls.isInstalled())
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters (schema above); ``{}`` when the class is loaded but the plugin is not running."""
+        return json.loads(self._bridge().snapshotJson())
+
+    def request_total_executors(self, total: int) -> bool:
+        """Absolute target; False when the cluster manager refused (e.g. local mode)."""
+        return bool(self._bridge().requestTotalExecutors(int(total)))
+
+    def kill_executors(self, ids: Sequence[str]) -> list[str]:
+        """Kill without replacement; returns the ids Spark accepted (all or none)."""
+        return list(self._bridge().killExecutors(self._string_array(ids)))
+
+    def decommission_executors(self, ids: Sequence[str]) -> list[str]:
+        """Graceful decommission; returns the ids accepted. Returns ``[]`` unless
+        ``spark.decommission.enabled=true`` (without it Spark would stop scheduling on the executors while
+        they never exit)."""
+        return list(self._bridge().decommissionExecutors(self._string_array(ids)))
+
+    def post_scaling_event(
+        self,
+        action: str,
+        from_executors: int,
+        to_executors: int,
+        reason: str,
+        applied: bool,
+        mode: str,
+        details: dict[str, Any],
+    ) -> None:
+        """Post an ``io.sparkscale.bridge.ScalingEvent`` on the listener bus (and so into the event log)."""
+        self._bridge().postScalingEvent(
+            action, int(from_executors), int(to_executors), reason, bool(applied), mode, _to_json(details)
+        )
+
+    def post_autoscaler_event(self, kind: str, severity: str, reason: str, details: dict[str, Any]) -> None:
+        """Post an ``io.sparkscale.bridge.AutoscalerEvent`` on the listener bus."""
+        self._bridge().postAutoscalerEvent(kind, severity, reason, _to_json(details))
+
+    def set_gauge(self, name: str, value: float) -> None:
+        """Set a driver metric gauge; unknown names (e.g. ``backlog.<query>``) are registered on first use."""
+        self._bridge().setGauge(name, float(value))
+
+    def publish_status(self, json_text: str) -> None:
+        """Hand the Autoscaler UI tab its latest document (see :mod:`sparkscale_listener.ui`); the JVM keeps
+        only the newest one and renders it when the page is opened."""
+        self._bridge().publishStatus(json_text)
+
+    def latest_status(self) -> str | None:
+        """The document last given to :meth:`publish_status` (None before the first)."""
+        text = self._bridge().latestStatus()
+        return None if text is None else str(text)
+
+    def ui_tab_attached(self) -> bool:
+        """The Autoscaler tab is on the driver UI (False with ``spark.ui.enabled=false``)."""
+        return bool(self._bridge().uiTabAttached())
+
+    def _bridge(self) -> Any:
+        if self._cls is None:
+            raise BridgeNotInstalledError(
+                f"{BRIDGE_CLASS} is not on the driver classpath: set spark.jars={self.jar_path()} on the "
+                "first SparkSession of the process"
+            )
+        return self._cls
+
+    def _string_array(self, ids: Sequence[str]) -> Any:
+        array = self._gateway.new_array(self._jvm.java.lang.String, len(ids))
+        for i, executor_id in enumerate(ids):
+            array[i] = str(executor_id)
+        return array
+
+
+def _to_json(details: dict[str, Any] | None) -> str:
+    # default=str: a stray datetime or numpy value must not make event posting fail. NaN/Infinity tokens
+    # are accepted by the Java side and written to the event log as strings.
+    return json.dumps(details or {}, default=str)

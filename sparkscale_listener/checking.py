@@ -1,0 +1,955 @@
+"""Checkers that judge a scaling after it was applied, and the guard that rolls a bad one back.
+
+This is FLINK-37411 ("rollback mechanism for the autoscaler"), which Flink proposed and never
+built. After every applied scaling the control loop keeps feeding the :class:`RollbackGuard` with
+the samples collected since; the guard runs every configured :class:`ScalingChecker`. If one of
+them finds the application unhealthy, the guard asks for a rollback to the last healthy executor
+target (``rollback.target=last``) or to the initial one (``initial``), then pauses automatic
+scaling; too many rollbacks stop it until :meth:`RollbackGuard.resume`.
+
+Writing your own checker
+------------------------
+Subclass :class:`ScalingChecker` and name the class by its Python path in
+``spark.sparkscale.checkers`` (next to, or instead of, the built-in names)::
+
+    class LatencyChecker(ScalingChecker):
+        name = "latency"  # its keys live under spark.sparkscale.checker.latency.*
+
+        def __init__(self, config, module_config):
+            super().__init__(config, module_config)
+            self.max_ms = module_config.number("maxBatchMs", 30_000.0, low=0.0)
+            self.window_s = module_config.duration("window", 120.0)
+
+        def check(self, context):
+            last = context.samples[-1] if context.samples else None
+            ...
+            return CheckResult(self.name, healthy=True, reason="batches within 30 s")
+
+Rules a checker must follow:
+
+* ``check`` is called once per control tick while a scaling is watched, with every sample since
+  the scaling. It must be fast and side-effect free, and must not block.
+* Return ``healthy=True`` unless you are sure the scaling made the application unhealthy: an
+  unhealthy result rolls the scaling back. Ordinary noise (one retried task, one GC spike, rates
+  that swing by 20 %) must not fire. Use ``pending=True`` while there is not yet enough data.
+* Counters in :class:`MetricSample` are cumulative: take differences between two samples (see
+  :func:`trailing_window`), do not read a gauge at one instant.
+* ``window_s`` tells the guard how long after a scaling this checker needs to see it before the
+  scaling may be called healthy.
+* An exception raised by ``check`` is logged and counted as healthy ("checker error: ...");
+  a checker can never crash the control loop nor cause a rollback by failing itself.
+
+A class that does not subclass :class:`ScalingChecker` is accepted when it has a callable
+``check(context) -> CheckResult``; it is constructed with ``(config, module_config)`` if its
+constructor takes two arguments, else without arguments. A class without a ``name`` attribute
+gets its class name as written in the path (keys under ``checker.<ClassName>.``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import logging
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .config import BUILTIN_CHECKERS, PREFIX, AutoscalerConfig, ConfigError, ModuleConfig
+from .decisions import ScalingRecord
+from .metrics import ExecutorInfo, MetricSample, QueryMetrics
+from .plugins import load_class
+
+log = logging.getLogger(__name__)
+
+CHECKERS_KEY = PREFIX + "checkers"
+
+
+# ----------------------------------------------------------------------------------------------
+# The interface
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """Everything a checker may look at, built by the control loop at each tick of a watch."""
+
+    now: float  # seconds, same clock as MetricSample.time
+    config: AutoscalerConfig
+    scaling: ScalingRecord  # the action being watched
+    before: MetricSample | None  # the last sample before the action (baseline for counters)
+    samples: Sequence[MetricSample]  # samples since the action, oldest first
+    requested_total: int  # executor target the cluster manager has now
+    requested_at: float  # when that target was requested
+    # Samples before the action, oldest first (``before`` may be the last of them). Optional:
+    # lets a checker compute a "before" rate when ScalingRecord.rate_before lacks a query.
+    history: Sequence[MetricSample] = ()
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A checker's verdict at one tick. ``reason`` is shown to people: give numbers."""
+
+    checker: str
+    healthy: bool
+    reason: str
+    # Healthy only because there is not enough data yet; the guard will not call the scaling
+    # healthy while a checker is pending (up to twice the watch duration).
+    pending: bool = False
+
+
+class ScalingChecker(ABC):
+    """Judges whether the application is still healthy after a scaling.
+
+    Subclasses set ``name`` (their keys live under ``spark.sparkscale.checker.<name>.``), read
+    their keys in ``__init__`` through ``module_config`` (typed getters with defaults; unknown
+    keys fail at startup), set ``window_s`` and implement :meth:`check`.
+    """
+
+    name: str = ""
+
+    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
+        self.config = config
+        # How long after a scaling this checker needs to judge it; the guard watches a scaling
+        # for the longest window of its checkers.
+        self.window_s: float = 0.0
+
+    @abstractmethod
+    def check(self, context: CheckContext) -> CheckResult:
+        """Return healthy unless the scaling being watched left the application unhealthy."""
+
+    # Small helpers so that results read the same everywhere.
+    def healthy(self, reason: str, pending: bool = False) -> CheckResult:
+        return CheckResult(self.name, True, reason, pending)
+
+    def unhealthy(self, reason: str) -> CheckResult:
+        return CheckResult(self.name, False, reason)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, window_s={getattr(self, 'window_s', 0.0):g})"
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers for checkers (public: custom checkers may use them)
+# ----------------------------------------------------------------------------------------------
+
+
+def trailing_window(context: CheckContext, window_s: float, include_before: bool = True,
+                    not_before: float | None = None) -> tuple[MetricSample, MetricSample] | None:
+    """(baseline, latest) samples spanning at most the last ``window_s`` seconds since the action.
+
+    Counter deltas ``latest - baseline`` then cover events in the trailing window, never events
+    before the action. ``include_before`` lets ``context.before`` serve as the baseline (so events
+    right after the action count); ``not_before`` excludes samples older than that time (e.g. a
+    warm-up period). Returns None when there are no usable samples.
+    """
+    series: list[MetricSample] = []
+    if include_before and context.before is not None:
+        series.append(context.before)
+    series.extend(context.samples)
+    if not_before is not None:
+        series = [s for s in series if s.time >= not_before]
+    if not series:
+        return None
+    latest = series[-1]
+    start = latest.time - window_s
+    baseline = series[0]
+    for sample in series:
+        if sample.time <= start:
+            baseline = sample
+        else:
+            break
+    return baseline, latest
+
+
+def added_executor_ids(context: CheckContext) -> set[str]:
+    """Executors that registered after the action: the ones the scaling added."""
+    known = {e.executor_id for e in context.before.cluster.executors} if context.before else set()
+    added: set[str] = set()
+    for sample in context.samples:
+        for executor in sample.cluster.executors:
+            if executor.executor_id not in known and executor.added_time >= context.scaling.time:
+                added.add(executor.executor_id)
+    return added
+
+
+def query_backlog(sample: MetricSample, query: QueryMetrics) -> float | None:
+    """The query's backlog: its sources' report, else a custom collector's ``backlog.<name|id>``."""
+    if query.backlog is not None:
+        return query.backlog
+    for key in (query.name, query.query_id):
+        if key and f"backlog.{key}" in sample.external:
+            return sample.external[f"backlog.{key}"]
+    return None
+
+
+def _label(query: QueryMetrics) -> str:
+    return f"query {query.name!r}" if query.name else f"query {query.query_id}"
+
+
+def _fmt_s(seconds: float) -> str:
+    return f"{seconds:.0f}s" if seconds >= 1 else f"{seconds * 1000:.0f}ms"
+
+
+# ----------------------------------------------------------------------------------------------
+# Built-in checkers
+# ----------------------------------------------------------------------------------------------
+
+
+class TaskFailuresChecker(ScalingChecker):
+    """Tasks fail after the scaling: more than ``maxFailures`` failed tasks in the window AND more
+    than ``maxFailureRatio`` of the tasks that ended. Both are needed: a single retried task is
+    normal, and a handful of failures among thousands of tasks does not stop a query. Also fires
+    when the failures sit on the executors the scaling added (a bad host, a missing library, a
+    smaller container) even if the overall ratio still looks fine."""
+
+    name = "taskFailures"
+
+    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
+        super().__init__(config, module_config)
+        self.max_failures = module_config.integer("maxFailures", 3, minimum=0)
+        self.max_ratio = module_config.number("maxFailureRatio", 0.1, low=0.0, high=1.0)
+        self.new_share = module_config.number("newExecutorShare", 0.8, low=0.0, high=1.0)
+        self.window_s = module_config.duration("window", 120.0)
+
+    def check(self, context: CheckContext) -> CheckResult:
+        span = trailing_window(context, self.window_s)
+        if span is None:
+            return self.healthy("no samples yet", pending=True)
+        base, last = span
+        failed = max(0, last.cluster.tasks_failed - base.cluster.tasks_failed)
+        finished = max(0, last.cluster.tasks_finished - base.cluster.tasks_finished)
+        if failed == 0:
+            return self.healthy(f"no task failures in {_fmt_s(last.time - base.time)}")
+        # tasks_finished may or may not include failed tasks: counting failed ones on top keeps
+        # the ratio conservative (lower) either way.
+        ratio = failed / max(1, finished + failed)
+        on_new = self._failures_on(added_executor_ids(context), base, last)
+        where = f"; {on_new} of them on executors added by the scaling" if on_new else ""
+        text = (f"{failed} task failures in {_fmt_s(last.time - base.time)} after the scaling "
+                f"({ratio:.0%} of {finished + failed} ended tasks{where})")
+        if failed > self.max_failures and ratio > self.max_ratio:
+            return self.unhealthy(f"{text}; thresholds maxFailures={self.max_failures}, "
+                                  f"maxFailureRatio={self.max_ratio:g}")
+        if (self.new_share > 0 and on_new > self.max_failures
+                and on_new >= self.new_share * failed):
+            return self.unhealthy(f"{text}: failures concentrate on the new executors "
+                                  f"(newExecutorShare={self.new_share:g})")
+        return self.healthy(f"{text}: within thresholds")
+
+    @staticmethod
+    def _failures_on(ids: set[str], base: MetricSample, last: MetricSample) -> int:
+        if not ids:
+            return 0
+        before = {e.executor_id: e.tasks_failed for e in base.cluster.executors}
+        return sum(max(0, e.tasks_failed - before.get(e.executor_id, 0))
+                   for e in last.cluster.executors if e.executor_id in ids)
+
+
+class ExecutorFailuresChecker(ScalingChecker):
+    """Executors die after the scaling (more than ``maxLost`` lost in the window, not counting the
+    driver's own kills and decommissions), or the executors it requested never arrive (fewer live
+    than requested for longer than ``spark.sparkscale.provisioningTimeout``)."""
+
+    name = "executorFailures"
+
+    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
+        super().__init__(config, module_config)
+        self.max_lost = module_config.integer("maxLost", 1, minimum=0)
+        self.window = module_config.duration("window", 300.0)
+        reasons = module_config.string("ignoreReasons", "killed by driver,decommission")
+        self.ignore = tuple(r.strip().lower() for r in reasons.split(",") if r.strip())
+        self.check_provisioning = module_config.boolean("checkProvisioning", True)
+        # Watch at least until a shortfall could have outlasted the provisioning timeout.
+        extra = config.provisioning_timeout_s + config.interval_s if self.check_provisioning else 0.0
+        self.window_s = max(self.window, extra)
+
+    def check(self, context: CheckContext) -> CheckResult:
+        if not context.samples:
+            return self.healthy("no samples yet", pending=True)
+        lost = self._lost(context)
+        if len(lost) > self.max_lost:
+            shown = "; ".join(f"{e.executor_id}: {e.removed_reason or 'no reason given'}"
+                              for e in lost[:5])
+            return self.unhealthy(f"{len(lost)} executors lost in {_fmt_s(self.window)} after the "
+                                  f"scaling (maxLost={self.max_lost}): {shown}")
+        if self.check_provisioning:
+            short = self._provisioning_shortfall(context)
+            if short is not None:
+                return self.unhealthy(short)
+        return self.healthy(f"{len(lost)} executors lost; requested executors arrived or are "
+                            "within the provisioning timeout")
+
+    def _lost(self, context: CheckContext) -> list[ExecutorInfo]:
+        since = max(context.scaling.time, context.now - self.window)
+        seen: dict[str, ExecutorInfo] = {}
+        for sample in context.samples:  # union: removed executors drop off the list eventually
+            for executor in sample.cluster.executors:
+                seen[executor.executor_id] = executor
+        removed = [e for e in seen.values()
+                   if e.removed_time is not None and e.removed_time >= since]
+        lost = [e for e in removed if e.removed_reason is not None
+                and not any(r in e.removed_reason.lower() for r in self.ignore)]
+        unexplained = [e for e in removed if e.removed_reason is None]
+        # A scale-down removes (from - to) executors on purpose; a collector that does not carry
+        # the reason must not make those look like failures.
+        excused = max(0, context.scaling.from_executors - context.scaling.to_executors)
+        lost.extend(unexplained[excused:])
+        return sorted(lost, key=lambda e: (e.removed_time or 0.0, e.executor_id))
+
+    def _provisioning_shortfall(self, context: CheckContext) -> str | None:
+        timeout = context.config.provisioning_timeout_s
+        requested = context.requested_total
+        after = [s for s in context.samples if s.time >= context.requested_at]
+        if not after or after[-1].cluster.live_executors >= requested:
+            return None
+        # Start of the current run of samples that were short: a shortfall that was filled and
+        # reopened (an executor lost and being replaced) restarts the clock.
+        short_since = context.requested_at
+        for previous, sample in itertools.pairwise(after):
+            if previous.cluster.live_executors >= requested:
+                short_since = sample.time
+        if context.now - short_since < timeout:
+            return None
+        live = after[-1].cluster.live_executors
+        return (f"{requested - live} of {requested} requested executors not registered "
+                f"{_fmt_s(context.now - short_since)} after the request ({live} live; "
+                f"provisioningTimeout={_fmt_s(timeout)})")
+
+
+class QueryFailureChecker(ScalingChecker):
+    """A streaming query terminated with an exception, or its batches failed (more than
+    ``maxFailedBatches`` in the window). A query that had already failed before the scaling is
+    not blamed on it; a query stopped without an exception is not a failure."""
+
+    name = "queryFailure"
+
+    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
+        super().__init__(config, module_config)
+        self.max_failed_batches = module_config.integer("maxFailedBatches", 0, minimum=0)
+        self.window_s = module_config.duration("window", 300.0)
+
+    def check(self, context: CheckContext) -> CheckResult:
+        span = trailing_window(context, self.window_s)
+        if span is None:
+            return self.healthy("no samples yet", pending=True)
+        base, last = span
+        before = context.before.queries if context.before else {}
+        problems = []
+        for query_id, query in last.queries.items():
+            earlier = before.get(query_id)
+            if query.exception and not (earlier and earlier.exception == query.exception):
+                problems.append(f"{_label(query)} terminated: {query.exception.splitlines()[0][:300]}")
+                continue
+            start = base.queries.get(query_id)
+            failed = query.failed_batches - (start.failed_batches if start else 0)
+            if failed > self.max_failed_batches:
+                problems.append(f"{_label(query)}: {failed} failed batches in "
+                                f"{_fmt_s(last.time - base.time)} (maxFailedBatches="
+                                f"{self.max_failed_batches})")
+        if problems:
+            return self.unhealthy("; ".join(problems))
+        return self.healthy(f"{len(last.queries)} queries without new failures")
+
+
+class GcPressureChecker(ScalingChecker):
+    """JVM GC time / task run time over the window above ``spark.sparkscale.memory.
+    gcPressureThreshold``, judged once the window holds ``minRunTime`` of task run time (a few
+    tasks prove nothing). Scale-ups are not judged by default: rolling one back (fewer executors)
+    cannot relieve memory pressure."""
+
+    name = "gcPressure"
+
+    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
+        super().__init__(config, module_config)
+        self.window_s = module_config.duration("window", 120.0)
+        self.min_run_s = module_config.duration("minRunTime", 60.0)
+        self.scale_ups = module_config.boolean("scaleUps", False)
+        self.threshold = config.gc_pressure_threshold
+
+    def check(self, context: CheckContext) -> CheckResult:
+        scaling = context.scaling
+        if scaling.to_executors > scaling.from_executors and not self.scale_ups:
+            return self.healthy("scale-ups are not judged (scaleUps=false)")
+        span = trailing_window(context, self.window_s, include_before=False)
+        if span is None:
+            return self.healthy("no samples yet", pending=True)
+        base, last = span
+        run_ms = last.cluster.run_ms - base.cluster.run_ms
+        gc_ms = max(0.0, last.cluster.gc_ms - base.cluster.gc_ms)
+        if run_ms < self.min_run_s * 1000.0:
+            return self.healthy(f"only {_fmt_s(max(0.0, run_ms) / 1000)} of task run time, "
+                                f"minRunTime={_fmt_s(self.min_run_s)} needed to judge GC")
+        ratio = gc_ms / run_ms
+        text = (f"GC took {ratio:.0%} of task run time over {_fmt_s(last.time - base.time)} "
+                f"(threshold {self.threshold:.0%})")
+        return self.unhealthy(text) if ratio > self.threshold else self.healthy(text)
+
+
+class HeapUsageChecker(ScalingChecker):
+    """Heap used / heap max (the fullest executor) above ``spark.sparkscale.memory.
+    heapUsageThreshold`` in at least ``minFraction`` of the samples in the window (and at least
+    ``minSamples`` of them): sustained, not one spike before a full GC. Scale-ups are not judged by
+    default (see gcPressure)."""
+
+    name = "heapUsage"
+
+    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
+        super().__init__(config, module_config)
+        self.window_s = module_config.duration("window", 120.0)
+        self.min_fraction = module_config.number("minFraction", 0.5, low=0.0, high=1.0)
+        self.min_samples = module_config.integer("minSamples", 3, minimum=1)
+        self.scale_ups = module_config.boolean("scaleUps", False)
+        self.threshold = config.heap_usage_threshold
+
+    def check(self, context: CheckContext) -> CheckResult:
+        scaling = context.scaling
+        if scaling.to_executors > scaling.from_executors and not self.scale_ups:
+            return self.healthy("scale-ups are not judged (scaleUps=false)")
+        start = context.now - self.window_s
+        values = [s.cluster.heap_used_ratio for s in context.samples
+                  if s.time >= start and s.cluster.heap_used_ratio is not None]
+        if len(values) < self.min_samples:
+            return self.healthy(f"{len(values)} heap readings, {self.min_samples} needed",
+                                pending=True)
+        high = sum(1 for v in values if v > self.threshold)
+        text = (f"heap above {self.threshold:.0%} in {high} of {len(values)} samples "
+                f"(peak {max(values):.0%}; minFraction={self.min_fraction:g})")
+        if high and high >= self.min_fraction * len(values):
+            return self.unhealthy(text)
+        return self.healthy(text)
+
+
+class ThroughputRegressionChecker(ScalingChecker):
+    """A query processes fewer rows/s after the scaling than before (by more than ``maxDrop``)
+    AND no longer keeps up with its input. The second part matters: after a scale-down, or when
+    the input simply fell, a lower rate is expected and fine; a regression is a query that has
+    work waiting and does it more slowly. "Not keeping up" is read from the backlog (it grew over
+    the window by more than one control interval of input, or it is above
+    ``backlogThreshold`` seconds of input) or, for sources without one, from batches that take
+    longer than the trigger interval. Without either signal the query is not judged.
+
+    Judged over a full ``window`` that starts ``settle`` after the scaling (new executors warm up).
+    The rate before comes from ScalingRecord.rate_before, else from ``CheckContext.history``.
+    """
+
+    name = "throughputRegression"
+
+    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
+        super().__init__(config, module_config)
+        self.max_drop = module_config.number("maxDrop", 0.3, low=0.0, high=1.0)
+        self.window = module_config.duration("window", 180.0)
+        self.settle = module_config.duration("settle", config.stabilization_interval_s)
+        self.window_s = self.settle + self.window
+
+    def check(self, context: CheckContext) -> CheckResult:
+        begin = context.scaling.time + self.settle
+        after = [s for s in context.samples if s.time >= begin]
+        if not after or after[-1].time - after[0].time < self.window:
+            return self.healthy(f"waiting for a full {_fmt_s(self.window)} window after "
+                                f"{_fmt_s(self.settle)} of warm-up", pending=True)
+        span = trailing_window(context, self.window, include_before=False, not_before=begin)
+        assert span is not None  # `after` is not empty
+        base, last = span
+        dt = last.time - base.time
+        notes: list[str] = []
+        for query_id, query in last.queries.items():
+            start = base.queries.get(query_id)
+            if start is None or not query.active:
+                continue  # a new or terminated query: queryFailure's business
+            rate_before = self._rate_before(context, query)
+            if rate_before is None or rate_before <= 0:
+                notes.append(f"{_label(query)}: no rate before the scaling")
+                continue
+            rate_after = max(0, query.input_rows - start.input_rows) / dt
+            drop = 1.0 - rate_after / rate_before
+            text = (f"{_label(query)} processed {rate_after:.1f} rows/s over {_fmt_s(dt)}, "
+                    f"{rate_before:.1f} rows/s before the scaling")
+            if drop <= self.max_drop:
+                notes.append(f"{text}: ok")
+                continue
+            behind = self._falling_behind(context, base, last, start, query, rate_before)
+            if behind is None:
+                notes.append(f"{text}: {drop:.0%} lower, not judged (no backlog or trigger "
+                             "interval to tell whether it keeps up)")
+            elif behind:
+                return self.unhealthy(f"{text}: {drop:.0%} lower (maxDrop={self.max_drop:g}) "
+                                      f"and {behind}")
+            else:
+                notes.append(f"{text}: lower, but it keeps up with its input")
+        return self.healthy("; ".join(notes) or "no query to judge")
+
+    def _rate_before(self, context: CheckContext, query: QueryMetrics) -> float | None:
+        rates = context.scaling.rate_before
+        for key in (query.query_id, query.name):
+            if key is not None and key in rates:
+                return rates[key]
+        series = list(context.history)
+        if context.before is not None and (not series or series[-1].time < context.before.time):
+            series.append(context.before)
+        series = [s for s in series if query.query_id in s.queries]
+        if len(series) < 2:
+            return None
+        last = series[-1]
+        base = series[0]
+        for sample in series:  # the latest sample at least one window before `last`
+            if sample.time <= last.time - self.window:
+                base = sample
+        dt = last.time - base.time
+        if dt <= 0:
+            return None
+        return max(0, last.queries[query.query_id].input_rows
+                   - base.queries[query.query_id].input_rows) / dt
+
+    def _falling_behind(self, context: CheckContext, base: MetricSample, last: MetricSample,
+                        start: QueryMetrics, query: QueryMetrics, rate_before: float) -> str | None:
+        """A short description when the query no longer keeps up, "" when it does, None when
+        there is no way to tell."""
+        b0, b1 = query_backlog(base, start), query_backlog(last, query)
+        if b0 is not None and b1 is not None:
+            # One control interval of input absorbs the micro-batch sawtooth of the backlog.
+            tolerance = rate_before * context.config.interval_s
+            if b1 - b0 > tolerance:
+                return f"its backlog grew from {b0:.0f} to {b1:.0f}"
+            if b1 > rate_before * context.config.backlog_threshold_s:
+                return f"its backlog of {b1:.0f} is not being worked off faster"
+            return ""
+        batches = query.batches - start.batches
+        if query.trigger_interval_ms and batches > 0:
+            average = (query.batch_duration_ms - start.batch_duration_ms) / batches
+            if average > query.trigger_interval_ms:
+                return (f"its batches take {average:.0f} ms, longer than the "
+                        f"{query.trigger_interval_ms:.0f} ms trigger interval")
+            return ""
+        return None
+
+
+BUILTIN_CHECKER_CLASSES: dict[str, type[ScalingChecker]] = {
+    cls.name: cls for cls in (TaskFailuresChecker, ExecutorFailuresChecker, QueryFailureChecker,
+                              GcPressureChecker, HeapUsageChecker, ThroughputRegressionChecker)
+}
+assert tuple(BUILTIN_CHECKER_CLASSES) == BUILTIN_CHECKERS, "keep config.BUILTIN_CHECKERS in sync"
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading checkers from the configuration
+# ----------------------------------------------------------------------------------------------
+
+
+class _DuckChecker(ScalingChecker):
+    """Adapts an object that only has a ``check`` method to the ScalingChecker interface."""
+
+    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig, target: Any,
+                 name: str) -> None:
+        super().__init__(config, module_config)
+        self.target = target
+        self.name = name
+        self.window_s = float(getattr(target, "window_s", 0.0) or 0.0)
+
+    def check(self, context: CheckContext) -> CheckResult:
+        return self.target.check(context)
+
+
+def build_checkers(config: AutoscalerConfig) -> list[ScalingChecker]:
+    """The checkers named in ``spark.sparkscale.checkers``, constructed and validated.
+
+    Each entry is a built-in name or the Python path of a class (``package.module.Class``) that
+    subclasses :class:`ScalingChecker` or has a callable ``check``. Its keys under
+    ``spark.sparkscale.checker.<name>.`` must all be known to it. Raises :class:`ConfigError`.
+    """
+    value = config.raw.get("checkers", ",".join(config.checkers))
+    accepted = (f"expected comma-separated built-in checker names ({', '.join(BUILTIN_CHECKERS)}) "
+                "or importable Python class paths such as mypackage.checks.MyChecker")
+    checkers: list[ScalingChecker] = []
+    for entry in config.checkers:
+        cls = BUILTIN_CHECKER_CLASSES.get(entry) or _import_class(entry, value, accepted)
+        # Keys live under checker.<name>.: the class's `name`, else the class name as written.
+        name = getattr(cls, "name", "")
+        if not isinstance(name, str) or not name or "." in name:
+            name = entry.rpartition(".")[2]
+        if any(c.name == name for c in checkers):
+            raise ConfigError(f"{CHECKERS_KEY}={value!r} names checker {name!r} twice; {accepted}, "
+                              "each once")
+        module_config = config.module(f"checker.{name}.")
+        checker = _construct(cls, name, config, module_config, value)
+        module_config.check_all_read()  # typos under checker.<name>. fail at startup
+        checkers.append(checker)
+    _check_orphan_keys(config, {c.name for c in checkers})
+    return checkers
+
+
+def _import_class(entry: str, value: str, accepted: str) -> type:
+    if "." not in entry and ":" not in entry:
+        raise ConfigError(f"{CHECKERS_KEY}={value!r}: {entry!r} is not a built-in checker nor a "
+                          f"class path; {accepted}")
+    # The shared loader: nested classes, abstract classes, a missing module told apart from a
+    # module that fails to import. Its message names the key and the entry.
+    return load_class(CHECKERS_KEY, entry, ScalingChecker, ("check",),
+                      accepted_names=BUILTIN_CHECKERS)
+
+
+def _construct(cls: type, name: str, config: AutoscalerConfig, module_config: ModuleConfig,
+               value: str) -> ScalingChecker:
+    try:
+        if issubclass(cls, ScalingChecker):
+            checker = cls(config, module_config)
+            if not getattr(checker, "name", ""):
+                checker.name = name
+            return checker
+        try:
+            inspect.signature(cls).bind(config, module_config)
+            takes_config = True
+        except (TypeError, ValueError):  # ValueError: no signature available
+            takes_config = False
+        target = cls(config, module_config) if takes_config else cls()
+        return _DuckChecker(config, module_config, target, name)
+    except ConfigError:
+        raise  # a bad checker.<name>.* value: the message already names the key
+    except Exception as e:
+        raise ConfigError(f"{CHECKERS_KEY}={value!r}: checker {name!r} ({cls.__module__}."
+                          f"{cls.__qualname__}) could not be constructed: {type(e).__name__}: {e}"
+                          ) from e
+
+
+def _check_orphan_keys(config: AutoscalerConfig, enabled: set[str]) -> None:
+    """Keys under checker.<name>. for a name that is not enabled: validate a disabled built-in's
+    keys (so a typo still fails), reject keys of unknown checkers (a misspelt name)."""
+    names = set()
+    for key in sorted(config.raw):
+        if not key.startswith("checker."):
+            continue
+        name, dot, rest = key[len("checker."):].partition(".")
+        if not (name and dot and rest):
+            raise ConfigError(f"{PREFIX}{key}={config.raw[key]!r} is not a checker key; expected "
+                              f"{PREFIX}checker.<checker name>.<key>")
+        names.add(name)
+    for name in sorted(names - enabled):
+        if name in BUILTIN_CHECKER_CLASSES:
+            module_config = config.module(f"checker.{name}.")
+            BUILTIN_CHECKER_CLASSES[name](config, module_config)
+            module_config.check_all_read()
+            continue
+        key = next(k for k in sorted(config.raw) if k.startswith(f"checker.{name}."))
+        raise ConfigError(f"{PREFIX}{key}={config.raw[key]!r} configures checker {name!r}, which is "
+                          f"neither enabled in {CHECKERS_KEY} ({', '.join(sorted(enabled)) or 'none'})"
+                          f" nor built in ({', '.join(BUILTIN_CHECKERS)})")
+
+
+# ----------------------------------------------------------------------------------------------
+# The rollback state machine
+# ----------------------------------------------------------------------------------------------
+
+OutcomeAction = Literal["none", "watching", "healthy", "rollback", "failed"]
+
+
+@dataclass(frozen=True)
+class GuardOutcome:
+    """What :meth:`RollbackGuard.observe` concluded at one tick.
+
+    - ``none``: nothing is being watched.
+    - ``watching``: all healthy so far, the watch goes on.
+    - ``healthy``: watched long enough; ``target`` is the new last healthy target, watch ended.
+    - ``rollback``: unhealthy; realize ``target``, then call ``record_rollback`` and
+      ``watch_rollback``.
+    - ``failed``: unhealthy but no rollback is made (the watched action was itself a rollback, or
+      the rollback target is the current one); the guard has paused, emit an event.
+    """
+
+    action: OutcomeAction
+    reason: str
+    results: tuple[CheckResult, ...] = ()
+    unhealthy: CheckResult | None = None
+    target: int | None = None
+
+
+class RollbackGuard:
+    """Watches each applied scaling with the checkers and decides rollbacks, pauses and stops.
+
+    The control loop's sequence:
+
+    1. ``watch(record, healthy_target_before)`` when a scale-up/down is applied.
+    2. Every tick while ``watching`` is set: ``results = evaluate(context)``, then
+       ``verdict(results)``. ``evaluate`` also moves the watch on: a scaling watched for
+       ``window_s()`` with every checker healthy becomes the last healthy target and the watch
+       ends (``watching`` is None); an unhealthy result ends the watch too (the scaling has been
+       judged), so the same failure is never acted on twice.
+    3. On an unhealthy verdict: if the watched action was a rollback (``last_judged_rollback``) or
+       ``rollback_target(initial)`` is the current target, report it and pause
+       (``record_rollback`` or ``pause``) - never roll back a rollback. Otherwise realize the
+       target, ``record_rollback(now, verdict)`` (pause; stop after too many) and
+       ``watch_rollback(rollback_record)``.
+    4. Before applying any decision: skip it while ``paused(now)`` (``pause_reason`` says why).
+
+    :meth:`observe` does steps 2-3's bookkeeping in one call and returns a :class:`GuardOutcome`.
+    ``to_state``/``load_state`` keep the last healthy target, rollback times, a timed pause and a
+    stop across driver restarts; a pause "until restart" is, by design, not restored.
+    """
+
+    STATE_VERSION = 1
+
+    def __init__(self, config: AutoscalerConfig,
+                 checkers: Sequence[ScalingChecker] | None = None) -> None:
+        self.config = config
+        self.checkers: list[ScalingChecker] = (
+            build_checkers(config) if checkers is None else list(checkers))
+        self.healthy_target: int | None = None  # last target known healthy
+        self.stopped = False
+        self.stop_reason: str | None = None
+        self.last_rollback: dict[str, Any] | None = None
+        # The action judged unhealthy by the last evaluate() that ended a watch, and whether it
+        # was a rollback (a failing rollback must be reported, not rolled back).
+        self.last_judged: ScalingRecord | None = None
+        self.last_judged_rollback = False
+        self._watch: ScalingRecord | None = None
+        self._watch_is_rollback = False
+        # The target in force is known healthy (start, or a completed watch); a target reached
+        # by an unconfirmed or failed action must not become the "last healthy" one.
+        self._current_confirmed = True
+        self._rollback_times: list[float] = []
+        self._paused_until: float | None = None
+        self._paused_until_restart = False
+        self._pause_reason: str | None = None
+
+    # --- watching -----------------------------------------------------------------------------
+
+    @property
+    def watching(self) -> ScalingRecord | None:
+        """The action being watched, or None."""
+        return self._watch
+
+    @property
+    def watching_rollback(self) -> bool:
+        return self._watch is not None and self._watch_is_rollback
+
+    def window_s(self) -> float:
+        """How long an action is watched: the longest window of the checkers. Keep at least
+        this much sample history for them."""
+        return max((float(getattr(c, "window_s", 0.0) or 0.0) for c in self.checkers), default=0.0)
+
+    @property
+    def watch_duration_s(self) -> float:
+        return self.window_s()
+
+    def watch(self, scaling: ScalingRecord, healthy_target_before: int) -> None:
+        """Start watching an applied action. ``healthy_target_before`` is the target in force
+        before it; it becomes the last healthy target unless that target was itself never
+        confirmed (an earlier action still watched, or one judged unhealthy). An action of kind
+        ``"rollback"`` is watched as a rollback (see :meth:`watch_rollback`)."""
+        if scaling.action == "rollback":
+            self.watch_rollback(scaling)
+            return
+        if self._current_confirmed or self.healthy_target is None:
+            self.healthy_target = healthy_target_before
+        self._start_watch(scaling, rollback=False)
+
+    def watch_rollback(self, scaling: ScalingRecord) -> None:
+        """Start watching an applied rollback. If it is judged unhealthy too, the lead must only
+        report it: ``last_judged_rollback`` is then True."""
+        self._start_watch(scaling, rollback=True)
+
+    def _start_watch(self, scaling: ScalingRecord, rollback: bool) -> None:
+        self._watch = scaling
+        self._watch_is_rollback = rollback
+        self._current_confirmed = False
+
+    def evaluate(self, context: CheckContext) -> list[CheckResult]:
+        """Run every checker and move the watch on (see the class docs). An exception or a wrong
+        return value in a checker counts as healthy with reason "checker error: ..."."""
+        results = []
+        for checker in self.checkers:
+            name = getattr(checker, "name", "") or type(checker).__name__
+            try:
+                result = checker.check(context)
+                if not isinstance(result, CheckResult):
+                    raise TypeError(f"check() returned {type(result).__name__}, expected CheckResult")
+            except Exception as e:  # never crash the control loop, never roll back on our bug
+                log.warning("sparkscale: checker %s raised; counted as healthy", name, exc_info=True)
+                result = CheckResult(name, True, f"checker error: {type(e).__name__}: {e}")
+            results.append(result)
+        self._advance(context.now, results)
+        return results
+
+    def _advance(self, now: float, results: Sequence[CheckResult]) -> None:
+        scaling = self._watch
+        if scaling is None:
+            return
+        if self.verdict(results) is not None:
+            self.last_judged, self.last_judged_rollback = scaling, self._watch_is_rollback
+            self._end_watch(confirmed=False)
+            return
+        elapsed = now - scaling.time
+        duration = self.window_s()
+        pending = any(r.pending for r in results)
+        # A pending checker may hold the watch for at most one more duration: one that can never
+        # judge must not keep the target unconfirmed forever.
+        if elapsed >= duration and (not pending or elapsed >= 2 * duration):
+            self._end_watch(confirmed=True)
+            self.healthy_target = scaling.to_executors
+
+    def _end_watch(self, confirmed: bool) -> None:
+        self._watch = None
+        self._current_confirmed = confirmed
+
+    @staticmethod
+    def verdict(results: Sequence[CheckResult]) -> CheckResult | None:
+        """The first unhealthy result, or None when all are healthy."""
+        return next((r for r in results if not r.healthy), None)
+
+    def observe(self, context: CheckContext, initial_target: int) -> GuardOutcome:
+        """Evaluate the watched action at ``context.now`` and say what to do next.
+
+        On ``rollback`` the caller still realizes the target and calls :meth:`record_rollback`
+        and :meth:`watch_rollback`; on ``failed`` the guard has paused already.
+        """
+        scaling, was_rollback = self._watch, self._watch_is_rollback
+        if scaling is None:
+            return GuardOutcome("none", "no scaling is being watched")
+        results = tuple(self.evaluate(context))
+        bad = self.verdict(results)
+        now = context.now
+        what = (f"rollback to {scaling.to_executors}" if was_rollback
+                else f"{scaling.action} {scaling.from_executors}->{scaling.to_executors}")
+        elapsed = now - scaling.time
+        if bad is None:
+            if self._watch is None:
+                return GuardOutcome("healthy", f"{what} healthy for {_fmt_s(elapsed)}: "
+                                    f"{scaling.to_executors} executors is the last healthy target",
+                                    results, None, scaling.to_executors)
+            pending = [r.checker for r in results if r.pending]
+            waiting = f", waiting for {', '.join(pending)}" if pending else ""
+            return GuardOutcome("watching", f"{what}: healthy after {_fmt_s(elapsed)} of "
+                                f"{_fmt_s(self.window_s())}{waiting}", results)
+        if was_rollback:
+            reason = (f"{what} did not restore health ({bad.checker}: {bad.reason}); not rolling "
+                      "back again")
+            self.pause(now, reason)
+            return GuardOutcome("failed", reason, results, bad)
+        target = self.rollback_target(initial_target)
+        if target == scaling.to_executors:
+            reason = (f"{what} unhealthy ({bad.checker}: {bad.reason}); the rollback target "
+                      f"({self.config.rollback_target}) is the current target {target}, nothing to "
+                      "roll back to")
+            self.pause(now, reason)
+            return GuardOutcome("failed", reason, results, bad)
+        return GuardOutcome("rollback", f"{what} unhealthy ({bad.checker}: {bad.reason}); rolling "
+                            f"back to {target} executors", results, bad, target)
+
+    # --- rollback, pause, stop ------------------------------------------------------------------
+
+    def rollback_target(self, initial_target: int) -> int:
+        """Where to roll back to: the last healthy target (``rollback.target=last``; the initial
+        one if none is known yet) or the initial one, within min/maxExecutors."""
+        target = initial_target
+        if self.config.rollback_target == "last" and self.healthy_target is not None:
+            target = self.healthy_target
+        return min(max(target, self.config.min_executors), self.config.max_executors)
+
+    def record_rollback(self, now: float, result: CheckResult) -> None:
+        """A rollback was applied (or a failure reported): pause scaling for
+        ``rollback.pauseDuration``, and stop it once ``rollback.maxRollbacks`` fell within
+        ``rollback.window``."""
+        window = self.config.rollback_window_s
+        self._rollback_times = [t for t in self._rollback_times if t > now - window] + [now]
+        self.last_rollback = {"time": now, "checker": result.checker, "reason": result.reason}
+        count = len(self._rollback_times)
+        if count >= self.config.rollback_max:
+            self.stopped = True
+            self.stop_reason = (f"{count} rollbacks within {_fmt_s(window)} (rollback.maxRollbacks="
+                                f"{self.config.rollback_max}); automatic scaling stopped until "
+                                f"resume(). Last: {result.checker}: {result.reason}")
+        self.pause(now, f"rolled back after {result.checker}: {result.reason}")
+
+    def pause(self, now: float, reason: str) -> None:
+        """Pause automatic scaling for ``rollback.pauseDuration`` (or until restart) without
+        counting a rollback; an existing longer pause is kept."""
+        pause = self.config.rollback_pause_s
+        if pause is None:
+            self._paused_until_restart = True
+        else:
+            until = now + pause
+            self._paused_until = max(until, self._paused_until or until)
+        self._pause_reason = reason
+
+    def rollbacks_in_window(self, now: float) -> int:
+        return sum(1 for t in self._rollback_times if t > now - self.config.rollback_window_s)
+
+    def paused(self, now: float) -> bool:
+        """True while automatic scaling must not act: stopped, paused until restart, or within a
+        timed pause. An expired pause is cleared here."""
+        if self.stopped or self._paused_until_restart:
+            return True
+        if self._paused_until is not None and now < self._paused_until:
+            return True
+        self._paused_until = None
+        self._pause_reason = None
+        return False
+
+    @property
+    def pause_reason(self) -> str | None:
+        """Why scaling is paused or stopped (as of the last ``paused`` call), else None."""
+        return self.stop_reason if self.stopped else self._pause_reason
+
+    @property
+    def paused_until(self) -> float | None:
+        """End of a timed pause; None when not paused or paused until restart (see paused())."""
+        return self._paused_until
+
+    def resume(self) -> None:
+        """Clear any pause and stop, and forget past rollbacks (the user takes responsibility)."""
+        self.stopped = False
+        self.stop_reason = None
+        self._paused_until = None
+        self._paused_until_restart = False
+        self._pause_reason = None
+        self._rollback_times = []
+
+    # --- persistence ----------------------------------------------------------------------------
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serializable state for a state store. The watch and a pause until restart are
+        left out on purpose: neither outlives the application."""
+        return {
+            "version": self.STATE_VERSION,
+            "healthy_target": self.healthy_target,
+            "rollback_times": list(self._rollback_times),
+            "last_rollback": dict(self.last_rollback) if self.last_rollback else None,
+            "paused_until": self._paused_until,
+            "pause_reason": self._pause_reason if self._paused_until is not None else None,
+            "stopped": self.stopped,
+            "stop_reason": self.stop_reason,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`to_state` produced. Missing or malformed entries keep defaults."""
+        def number(value: Any) -> float | None:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            return float(value) if ok and math.isfinite(value) else None
+
+        target = state.get("healthy_target")
+        self.healthy_target = (int(target) if isinstance(target, int) and not isinstance(target, bool)
+                               and target >= 0 else None)
+        times = state.get("rollback_times")
+        times = times if isinstance(times, list) else []
+        self._rollback_times = sorted(t for t in (number(v) for v in times) if t is not None)
+        last = state.get("last_rollback")
+        self.last_rollback = dict(last) if isinstance(last, dict) else None
+        self._paused_until = number(state.get("paused_until"))
+        reason = state.get("pause_reason")
+        self._pause_reason = (str(reason) if reason else "paused before a restart") \
+            if self._paused_until is not None else None
+        self._paused_until_restart = False
+        self.stopped = state.get("stopped") is True
+        stop_reason = state.get("stop_reason")
+        self.stop_reason = (str(stop_reason) if stop_reason else
+                            "automatic scaling stopped before a restart; call resume()") \
+            if self.stopped else None
+        self._watch = None
+        self._current_confirmed = True
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], config: AutoscalerConfig,
+                   checkers: Sequence[ScalingChecker] | None = None) -> RollbackGuard:
+        guard = cls(config, checkers)
+        guard.load_state(state)
+        return guard

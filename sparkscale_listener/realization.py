@@ -1,0 +1,163 @@
+"""Realization: carrying an absolute executor target out on the cluster, safely."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+class ClusterBackend(ABC):
+    """The executor API of the cluster manager: SparkContext in production, a model in the
+    simulator. Absolute targets only (see the empty-target trap in DESIGN-NOTES)."""
+
+    @abstractmethod
+    def executor_ids(self) -> list[str]: ...
+
+    @abstractmethod
+    def running_tasks(self) -> dict[str, int]:
+        """Running task count per live executor."""
+
+    @abstractmethod
+    def request_total(self, total: int) -> bool:
+        """Ask the cluster manager for this many executors in all."""
+
+    @abstractmethod
+    def kill(self, executor_ids: Sequence[str]) -> list[str]:
+        """Kill these executors without replacing them; returns the ids actually killed."""
+
+    def decommission(self, executor_ids: Sequence[str]) -> list[str]:
+        """Gracefully decommission; defaults to kill where the backend cannot."""
+        return self.kill(executor_ids)
+
+
+@dataclass(frozen=True)
+class RealizationResult:
+    requested_total: int  # the target the cluster manager now has
+    removed: tuple[str, ...] = ()  # executors killed/decommissioned by this call
+    ok: bool = True
+    message: str = ""
+
+
+class ScalingRealizer(ABC):
+    """Carries an absolute executor target out. Pluggable (`spark.sparkscale.realizer.class`).
+
+    The control loop calls :meth:`baseline` once, when the first executors have registered, and
+    :meth:`realize` for every applied decision or rollback. Both return what the cluster manager
+    was asked for; neither may kill an executor that is running a task.
+    """
+
+    @abstractmethod
+    def baseline(self, total: int) -> RealizationResult:
+        """Set the cluster manager's target to ``total`` without removing anything."""
+
+    @abstractmethod
+    def realize(self, target: int) -> RealizationResult:
+        """Move towards ``target`` executors: request more, or remove idle ones."""
+
+    @property
+    @abstractmethod
+    def requested_total(self) -> int:
+        """The executor total the cluster manager currently has as its target."""
+
+
+class ExecutorRealizer(ScalingRealizer):
+    """The built-in realizer over a :class:`ClusterBackend`.
+
+    Scale-up raises the absolute target (never relative: see the empty-target trap). Scale-down
+    removes only idle executors, newest first (they hold the least cached state), then pins the
+    absolute target so the cluster manager does not replace them; if too few are idle it removes
+    what it can and the next tick does the rest.
+    """
+
+    def __init__(self, backend: ClusterBackend, min_executors: int, decommission: bool = False) -> None:
+        self.backend = backend
+        self.min_executors = min_executors
+        self.decommission = decommission
+        self._requested = 0
+        # Executors we removed that the scheduler still lists (removal takes seconds): they are
+        # neither counted as live nor chosen again, or the next tick would re-request them.
+        self._removing: set[str] = set()
+
+    @property
+    def requested_total(self) -> int:
+        return self._requested
+
+    def baseline(self, total: int) -> RealizationResult:
+        return self._request(total)
+
+    def realize(self, target: int) -> RealizationResult:
+        target = max(target, self.min_executors)
+        listed = self.backend.executor_ids()
+        self._removing &= set(listed)
+        live = [e for e in listed if e not in self._removing]
+        if target >= len(live):
+            return self._request(target)
+        # Scale down: only executors with no running task; newest first (ids are numeric strings
+        # on every cluster manager Spark ships, but do not rely on it).
+        running = self.backend.running_tasks()
+        idle = sorted((e for e in live if running.get(e, 0) == 0), key=_executor_sort_key, reverse=True)
+        victims = idle[: len(live) - target]
+        removed: list[str] = []
+        if victims:
+            removed = (self.backend.decommission(victims) if self.decommission
+                       else self.backend.kill(victims))
+            self._removing.update(removed)
+        # Always end on the absolute target: a kill lowers the target by one per executor from
+        # wherever it was, and busy executors left running are removed on a later call.
+        result = self._request(target)
+        short = len(live) - target - len(removed)
+        message = result.message or ("" if short <= 0 else
+                                     f"{short} executor(s) busy; they will be removed when idle")
+        return RealizationResult(requested_total=self._requested, removed=tuple(removed),
+                                 ok=result.ok, message=message)
+
+    def _request(self, total: int) -> RealizationResult:
+        ok = self.backend.request_total(total)
+        if ok:
+            self._requested = total
+        return RealizationResult(requested_total=self._requested, ok=ok,
+                                 message="" if ok else f"the cluster manager refused a target of {total}")
+
+
+def _executor_sort_key(executor_id: str) -> tuple[int, int | str]:
+    return (0, int(executor_id)) if executor_id.isdigit() else (1, executor_id)
+
+
+class SparkClusterBackend(ClusterBackend):
+    """The SparkContext's executor API, reached through py4j and the JVM bridge."""
+
+    def __init__(self, spark_context: Any, bridge: Any) -> None:
+        self._sc = spark_context
+        self._bridge = bridge
+
+    def executor_ids(self) -> list[str]:
+        # The scheduler's own list: executors it can schedule on (driver excluded).
+        text = self._sc._jsc.sc().getExecutorIds().mkString(",")
+        return [e for e in text.split(",") if e]
+
+    def running_tasks(self) -> dict[str, int]:
+        snapshot = self._bridge.snapshot()
+        return {eid: int(info.get("runningTasks", 0))
+                for eid, info in snapshot.get("executors", {}).items()
+                if info.get("removedMs") is None}
+
+    def request_total(self, total: int) -> bool:
+        return bool(self._bridge.request_total_executors(total))
+
+    def kill(self, executor_ids: Sequence[str]) -> list[str]:
+        return self._kill_idle(executor_ids)
+
+    def decommission(self, executor_ids: Sequence[str]) -> list[str]:
+        return list(self._bridge.decommission_executors(list(executor_ids)))
+
+    def _kill_idle(self, executor_ids: Sequence[str]) -> list[str]:
+        """Kill with force=false: the scheduler itself skips an executor that picked up a task
+        since we looked, so a busy executor is never killed (its tasks would be re-run)."""
+        jvm = self._sc._jvm
+        seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq(list(executor_ids))
+        backend = self._sc._jsc.sc().schedulerBackend()
+        # (ids, adjustTargetNumExecutors, countFailures, force)
+        killed = backend.killExecutors(seq, True, False, False)
+        return [e for e in killed.mkString(",").split(",") if e]

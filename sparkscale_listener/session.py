@@ -1,0 +1,201 @@
+"""Wiring the autoscaler into a SparkSession: the user's one line.
+
+Order matters: every ``spark.sparkscale.*`` key is validated and the dynamic-allocation conflict
+refused *before* the session (and its executors) start; the bridge must be on the driver
+classpath before the JVM starts, so it is added to the builder, not to a running session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from .autoscaler import Autoscaler, ControlLoop
+from .bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
+from .checking import RollbackGuard, build_checkers
+from .collection import MetricCollector, SparkMetricCollector
+from .config import PREFIX, AutoscalerConfig, ConfigError
+from .evaluation import BusyTimeEvaluator, MetricEvaluator
+from .events import AutoscalerEvent, EventDispatcher, build_event_handlers
+from .plugins import instantiate, load_class
+from .policy import ScalingPolicy
+from .progress import ProgressRecorder
+from .realization import ExecutorRealizer, ScalingRealizer, SparkClusterBackend
+from .state import build_state_store
+
+log = logging.getLogger("sparkscale")
+
+_running: dict[str, tuple[Autoscaler, ControlLoop]] = {}
+_lock = threading.Lock()
+
+
+def autoscale(session_or_builder: Any) -> SparkSession:
+    if isinstance(session_or_builder, SparkSession):
+        return _attach(session_or_builder)
+    builder = session_or_builder
+    options: dict[str, str] = {k: str(v) for k, v in getattr(builder, "_options", {}).items()}
+    config = AutoscalerConfig.from_spark_conf(options)  # fail before anything starts
+    if not config.enabled:
+        return builder.getOrCreate()
+    refuse_dynamic_allocation(options)
+    validate_modules(config)
+    jar = JvmBridge.jar_path()
+    if not jar.exists():
+        raise BridgeNotInstalledError(
+            f"the sparkscale JVM bridge jar is missing at {jar}; build it with `make bridge` "
+            "(needs a JDK 17: javac and jar)")
+    builder.config("spark.jars", _append_csv(options.get("spark.jars"), str(jar)))
+    builder.config("spark.plugins", _append_csv(options.get("spark.plugins"), PLUGIN_CLASS))
+    return _attach(builder.getOrCreate())
+
+
+def autoscaler(spark: SparkSession) -> Autoscaler:
+    app_id = spark.sparkContext.applicationId
+    with _lock:
+        entry = _running.get(app_id)
+    if entry is None:
+        raise RuntimeError(
+            f"no sparkscale autoscaler runs for application {app_id}; create the session with "
+            "sparkscale_listener.autoscale(SparkSession.builder...) (or set spark.sparkscale.enabled=true)")
+    return entry[0]
+
+
+def stop_autoscaler(spark: SparkSession) -> None:
+    with _lock:
+        entry = _running.pop(spark.sparkContext.applicationId, None)
+    if entry is not None:
+        entry[1].stop()
+
+
+def refuse_dynamic_allocation(conf: dict[str, str]) -> None:
+    if conf.get("spark.dynamicAllocation.enabled", "false").strip().lower() == "true":
+        raise ConfigError(
+            "spark.dynamicAllocation.enabled=true: Spark's allocation manager would overwrite the "
+            "autoscaler's executor target and refuse its kills. Set spark.dynamicAllocation.enabled="
+            f"false (sparkscale replaces it for streaming), or {PREFIX}enabled=false to keep dynamic "
+            "allocation")
+
+
+def _append_csv(existing: str | None, item: str) -> str:
+    items = [x.strip() for x in (existing or "").split(",") if x.strip()]
+    if item not in items:
+        items.append(item)
+    return ",".join(items)
+
+
+def _attach(spark: SparkSession) -> SparkSession:
+    sc = spark.sparkContext
+    conf = {k: v for k, v in sc.getConf().getAll()}
+    config = AutoscalerConfig.from_spark_conf(conf)
+    if not config.enabled:
+        return spark
+    refuse_dynamic_allocation(conf)
+    if config.decommission and conf.get("spark.decommission.enabled", "false").lower() != "true":
+        raise ConfigError(f"{PREFIX}scaleDown.decommission=true needs spark.decommission.enabled=true "
+                          "(graceful decommission is off in this application)")
+    with _lock:
+        if sc.applicationId in _running:
+            return spark
+    bridge = JvmBridge(sc)
+    if not bridge.installed():
+        raise BridgeNotInstalledError(
+            "this SparkSession was started without the sparkscale JVM bridge. Create it with "
+            "sparkscale_listener.autoscale(SparkSession.builder...) before any other session in this "
+            f"process, or start it with spark.jars={JvmBridge.jar_path()} and "
+            f"spark.plugins={PLUGIN_CLASS}")
+
+    master = sc.master or ""
+    fallback_note = None
+    if master.startswith("local") and not master.startswith("local-cluster") and config.mode != "recommend":
+        fallback_note = (f"master {master} cannot add or remove executors; falling back to recommend "
+                         f"mode (decisions are published, never applied)")
+        log.warning("sparkscale: %s", fallback_note)
+        config = replace(config, mode="recommend")
+
+    scaler = build_autoscaler(spark, config, bridge)
+    if fallback_note:
+        scaler.events.emit(AutoscalerEvent(scaler.clock(), "notice", fallback_note, severity="warning",
+                                           details={"mode": config.mode}))
+
+    def alive() -> bool:
+        return sc._jsc is not None and not sc._jsc.sc().isStopped()
+
+    loop = ControlLoop(scaler, config.interval_s, alive)
+    with _lock:
+        _running[sc.applicationId] = (scaler, loop)
+    loop.start()
+    log.info("sparkscale: autoscaler started (mode=%s, executors %d..%d, interval %gs)",
+             config.mode, config.min_executors, config.max_executors, config.interval_s)
+    return spark
+
+
+def validate_modules(config: AutoscalerConfig) -> None:
+    """Check every module choice and module key that can be checked without a SparkContext."""
+    build_checkers(config)
+    for key, value, base, methods in (
+            ("metrics.collector.class", config.collector_class, MetricCollector, ("collect",)),
+            ("metrics.evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",)),
+            ("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"))):
+        if value:
+            load_class(key, value, base, methods)
+    # Built-in collector/evaluator/realizer have no keys of their own: any key under their
+    # prefix is a typo (a custom class reads and checks its own).
+    for prefix, custom in (("collector.", config.collector_class), ("evaluator.", config.evaluator_class),
+                           ("realizer.", config.realizer_class)):
+        if not custom:
+            config.module(prefix).check_all_read()
+
+
+def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmBridge) -> Autoscaler:
+    """Construct every module from the configuration; any misfit fails here, at startup."""
+    sc = spark.sparkContext
+    app_name = sc.appName
+
+    recorder = ProgressRecorder()
+    collector: MetricCollector
+    if config.collector_class:
+        cls = load_class("metrics.collector.class", config.collector_class, MetricCollector, ("collect",))
+        if issubclass(cls, SparkMetricCollector):
+            collector = cls(spark, bridge, recorder, config)
+        else:
+            collector = instantiate(cls, config, "metrics.collector.class")
+    else:
+        collector = SparkMetricCollector(spark, bridge, recorder, config)
+
+    evaluator: MetricEvaluator
+    if config.evaluator_class:
+        cls = load_class("metrics.evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",))
+        evaluator = instantiate(cls, config, "metrics.evaluator.class")
+    else:
+        evaluator = BusyTimeEvaluator()
+
+    backend = SparkClusterBackend(sc, bridge)
+    realizer: ScalingRealizer
+    if config.realizer_class:
+        cls = load_class("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"))
+        try:
+            realizer = cls(config, backend)
+        except Exception as exc:
+            raise ConfigError(f"{PREFIX}realizer.class={config.realizer_class!r}: constructing it as "
+                              f"cls(config, backend) failed: {exc}") from exc
+    else:
+        realizer = ExecutorRealizer(backend, config.min_executors, config.decommission)
+
+    validate_modules(config)
+    guard = RollbackGuard(config, build_checkers(config))
+    events = EventDispatcher(build_event_handlers(config, bridge), config.event_throttle_s)
+
+    def store_fell_back(why: str) -> None:
+        events.emit(AutoscalerEvent(time.time(), "notice", f"state store problem, continuing with a fresh "
+                                    f"in-memory store: {why}", severity="warning",
+                                    details={"mode": config.mode}))
+
+    store = build_state_store(config, on_fallback=store_fell_back)
+    scaler = Autoscaler(config, collector, evaluator, ScalingPolicy(), realizer, guard, events,
+                        store, app_name, gauges=bridge.set_gauge)
+    return scaler

@@ -1,0 +1,157 @@
+"""The autoscaler end to end on a real multi-executor cluster (local-cluster: real executor JVMs
+under an in-process standalone Master).
+
+Every wait is a condition with a deadline; no test depends on how fast this machine is beyond the
+generous deadlines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+from sparkscale_listener import ConfigError, autoscale, autoscaler
+from sparkscale_listener.bridge import JvmBridge
+from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
+
+pytestmark = pytest.mark.spark
+
+
+def applied(scaler, action: str) -> list[dict]:
+    return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
+
+
+def event_log_events(events_dir: Path) -> list[dict]:
+    events = []
+    for path in sorted(p for p in events_dir.rglob("*") if p.is_file()):  # rolling logs are folders
+        for line in path.read_text().splitlines():
+            if line.strip():
+                events.append(json.loads(line))
+    return events
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("spark.sparkscale.minExecutors", "two", "not an integer"),
+        ("spark.sparkscale.utilization.target", "1.5", "(0, 1]"),
+        ("spark.sparkscale.interval", "10 parsecs", "not a valid duration"),
+        ("spark.sparkscale.mode", "turbo", "autoscale, recommend, reactive"),
+        ("spark.sparkscale.maxExecuters", "4", "not a known key"),
+        ("spark.sparkscale.metricsWindow", "-5s", "not a valid duration"),
+    ],
+)
+def test_bad_configuration_fails_before_the_session_starts(key: str, value: str, expected: str) -> None:
+    builder = SparkSession.builder.master("local-cluster[1,1,1024]").config(key, value)
+    with pytest.raises(ConfigError) as err:
+        autoscale(builder)
+    assert key in str(err.value) and value in str(err.value) and expected in str(err.value)
+    assert SparkContext._active_spark_context is None  # nothing was started
+
+
+def test_min_greater_than_max_fails_before_the_session_starts() -> None:
+    builder = (SparkSession.builder.master("local-cluster[1,1,1024]")
+               .config("spark.sparkscale.minExecutors", "5").config("spark.sparkscale.maxExecutors", "2"))
+    with pytest.raises(ConfigError, match=r"minExecutors=5 is greater than .*maxExecutors=2"):
+        autoscale(builder)
+    assert SparkContext._active_spark_context is None
+
+
+def test_dynamic_allocation_is_refused() -> None:
+    builder = (SparkSession.builder.master("local-cluster[1,1,1024]")
+               .config("spark.dynamicAllocation.enabled", "true"))
+    with pytest.raises(ConfigError, match=r"spark\.dynamicAllocation\.enabled=true"):
+        autoscale(builder)
+    assert SparkContext._active_spark_context is None
+
+
+def test_local_master_falls_back_to_recommend_mode() -> None:
+    spark = autoscale(SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false"))
+    try:
+        status = autoscaler(spark).status()
+        assert status["mode"] == "recommend"
+    finally:
+        spark.stop()
+
+
+def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(tmp_path: Path) -> None:
+    spark = build_session("it-up-down", cluster_conf(tmp_path, extra={"spark.ui.enabled": "false"}))
+    scaler = autoscaler(spark)
+    job = StreamingJob(spark, tmp_path, rows_per_second=30).start()
+    try:
+        wait_for(lambda: scaler.status()["live_executors"] == 1 and scaler.status()["target_executors"] == 1,
+                 120, what="the baseline of 1 executor (initialExecutors=1)")
+        job.set_rate(220)  # > 2x what one executor can do: the backlog grows
+        wait_for(lambda: applied(scaler, "scale_up"), 120, what="a scale-up under growing backlog")
+        wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
+        job.set_rate(20)
+        wait_for(lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1, 180,
+                 what="scale-down back to 1 executor after the load fell")
+        up, down = applied(scaler, "scale_up")[0], applied(scaler, "scale_down")[-1]
+        assert up["to_executors"] > up["from_executors"] and "backlog" in up["reason"]
+        assert down["to_executors"] < down["from_executors"]
+        failed = JvmBridge(spark.sparkContext).snapshot()["totals"]["tasksFailed"]
+        assert failed == 0, "killing idle executors must not fail a task"
+        job.stop()
+        ids = job.written_ids()
+        assert ids, "the sink got rows"
+        assert len(ids) == len(set(ids)), "no row written twice"
+        assert sorted(ids) == list(range(max(ids) + 1)), "no row lost"
+    finally:
+        job.stop()
+        spark.stop()
+    scaling = [e for e in event_log_events(tmp_path / "events") if e["Event"].endswith("ScalingEvent")]
+    actions = {e["action"] for e in scaling}
+    assert {"scale_up", "scale_down"} <= actions
+    for e in scaling:
+        assert {"fromExecutors", "toExecutors", "reason"} <= set(e)
+
+
+def test_steady_load_inside_the_band_takes_no_action(tmp_path: Path) -> None:
+    conf = cluster_conf(tmp_path, workers=2, extra={"spark.ui.enabled": "false",
+                                                    "spark.sparkscale.initialExecutors": "2"})
+    spark = build_session("it-steady", conf)
+    scaler = autoscaler(spark)
+    # 2 slots, 10 ms per row, 120 rows/s -> about 60 % busy: inside [0.4, 0.9].
+    job = StreamingJob(spark, tmp_path, rows_per_second=120).start()
+    try:
+        wait_for(lambda: sum("inside" in (d["reason"] or "") for d in scaler.decisions()) >= 8, 180,
+                 what="several evaluated decisions inside the utilization band")
+        assert not [d for d in scaler.decisions() if d["applied"]], scaler.decisions()[-3:]
+        assert scaler.status()["target_executors"] == 2
+    finally:
+        job.stop()
+        spark.stop()
+
+
+def test_two_concurrent_queries_get_one_combined_target(tmp_path: Path) -> None:
+    conf = cluster_conf(tmp_path, workers=4, extra={"spark.ui.enabled": "false",
+                                                    "spark.sparkscale.maxExecutors": "4"})
+    spark = build_session("it-two-queries", conf)
+    scaler = autoscaler(spark)
+    # 10 ms per row: "orders" needs ~1.0 busy slot, "clicks" ~0.6. Alone, each would fit in 2
+    # executors at 70 % utilization; together they need 3.
+    orders = StreamingJob(spark, tmp_path, name="orders", rows_per_second=100).start()
+    clicks = StreamingJob(spark, tmp_path, name="clicks", rows_per_second=60).start()
+    try:
+        def combined_scale_up() -> dict | None:
+            for d in applied(scaler, "scale_up"):
+                queries = d.get("queries") or {}
+                if len(queries) == 2 and all(q["required_slots"] > 0 for q in queries.values()):
+                    return d
+            return None
+
+        decision = wait_for(combined_scale_up, 180, what="a scale-up driven by both queries")
+        per_query = {q["name"]: q["required_slots"] for q in decision["queries"].values()}
+        assert set(per_query) == {"orders", "clicks"}
+        assert decision["required_slots"] == pytest.approx(sum(per_query.values()), rel=1e-6)
+        wait_for(lambda: scaler.status()["target_executors"] >= 3, 180,
+                 what="a target covering both queries (3 or more executors)")
+        assert max(per_query.values()) < scaler.status()["target_executors"]
+    finally:
+        orders.stop()
+        clicks.stop()
+        spark.stop()

@@ -1,0 +1,310 @@
+"""The JVM bridge against a real local-cluster (2 executor JVMs, 1 core each).
+
+One SparkSession serves the whole module (starting one costs ~15-20 s on 2 cores), so the tests run in
+file order: the streaming test runs before the kill test, and the event-log test, which stops the
+session, comes last. pyspark keeps one driver JVM per Python process and puts ``spark.jars`` on its
+classpath only when it launches it: if another module started Spark first without the jar, these tests
+skip (run them in their own process: ``pytest tests/integration/test_bridge.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from py4j.java_gateway import JavaClass, get_field
+
+from sparkscale_listener import bridge as bridge_module
+from sparkscale_listener.bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T], ok: Callable[[T], bool], what: str, timeout: float = 60.0) -> T:
+    """Poll until ok(probe()) or fail with the last value seen: listener events arrive asynchronously."""
+    deadline = time.monotonic() + timeout
+    value = probe()
+    while not ok(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last value: {value!r}")
+        time.sleep(0.1)
+        value = probe()
+    return value
+
+
+def live(snapshot: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in snapshot["executors"].items() if v["removedMs"] is None}
+
+
+@pytest.fixture(scope="session")
+def bridge_jar() -> Path:
+    """The packaged jar, (re)built when missing or older than the Java sources."""
+    jar = JvmBridge.jar_path()
+    sources = list((REPO / "jvm-bridge" / "src").rglob("*.java"))
+    stale = not jar.exists() or any(s.stat().st_mtime > jar.stat().st_mtime for s in sources)
+    if stale:
+        if shutil.which("javac") is None:
+            pytest.skip("javac not found and the bridge jar is missing or stale")
+        import pyspark
+
+        jars_dir = Path(pyspark.__file__).parent / "jars"
+        subprocess.run(["bash", str(REPO / "jvm-bridge" / "build.sh"), str(jars_dir), str(jar)], check=True)
+    return jar
+
+
+@dataclass
+class Env:
+    spark: Any
+    bridge: JvmBridge
+    event_dir: Path
+
+
+@pytest.fixture(scope="module")
+def env(bridge_jar: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._jvm is not None:
+        probe = SparkContext._jvm.io.sparkscale.bridge.SparkscaleBridge
+        if not isinstance(probe, JavaClass):
+            pytest.skip("a driver JVM without the bridge jar already runs in this process")
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+    event_dir = tmp_path_factory.mktemp("eventlog")
+    spark = (
+        SparkSession.builder.master("local-cluster[2,1,1024]")
+        .appName("sparkscale-bridge-test")
+        .config("spark.jars", str(bridge_jar))
+        .config("spark.plugins", PLUGIN_CLASS)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", str(event_dir))
+        .config("spark.eventLog.rolling.enabled", "false")  # one plain file to read back
+        .config("spark.eventLog.compress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        # JMX makes the driver's metric registry readable from here through py4j.
+        .config("spark.metrics.conf.driver.sink.jmx.class", "org.apache.spark.metrics.sink.JmxSink")
+        .getOrCreate()
+    )
+    try:
+        yield Env(spark, JvmBridge(spark.sparkContext), event_dir)
+    finally:
+        spark.stop()
+
+
+def test_plugin_installed_and_sees_both_executors(env: Env) -> None:
+    assert env.bridge.installed()
+    snap = wait_for(env.bridge.snapshot, lambda s: len(live(s)) == 2, "2 live executors")
+    assert snap["appId"] == env.spark.sparkContext.applicationId
+    assert snap["coresPerExecutor"] == 1
+    assert abs(snap["timeMs"] / 1000 - time.time()) < 600  # epoch milliseconds, not seconds or nanos
+    for executor_id, e in live(snap).items():
+        assert executor_id != "driver"
+        assert e["cores"] == 1
+        assert e["host"]
+        assert e["addedMs"] <= snap["timeMs"]
+        assert e["heapMaxBytes"] == 1024 * 1024 * 1024
+        assert e["runningTasks"] == 0
+    totals = snap["totals"]
+    assert totals["executorsAdded"] == 2
+    assert totals["executorsRemoved"] == 0
+    assert totals["slotMs"] > 0
+
+
+def test_missing_class_is_not_installed(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    # py4j answers an unknown class with a JavaPackage: that must read as "not installed", not explode.
+    monkeypatch.setattr(bridge_module, "BRIDGE_CLASS", "io.sparkscale.bridge.NoSuchClass")
+    absent = JvmBridge(env.spark.sparkContext)
+    assert absent.installed() is False
+    with pytest.raises(BridgeNotInstalledError):
+        absent.snapshot()
+    with pytest.raises(BridgeNotInstalledError):
+        absent.request_total_executors(2)
+
+
+def test_batch_job_counts_tasks_and_busy_time(env: Env) -> None:
+    before = env.bridge.snapshot()
+    env.spark.range(0, 100_000, numPartitions=4).selectExpr("sum(id)").collect()
+
+    snap = wait_for(
+        env.bridge.snapshot,
+        lambda s: s["totals"]["tasksFinished"] >= before["totals"]["tasksFinished"] + 4
+        and all(e["runningTasks"] == 0 for e in s["executors"].values()),
+        "the 4 tasks of the batch job to finish",
+    )
+    totals = snap["totals"]
+    assert totals["busyMs"] > before["totals"]["busyMs"]
+    assert totals["runMs"] > before["totals"]["runMs"]
+    assert totals["tasksFailed"] == 0
+    # Nothing is running and nothing was removed: the executors add up to the totals exactly.
+    execs = snap["executors"].values()
+    assert sum(e["tasksFinished"] for e in execs) == totals["tasksFinished"]
+    assert sum(e["busyMs"] for e in execs) == totals["busyMs"]
+    # One slot per executor: busy time can never exceed the slot time it ran in.
+    assert totals["busyMs"] <= totals["slotMs"]
+    # A batch job carries no streaming query id.
+    assert snap["queries"] == before["queries"]
+
+
+def test_streaming_query_attributed_per_query_and_batch(env: Env) -> None:
+    query = (
+        env.spark.readStream.format("rate")
+        .option("rowsPerSecond", 100)
+        .option("numPartitions", 2)
+        .load()
+        .writeStream.format("noop")
+        .queryName("bridge_rate")
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        wait_for(lambda: query.lastProgress, lambda p: p is not None and p["batchId"] >= 2, "3 micro-batches")
+    finally:
+        query.stop()
+    done = {str(p["batchId"]) for p in query.recentProgress}
+    query_id = str(query.id)
+
+    def batches_seen(s: dict[str, Any]) -> bool:
+        q = s["queries"].get(query_id)
+        return q is not None and done <= set(q["batches"])
+
+    snap = wait_for(env.bridge.snapshot, batches_seen, f"batches {sorted(done)} of query {query_id}")
+    q = snap["queries"][query_id]
+    assert q["busyMs"] > 0
+    assert q["runMs"] > 0
+    assert q["tasksFinished"] >= len(done)  # at least one task per batch (an empty batch writes 1 partition)
+    assert q["maxStageTasks"] == 2  # numPartitions of the rate source
+    assert all(int(b) <= max(int(d) for d in done) + 1 for b in q["batches"])
+    assert sum(q["batches"].values()) <= q["busyMs"]
+    assert snap["totals"]["busyMs"] >= q["busyMs"]
+
+
+def test_failing_streaming_query_reports_task_and_job_failures(env: Env) -> None:
+    query = (
+        env.spark.readStream.format("rate")
+        .option("rowsPerSecond", 100)
+        .option("numPartitions", 1)
+        .load()
+        .selectExpr("raise_error(concat('sparkscale-boom-', value))")
+        .writeStream.format("noop")
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    with pytest.raises(Exception, match="sparkscale-boom"):
+        query.awaitTermination(60)  # returns False (and fails this test) if the query never fails
+    query_id = str(query.id)
+
+    def failed(s: dict[str, Any]) -> bool:
+        q = s["queries"].get(query_id)
+        return q is not None and q["jobsFailed"] >= 1 and q["tasksFailed"] >= 1
+
+    snap = wait_for(env.bridge.snapshot, failed, f"a failed job of query {query_id}")
+    mine = [f for f in snap["recentTaskFailures"] if f["queryId"] == query_id]
+    assert mine, snap["recentTaskFailures"]
+    assert all(f["reason"].startswith("ExceptionFailure: ") for f in mine)
+    assert any("sparkscale-boom" in f["reason"] for f in mine)
+    assert all(f["executorId"] in snap["executors"] and f["timeMs"] <= snap["timeMs"] for f in mine)
+    assert "\n" not in mine[0]["reason"]  # first line only, no stack trace
+    assert snap["totals"]["tasksFailed"] >= snap["queries"][query_id]["tasksFailed"]
+
+
+def test_gauges_reach_the_metrics_system(env: Env) -> None:
+    sc = env.spark.sparkContext
+    jvm = sc._jvm
+    env.bridge.set_gauge("targetExecutors", 3)
+    env.bridge.set_gauge("backlog.bridge_rate", 42.5)  # not registered at init: registered on first use
+
+    mbean = jvm.java.lang.Class.forName("com.codahale.metrics.jmx.JmxReporter$JmxGaugeMBean")
+    server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
+
+    def gauge(name: str) -> float:
+        object_name = jvm.javax.management.ObjectName(
+            f"metrics:name={sc.applicationId}.driver.plugin.{PLUGIN_CLASS}.{name},type=gauges"
+        )
+        return float(jvm.javax.management.JMX.newMBeanProxy(server, object_name, mbean).getValue())
+
+    assert gauge("targetExecutors") == 3.0
+    assert gauge("backlog.bridge_rate") == 42.5
+    unset = gauge("utilization")  # registered at init, never set
+    assert unset != unset  # NaN
+    env.bridge.set_gauge("targetExecutors", 2)
+    assert gauge("targetExecutors") == 2.0
+
+
+def test_decommission_refused_without_decommission_enabled(env: Env) -> None:
+    # Without spark.decommission.enabled the executor would ignore the request while the driver stops
+    # scheduling on it: the bridge must refuse rather than leave a zombie.
+    some = next(iter(live(env.bridge.snapshot())))
+    assert env.bridge.decommission_executors([some]) == []
+    assert env.bridge.decommission_executors([]) == []
+
+
+def test_kill_idle_executor_is_seen_removed(env: Env) -> None:
+    # Baseline first (the empty-target trap in DESIGN-NOTES), then kill one idle executor.
+    assert env.bridge.request_total_executors(2) is True
+    snap = wait_for(env.bridge.snapshot, lambda s: len(live(s)) == 2, "2 live executors")
+    victim = next(k for k, e in live(snap).items() if e["runningTasks"] == 0)
+    assert env.bridge.kill_executors([victim]) == [victim]
+
+    snap = wait_for(
+        env.bridge.snapshot,
+        lambda s: s["executors"][victim]["removedMs"] is not None,
+        f"executor {victim} to be removed",
+    )
+    removed = snap["executors"][victim]
+    assert removed["removedReason"]
+    assert removed["addedMs"] <= removed["removedMs"] <= snap["timeMs"]
+    assert snap["totals"]["executorsRemoved"] == 1
+    assert list(live(snap)) == [k for k in snap["executors"] if k != victim]
+
+
+def test_events_reach_the_event_log(env: Env) -> None:
+    sc = env.spark.sparkContext
+    details = {"queries": {"bridge_rate": {"backlog": 10}}, "ratio": 0.5, "unknown": float("nan")}
+    env.bridge.post_scaling_event("scale_up", 1, 2, "backlog growing", True, "apply", details)
+    env.bridge.post_autoscaler_event("pause", "warning", "memory pressure", {"heapRatio": 0.93})
+    env.spark.stop()  # drains the listener bus into the event log
+
+    assert env.bridge.installed() is False
+    assert env.bridge.snapshot() == {}
+    assert env.bridge.request_total_executors(3) is False
+    env.bridge.set_gauge("targetExecutors", 1)  # no-op, no error
+
+    logs = [p for p in env.event_dir.iterdir() if p.is_file()]
+    assert len(logs) == 1, logs
+    lines = logs[0].read_text().splitlines()
+    scaling = [json.loads(x) for x in lines if '"Event":"io.sparkscale.bridge.ScalingEvent"' in x]
+    other = [json.loads(x) for x in lines if '"Event":"io.sparkscale.bridge.AutoscalerEvent"' in x]
+    assert len(scaling) == 1 and len(other) == 1
+    event = scaling[0]
+    assert event["action"] == "scale_up"
+    assert event["fromExecutors"] == 1
+    assert event["toExecutors"] == 2
+    assert event["reason"] == "backlog growing"
+    assert event["applied"] is True
+    assert event["mode"] == "apply"
+    assert event["timestampMs"] > 0
+    # Details are embedded as JSON, not as an escaped string; NaN survives as a string.
+    assert event["details"] == {"queries": {"bridge_rate": {"backlog": 10}}, "ratio": 0.5, "unknown": "NaN"}
+    assert other[0]["kind"] == "pause" and other[0]["severity"] == "warning"
+    assert other[0]["details"] == {"heapRatio": 0.93}
+
+    # The history server reads it back through the same JsonProtocol (the JVM outlives the context).
+    line = next(x for x in lines if '"Event":"io.sparkscale.bridge.ScalingEvent"' in x)
+    back = sc._jvm.org.apache.spark.util.JsonProtocol.sparkEventFromJson(line)
+    assert back.getClass().getName() == "io.sparkscale.bridge.ScalingEvent"
+    assert get_field(back, "toExecutors") == 2
+    assert get_field(back, "details").get("ratio") == 0.5

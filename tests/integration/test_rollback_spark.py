@@ -1,0 +1,306 @@
+"""Checkers that roll a bad scaling back (FLINK-37411), end to end on a real multi-executor cluster.
+
+Each case injects its own fault through the ``sparkscale_test`` source (or through the cluster's
+size), waits for the autoscaler to scale, and checks that a checker rolled the scaling back to
+the right target, that automatic scaling is paused with a reason, that the query still runs where
+it can, and that every input row reached the file sink exactly once.
+
+Every wait is a condition with a generous deadline; nothing depends on how fast this machine is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkscale_listener import autoscaler
+from sparkscale_listener import testing_source
+from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
+
+logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, shown on failure
+
+# Short checker windows so that a scaling is judged within seconds, not minutes. Every checker's
+# window is set: the guard watches a scaling for the longest of them.
+FAST_CHECKERS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.eventLog.compress": "false",  # Spark 4 compresses event logs (zstd) by default
+    "spark.sparkscale.checker.taskFailures.window": "30s",
+    "spark.sparkscale.checker.executorFailures.window": "30s",
+    "spark.sparkscale.checker.queryFailure.window": "30s",
+    "spark.sparkscale.checker.throughputRegression.window": "20s",
+    "spark.sparkscale.checker.gcPressure.window": "30s",
+    "spark.sparkscale.checker.heapUsage.window": "30s",
+    "spark.sparkscale.rollback.pauseDuration": "10min",
+}
+
+
+@dataclass
+class FaultyJob(StreamingJob):
+    """The demo's job with the source's fault-injection options (``failOnExecutorsAbove``,
+    ``failIfFileExists``) added."""
+
+    faults: dict[str, str] = field(default_factory=dict)
+
+    def start(self) -> FaultyJob:
+        testing_source.register(self.spark)
+        reader = (self.spark.readStream.format(testing_source.NAME)
+                  .option("controlFile", str(self.control_file))
+                  .option("rowsPerSecond", str(self.rows_per_second))
+                  .option("maxRowsPerBatch", str(self.max_rows_per_batch))
+                  .option("partitions", str(self.partitions))
+                  .option("costMs", str(self.cost_ms))
+                  .option("costMode", "sleep"))
+        for key, value in self.faults.items():
+            reader = reader.option(key, value)
+        self.query = (reader.load().writeStream.format("json").queryName(self.name)
+                      .option("path", str(self.out_dir))
+                      .option("checkpointLocation", str(self.checkpoint))
+                      .trigger(processingTime=f"{self.trigger_s} seconds")
+                      .start())
+        return self
+
+
+def session(name: str, tmp_path: Path, workers: int, extra: dict[str, str]) -> Any:
+    return build_session(name, cluster_conf(tmp_path, workers=workers, extra=FAST_CHECKERS | extra))
+
+
+def wait(scaler: Any, condition: Any, timeout_s: float, what: str) -> Any:
+    """wait_for, with the autoscaler's status and latest decisions in the failure message."""
+    try:
+        return wait_for(condition, timeout_s, what=what)
+    except TimeoutError as e:
+        status = scaler.status()
+        shown = {k: status[k] for k in ("target_executors", "live_executors", "paused", "pause_reason",
+                                        "stopped", "healthy_target", "last_error")}
+        recent = [(d["action"], d["from_executors"], d["to_executors"], d["applied"], d["reason"])
+                  for d in scaler.decisions()[-6:]]
+        raise AssertionError(f"{e}\nstatus: {shown}\nlast decisions: {recent}") from None
+
+
+def applied(scaler: Any, action: str) -> list[dict]:
+    return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
+
+
+def rollbacks(scaler: Any) -> list[dict]:
+    return [d for d in scaler.decisions() if d["action"] == "rollback"]
+
+
+def live_executor_ids(spark: Any) -> list[int]:
+    text = spark.sparkContext._jsc.sc().getExecutorIds().mkString(",")
+    return sorted(int(e) for e in text.split(",") if e)
+
+
+def assert_exactly_once(job: StreamingJob) -> list[int]:
+    ids = job.written_ids()
+    assert ids, "the sink got rows"
+    assert len(ids) == len(set(ids)), "no row written twice"
+    assert sorted(ids) == list(range(max(ids) + 1)), "no row lost"
+    return ids
+
+
+def event_log_events(events_dir: Path) -> list[dict]:
+    events = []
+    # Rolling logs are folders; the local file system writes hidden .crc checksum files next to them.
+    for path in sorted(p for p in events_dir.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                events.append(json.loads(line))
+    return events
+
+
+def logged_rollbacks(events_dir: Path) -> list[dict]:
+    return [e for e in event_log_events(events_dir)
+            if e["Event"].endswith("ScalingEvent") and e["action"] == "rollback"]
+
+
+def assert_paused(scaler: Any, checker: str) -> dict:
+    status = scaler.status()
+    assert status["paused"], status
+    assert status["pause_reason"] and checker in status["pause_reason"], status
+    return status
+
+
+# ------------------------------------------------------------------------------------------------
+# The fault injection itself (no Spark)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_executor_id_is_found_in_an_ancestor_command_line() -> None:
+    probe = ("import sys; from sparkscale_listener.testing_source import current_executor_id as f; "
+             "print(f(), f())")
+    # sh stays the parent (the trailing `true` prevents an exec): the id is in its command line.
+    out = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "{probe}"; true', "sh", "--executor-id", "7"],
+                         capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2])
+    assert out.stdout.split() == ["7", "7"]
+    # No executor among this process's ancestors: no id, so no injected failure.
+    assert testing_source.executor_id_from_process_tree(os.getpid()) is None
+
+
+# ------------------------------------------------------------------------------------------------
+# On a real cluster
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(tmp_path: Path) -> None:
+    """Case 1: the executors a scale-up adds fail every task. Spark retries the tasks on the
+    baseline executor (so no row is lost); taskFailures rolls back to the last healthy target and
+    the failing executors are removed."""
+    spark = session("it-rollback-task-failures", tmp_path, workers=2, extra={
+        "spark.sparkscale.maxExecutors": "2",
+        "spark.sparkscale.rollback.target": "last",
+        # Tasks bounce on the failing executor while the good one is busy: let them retry.
+        "spark.task.maxFailures": "10000",
+    })
+    scaler = autoscaler(spark)
+    job = None
+    try:
+        wait(scaler, lambda: scaler.status()["target_executors"] == 1 and len(live_executor_ids(spark)) == 1,
+             120, "the baseline of 1 executor (initialExecutors=1)")
+        good = max(live_executor_ids(spark))
+        job = FaultyJob(spark, tmp_path, rows_per_second=220,
+                        faults={"failOnExecutorsAbove": str(good)}).start()
+        wait(scaler, lambda: applied(scaler, "scale_up"), 150, "a scale-up under growing backlog")
+        up = applied(scaler, "scale_up")[0]
+        assert (up["from_executors"], up["to_executors"]) == (1, 2), up
+        wait(scaler, lambda: rollbacks(scaler), 150, "a rollback after tasks failed on the new executor")
+        rollback = rollbacks(scaler)[0]
+        assert rollback["applied"], rollback
+        assert (rollback["from_executors"], rollback["to_executors"]) == (2, 1), rollback
+        assert "taskFailures" in rollback["reason"], rollback
+        status = assert_paused(scaler, "taskFailures")
+        assert status["target_executors"] == 1 and status["healthy_target"] == 1, status
+        assert not status["stopped"], status  # 1 rollback < rollback.maxRollbacks=3
+        # The failing executor was removed; the baseline one stays.
+        wait(scaler, lambda: live_executor_ids(spark) == [good], 120,
+             f"only the good executor {good} left")
+        assert job.query.isActive and job.query.exception() is None
+        # The query goes on: new batches complete on the good executor.
+        done = job.query.lastProgress["batchId"]
+        wait(scaler, lambda: job.query.lastProgress["batchId"] >= done + 2, 90, "two more batches")
+        assert scaler.status()["paused"]
+        assert not applied(scaler, "scale_up")[1:], "no scaling while paused"
+        job.stop()
+        assert_exactly_once(job)
+    finally:
+        if job is not None:
+            job.stop()
+        spark.stop()
+    logged = logged_rollbacks(tmp_path / "events")
+    assert len(logged) == 1 and "taskFailures" in logged[0]["reason"], logged
+    assert (logged[0]["fromExecutors"], logged[0]["toExecutors"]) == (2, 1), logged
+
+
+@pytest.mark.spark
+def test_executors_that_never_start_roll_back_and_repeated_rollbacks_stop_until_resume(
+        tmp_path: Path) -> None:
+    """Case 2 (+ case 4): the cluster has room for 2 executors; a scale-up asks for more. The
+    missing ones never register: executorFailures (provisioning timeout) rolls back to the target
+    that was healthy. With rollback.maxRollbacks=1 that first rollback also stops automatic
+    scaling until resume()."""
+    spark = session("it-rollback-provisioning", tmp_path, workers=2, extra={
+        "spark.sparkscale.maxExecutors": "4",
+        "spark.sparkscale.provisioningTimeout": "20s",
+        "spark.sparkscale.rollback.maxRollbacks": "1",
+    })
+    scaler = autoscaler(spark)
+    job = None
+    try:
+        wait(scaler, lambda: scaler.status()["target_executors"] == 1 and len(live_executor_ids(spark)) == 1,
+             120, "the baseline of 1 executor (initialExecutors=1)")
+        # 1 slot does ~100 rows/s at 10 ms a row: 400 rows/s asks for more than 2 executors. The
+        # autoscaler may get there in one step or through 2 (which the cluster can run, so that
+        # step is judged healthy, or is still being watched when the next one comes).
+        job = FaultyJob(spark, tmp_path, rows_per_second=400).start()
+        wait(scaler, lambda: [d for d in applied(scaler, "scale_up") if d["to_executors"] > 2], 210,
+             "a scale-up beyond the 2 executors the cluster can run")
+        up = [d for d in applied(scaler, "scale_up") if d["to_executors"] > 2][0]
+        wait(scaler, lambda: rollbacks(scaler), 150,
+             "a rollback after the requested executors did not register within provisioningTimeout")
+        rollback = rollbacks(scaler)[0]
+        assert rollback["applied"], rollback
+        assert rollback["time"] > up["time"] and rollback["from_executors"] == up["to_executors"], rollback
+        assert "executorFailures" in rollback["reason"] and "not registered" in rollback["reason"], rollback
+        status = assert_paused(scaler, "executorFailures")
+        # Back to the last target known healthy: 1 (the baseline), or 2 if a step to 2 was
+        # watched long enough to be confirmed before the step beyond.
+        healthy = status["healthy_target"]
+        assert healthy in (1, 2) and healthy < up["to_executors"], status
+        assert rollback["to_executors"] == healthy == status["target_executors"], (rollback, status)
+        # Case 4: maxRollbacks=1 within rollback.window -> stopped until resume().
+        assert status["stopped"], status
+        assert "rollback.maxRollbacks=1" in status["pause_reason"], status
+        wait(scaler, lambda: len(live_executor_ids(spark)) == healthy, 90,
+             f"back to {healthy} live executor(s)")
+        assert job.query.isActive and job.query.exception() is None
+        scaler.resume()
+        status = scaler.status()
+        assert not status["stopped"] and not status["paused"] and status["pause_reason"] is None, status
+        job.stop()
+        assert_exactly_once(job)
+    finally:
+        if job is not None:
+            job.stop()
+        spark.stop()
+    events = event_log_events(tmp_path / "events")
+    logged = logged_rollbacks(tmp_path / "events")
+    assert len(logged) == 1 and "executorFailures" in logged[0]["reason"], logged
+    assert logged[0]["toExecutors"] == healthy, logged
+    kinds = [e.get("kind") for e in events if e["Event"].endswith("AutoscalerEvent")]
+    assert "stopped" in kinds and "resume" in kinds, kinds
+    assert kinds.index("stopped") < kinds.index("resume"), kinds
+
+
+@pytest.mark.spark
+def test_query_failure_after_a_scale_down_rolls_back_to_the_initial_target(tmp_path: Path) -> None:
+    """Case 3: the query fails after a scale-down (a marker file makes every task fail once the
+    test saw the scale-down). queryFailure rolls back to the initial target (rollback.target=
+    initial); the rows committed before the failure are in the sink exactly once."""
+    marker = tmp_path / "fail-now"
+    spark = session("it-rollback-query-failure", tmp_path, workers=2, extra={
+        "spark.sparkscale.initialExecutors": "2",
+        "spark.sparkscale.maxExecutors": "2",
+        "spark.sparkscale.rollback.target": "initial",
+        # The failed task attempts before the query gives up must not fire taskFailures first:
+        # this case is about the query failing.
+        "spark.sparkscale.checker.taskFailures.maxFailures": "1000",
+    })
+    scaler = autoscaler(spark)
+    job = None
+    try:
+        wait(scaler, lambda: scaler.status()["target_executors"] == 2 and len(live_executor_ids(spark)) == 2,
+             120, "the baseline of 2 executors (initialExecutors=2)")
+        # Few rows in few tasks (each task's fixed cost counts as busy time): 2 slots mostly idle.
+        job = FaultyJob(spark, tmp_path, rows_per_second=10, partitions=2, trigger_s=2.0,
+                        faults={"failIfFileExists": str(marker)}).start()
+        wait(scaler, lambda: applied(scaler, "scale_down"), 150, "a scale-down under low load")
+        down = applied(scaler, "scale_down")[0]
+        assert (down["from_executors"], down["to_executors"]) == (2, 1), down
+        marker.touch()
+        wait(scaler, lambda: not job.query.isActive, 120, "the query to fail")
+        assert job.query.exception() is not None
+        wait(scaler, lambda: rollbacks(scaler), 90, "a rollback after the query failed")
+        rollback = rollbacks(scaler)[0]
+        assert rollback["applied"], rollback
+        assert (rollback["from_executors"], rollback["to_executors"]) == (1, 2), rollback
+        assert "queryFailure" in rollback["reason"] and "terminated" in rollback["reason"], rollback
+        status = assert_paused(scaler, "queryFailure")
+        assert status["target_executors"] == 2 == status["initial_executors"], status
+        assert not status["stopped"], status
+        wait(scaler, lambda: len(live_executor_ids(spark)) == 2, 90, "2 live executors again")
+        assert_exactly_once(job)
+    finally:
+        if job is not None:
+            job.stop()
+        spark.stop()
+    logged = logged_rollbacks(tmp_path / "events")
+    assert len(logged) == 1 and "queryFailure" in logged[0]["reason"], logged
+    assert (logged[0]["fromExecutors"], logged[0]["toExecutors"]) == (1, 2), logged

@@ -1,0 +1,281 @@
+"""The Autoscaler tab of the driver UI and the gauges on Spark's PrometheusServlet, on a real scaling job.
+
+One local-cluster session serves every Spark test in this module (starting one costs ~20 s on 2 cores): a
+streaming job whose load steps up until the autoscaler scales up; then the tests read the UI over HTTP, scrape
+``/metrics/prometheus``, and open the page in headless Chromium (dumped DOM and a screenshot). The last test
+stops that session and checks that a session without a UI gets no tab and keeps working.
+
+Every wait is a condition with a deadline. Set ``SPARKSCALE_UI_SCREENSHOT=/some/path.png`` to keep the
+screenshot. The publisher tests at the top need no Spark.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkscale_listener.decisions import Decision
+from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
+from sparkscale_listener.metrics import ClusterMetrics, MetricSample, QueryMetrics
+from sparkscale_listener.ui import UiPublisher
+
+GAUGE_PREFIX = "driver_plugin_io_sparkscale_bridge_SparkscalePlugin_"
+PROMETHEUS_SERVLET = "org.apache.spark.metrics.sink.PrometheusServlet"
+GAUGES = ("targetExecutors", "liveExecutors", "pendingExecutors", "utilization", "paused", "backlog")
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
+
+
+# ---------------------------------------------------------------------------------------- publisher, no Spark
+
+class _Sink:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.documents: list[str] = []
+
+    def publish_status(self, json_text: str) -> None:
+        if self.fail:
+            raise RuntimeError("the JVM is gone")
+        self.documents.append(json_text)
+
+
+@dataclass
+class _FakeConfig:
+    interval_s: float = 2.0
+    metrics_window_s: float = 10.0
+    min_executors: int = 1
+    max_executors: int = 3
+    utilization_min: float = 0.4
+    utilization_max: float = 0.9
+    utilization_target: float = 0.7
+
+
+@dataclass
+class _FakeAutoscaler:
+    config: _FakeConfig = field(default_factory=_FakeConfig)
+    app_name: str = "app"
+    history: list[dict[str, Any]] = field(default_factory=list)
+    target: int = 1
+
+    def status(self) -> dict[str, Any]:
+        return {"mode": "autoscale", "target_executors": self.target, "initial_executors": 1,
+                "live_executors": 1, "pending_executors": 0, "paused": False, "pause_reason": None,
+                "stopped": False, "last_decision": None, "last_scaling": None, "errors": 0}
+
+    def decisions(self) -> list[dict[str, Any]]:
+        return list(self.history)
+
+
+def _sample(t: float, rows: int, backlog: float, name: str = "q<1>") -> MetricSample:
+    query = QueryMetrics("id-1", name=name, input_rows=rows, backlog=backlog, input_rate=10.0)
+    return MetricSample(t, ClusterMetrics(live_executors=1, cores_per_executor=1), {"id-1": query})
+
+
+def test_publisher_collapses_idle_decisions_and_bounds_the_timeline() -> None:
+    sink = _Sink()
+    scaler = _FakeAutoscaler()
+    publisher = UiPublisher(sink, max_points=5)
+    for i in range(8):
+        action = "scale_up" if i == 4 else "none"
+        decision = Decision(float(i), action, 1, 2 if action != "none" else 1, f"reason {i} <b>&",
+                            applied=action != "none")
+        publisher.observe(scaler, _sample(float(i), rows=100 * i, backlog=10.0 * i), decision)  # type: ignore[arg-type]
+    doc = json.loads(sink.documents[-1])
+    collapsed = [(d["action"], d["count"]) for d in doc["decisions"]]
+    assert collapsed == [("none", 4), ("scale_up", 1), ("none", 3)]
+    assert doc["decisions"][0]["first_time"] == 0.0 and doc["decisions"][0]["reason"] == "reason 3 <b>&"
+    assert [p["t"] for p in doc["timeline"]] == [3.0, 4.0, 5.0, 6.0, 7.0]
+    last = doc["timeline"][-1]
+    # 100 rows/s processed and 10 rows/s of backlog growth, over the 10 s metrics window (7 s so far).
+    assert math.isclose(last["processed_rate"], 100.0) and math.isclose(last["arrival_rate"], 110.0)
+    assert last["backlog"] == 70.0 and doc["queries"][0]["name"] == "q<1>"
+
+
+def test_publisher_never_raises() -> None:
+    publisher = UiPublisher(_Sink(fail=True))
+    scaler = _FakeAutoscaler()
+    publisher.observe(scaler, _sample(1.0, 1, 1.0), None)  # type: ignore[arg-type]
+    publisher.observe(object(), None, None)  # type: ignore[arg-type]
+    assert publisher.published == 0
+
+
+# ---------------------------------------------------------------------------------------- Spark
+
+@dataclass
+class Env:
+    spark: Any
+    scaler: Any
+    bridge: Any
+    job: StreamingJob
+    base_url: str
+    workdir: Path
+    scale_up: dict[str, Any]
+
+
+def _attach_publisher(scaler: Any, bridge: Any) -> None:
+    """Use the session's own UI publisher when the autoscaler has one; otherwise wire one around step()."""
+    observers = getattr(scaler, "observers", None) or getattr(scaler, "_observers", None) or []
+    if any(isinstance(o, UiPublisher) for o in observers):
+        return
+    publisher = UiPublisher(bridge)
+    step = scaler.step
+
+    def step_and_publish() -> Any:
+        decision = step()
+        history = scaler._history  # the sample of this tick (test-only access)
+        publisher.observe(scaler, history[-1] if history else None, decision)
+        return decision
+
+    scaler.step = step_and_publish  # the control loop looks the method up at every tick
+
+
+def _get(url: str, timeout: float = 30.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.read().decode("utf-8")
+
+
+def _applied(scaler: Any, action: str) -> list[dict[str, Any]]:
+    return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    from py4j.java_gateway import JavaClass
+    from pyspark import SparkContext
+
+    from sparkscale_listener.bridge import JvmBridge
+    from sparkscale_listener.session import autoscaler
+
+    if SparkContext._jvm is not None:
+        probe = SparkContext._jvm.io.sparkscale.bridge.AutoscalerTab
+        if not isinstance(probe, JavaClass):
+            pytest.skip("a driver JVM without the current bridge jar already runs in this process")
+    if not JvmBridge.jar_path().exists():
+        pytest.skip("the bridge jar is missing: run `make bridge`")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the UI and the cluster stay on loopback
+    workdir = tmp_path_factory.mktemp("ui")
+    conf = cluster_conf(workdir, extra={
+        "spark.ui.enabled": "true",
+        "spark.ui.port": "0",  # any free port: other processes may hold 4040
+        "spark.metrics.conf.*.sink.prometheusServlet.class": PROMETHEUS_SERVLET,
+        "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    })
+    spark = build_session("it-ui", conf)
+    job = None
+    try:
+        scaler = autoscaler(spark)
+        bridge = JvmBridge(spark.sparkContext)
+        _attach_publisher(scaler, bridge)
+        port = int(str(spark.sparkContext.uiWebUrl).rsplit(":", 1)[1])
+        job = StreamingJob(spark, workdir, rows_per_second=30).start()
+        wait_for(lambda: scaler.status()["target_executors"] == 1 and scaler.status()["live_executors"] == 1,
+                 120, what="the baseline of 1 executor")
+        job.set_rate(220)  # > 2x what one executor does: the backlog grows and the autoscaler scales up
+        ups = wait_for(lambda: _applied(scaler, "scale_up"), 150, what="a scale-up under growing backlog")
+        wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
+        # A few more ticks, so the chart shows the executors arriving, and the published document has them.
+        wait_for(lambda: len(json.loads(bridge.latest_status() or "{}").get("timeline", [])) >= 12
+                 and json.loads(bridge.latest_status())["status"]["live_executors"] >= 2, 60,
+                 what="published status with the new executors")
+        yield Env(spark, scaler, bridge, job, f"http://127.0.0.1:{port}", workdir, ups[0])
+    finally:
+        if job is not None:
+            job.stop()
+        spark.stop()
+
+
+@pytest.mark.spark
+def test_tab_is_in_the_navigation_bar_and_serves_the_status(env: Env) -> None:
+    assert env.bridge.ui_tab_attached()
+    jobs = _get(f"{env.base_url}/jobs/")
+    assert re.search(r'href="[^"]*/autoscaler/"[^>]*>Autoscaler</a>', jobs), "no tab in the nav bar"
+    page = _get(f"{env.base_url}/autoscaler/")
+    assert 'id="sparkscale-page"' in page and 'id="sparkscale-chart-executors"' in page
+    assert env.scale_up["reason"] in html.unescape(page)
+
+
+@pytest.mark.spark
+def test_gauges_reach_the_prometheus_servlet(env: Env) -> None:
+    def scrape() -> dict[str, float]:
+        values = {}
+        for line in _get(f"{env.base_url}/metrics/prometheus").splitlines():
+            # metrics_<app>_driver_plugin_io_sparkscale_bridge_SparkscalePlugin_targetExecutors_Value{...} 2
+            match = re.match(rf"\S*{GAUGE_PREFIX}(\w+?)_(?:Value|Number)\{{[^}}]*\}} (\S+)$", line)
+            if match:
+                values[match.group(1)] = float(match.group(2))
+        return values
+
+    def complete() -> dict[str, float] | None:
+        values = scrape()
+        return values if set(GAUGES) <= set(values) and "backlog_demo" in values else None
+
+    values = wait_for(complete, 60, what="every sparkscale gauge on /metrics/prometheus")
+    assert values["paused"] == 0.0 and values["backlog"] >= 0 and values["backlog_demo"] >= 0
+
+    def agree() -> bool:  # the gauge is set at the end of a tick; the status may move on meanwhile
+        return scrape()["targetExecutors"] == float(env.scaler.status()["target_executors"])
+
+    wait_for(agree, 60, what="targetExecutors on /metrics/prometheus equal to status()['target_executors']")
+
+
+def _chromium(*args: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["chromium", *CHROMIUM_FLAGS, *args], capture_output=True, text=True,
+                          timeout=timeout, check=True)
+
+
+@pytest.mark.spark
+def test_page_renders_in_chromium(env: Env, tmp_path: Path) -> None:
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not on PATH: apt-get install chromium")
+    profile = f"--user-data-dir={tmp_path / 'profile'}"
+    jobs_dom = _chromium(profile, "--dump-dom", f"{env.base_url}/jobs/").stdout
+    assert re.search(r'href="[^"]*/autoscaler/"[^>]*>Autoscaler</a>', jobs_dom), "no tab in the nav bar"
+
+    dom = _chromium(profile, "--dump-dom", f"{env.base_url}/autoscaler/").stdout
+    text = html.unescape(dom)
+    assert env.scale_up["reason"] in text, "the applied decision's reason is not on the page"
+    mode = re.search(r'<span id="sparkscale-mode">([^<]*)</span>', dom)
+    assert mode and mode.group(1) == env.scaler.status()["mode"] == "autoscale"
+    chart = re.search(r'<svg id="sparkscale-chart-executors".*?</svg>', dom, re.S)
+    assert chart, "no executors chart"
+    live = re.search(r'<polyline class="series-live" data-points="(\d+)"[^>]* points="([^"]+)"',
+                     chart.group(0))
+    assert live and int(live.group(1)) >= 3 and len(live.group(2).split()) == int(live.group(1))
+    assert 'class="marker marker-scale_up"' in chart.group(0), "the scale-up is not marked on the chart"
+
+    shot = tmp_path / "autoscaler.png"
+    _chromium(profile, f"--screenshot={shot}", "--window-size=1400,1800", f"{env.base_url}/autoscaler/")
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    keep = os.environ.get("SPARKSCALE_UI_SCREENSHOT")
+    if keep:
+        shutil.copyfile(shot, keep)
+
+
+@pytest.mark.spark
+def test_no_ui_means_no_tab_and_the_autoscaler_still_runs(env: Env) -> None:
+    from sparkscale_listener.bridge import JvmBridge
+    from sparkscale_listener.session import autoscale, autoscaler
+
+    env.job.stop()
+    env.spark.stop()  # this module's shared session ends here: this test runs last
+    from pyspark.sql import SparkSession
+
+    spark = autoscale(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false"))
+    try:
+        bridge = JvmBridge(spark.sparkContext)
+        assert bridge.installed() and not bridge.ui_tab_attached()
+        assert autoscaler(spark).status()["mode"] == "recommend"  # local master: runs, never applies
+    finally:
+        spark.stop()

@@ -1,0 +1,448 @@
+"""Collection without Spark: backlog parsing, the progress recorder, and MetricSample assembly.
+
+Progress JSON below is recorded from pyspark 4.3.0 (the `sparkscale_test` Python source and the
+built-in `rate` source) or follows the documented shape of Kafka, file and Delta sources.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from sparkscale_listener.collection import MetricCollector, SparkMetricCollector, TaskFailure
+from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.metrics import MetricSample, SourceBacklog
+from sparkscale_listener.progress import (
+    MAX_BATCH_IDS,
+    ProgressRecorder,
+    offset_difference,
+    query_backlog,
+    source_backlog,
+)
+from sparkscale_listener.testing_source import ArrivalClock, _parse_control
+
+QID = "76067d42-123f-41a8-8582-9c401264d7c2"
+
+# Recorded: StreamingQueryProgress.json of a query reading the sparkscale_test source.
+PYTHON_SOURCE_PROGRESS = json.loads("""
+{"id": "76067d42-123f-41a8-8582-9c401264d7c2", "runId": "575e3e31-d007-48ed-bd17-9187888283dd",
+ "name": "proto", "timestamp": "2026-11-22T04:28:54.221Z", "batchId": 2, "batchDuration": 315,
+ "numInputRows": 200, "inputRowsPerSecond": 101.3, "processedRowsPerSecond": 152.4,
+ "durationMs": {"addBatch": 168, "commitOffsets": 46, "getBatch": 0, "latestOffset": 4,
+                "queryPlanning": 22, "triggerExecution": 314, "walCommit": 73},
+ "stateOperators": [],
+ "sources": [{"description":
+   "org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamWithAdmissionControl@28c0b47e",
+   "startOffset": {"offset": 232}, "endOffset": {"offset": 432}, "latestOffset": {"offset": 4112},
+   "numInputRows": 200, "inputRowsPerSecond": 101.3, "processedRowsPerSecond": 152.4}],
+ "sink": {"description": "NoopTable", "numOutputRows": 200}}
+""")
+
+# Recorded: the built-in rate source (latest == end, always).
+RATE_SOURCE = {"description": "RateStreamV2[rowsPerSecond=10, rampUpTimeSeconds=0, numPartitions=default",
+               "startOffset": 2, "endOffset": 3, "latestOffset": 3, "numInputRows": 10,
+               "inputRowsPerSecond": 909.1, "processedRowsPerSecond": 36.0}
+
+KAFKA_SOURCE = {
+    "description": "KafkaV2[Subscribe[orders]]",
+    "startOffset": {"orders": {"0": 100, "1": 90}},
+    "endOffset": {"orders": {"0": 120, "1": 98}},
+    "latestOffset": {"orders": {"0": 150, "1": 110}},
+    "numInputRows": 28,
+    "metrics": {"avgOffsetsBehindLatest": "21.0", "maxOffsetsBehindLatest": "30",
+                "minOffsetsBehindLatest": "12"},
+}
+
+
+def progress(batch_id: int, rows: int, duration: int = 300, latest: int | None = None,
+             end: int | None = None, qid: str = QID, name: str = "proto") -> dict[str, Any]:
+    p = copy.deepcopy(PYTHON_SOURCE_PROGRESS)
+    p.update(id=qid, name=name, batchId=batch_id, numInputRows=rows)
+    p["durationMs"]["triggerExecution"] = duration
+    src = p["sources"][0]
+    end = (batch_id + 1) * rows if end is None else end
+    src["endOffset"] = {"offset": end}
+    src["latestOffset"] = {"offset": end if latest is None else latest}
+    return p
+
+
+# --- backlog parsing --------------------------------------------------------------------------
+
+def test_numeric_offsets() -> None:
+    b = source_backlog({"description": "MemoryStream[value]", "endOffset": 10, "latestOffset": 25})
+    assert b == SourceBacklog("MemoryStream[value]", 15.0, "rows")
+
+
+def test_numeric_offsets_as_json_text_and_negative_clamped() -> None:
+    assert source_backlog({"description": "x", "endOffset": "40", "latestOffset": "25"}).backlog == 0.0
+    assert source_backlog({"description": "x", "endOffset": "{\"offset\": 5}",
+                           "latestOffset": "{\"offset\": 9}"}).backlog == 4.0
+
+
+def test_python_source_offsets_recorded() -> None:
+    b = source_backlog(PYTHON_SOURCE_PROGRESS["sources"][0])
+    assert b.backlog == 4112 - 432
+    assert b.unit == "rows"
+
+
+def test_nested_per_partition_offsets_sum_matching_paths() -> None:
+    b = source_backlog(KAFKA_SOURCE)
+    assert b.backlog == (150 - 120) + (110 - 98)
+    assert b.unit == "offsets"
+    # A partition only in latest (just created) is ignored; a negative partition counts as 0.
+    assert offset_difference({"t": {"0": 10, "1": 50}}, {"t": {"0": 15, "1": 40, "2": 7}}) == 5.0
+    # Nothing comparable: None.
+    assert offset_difference({"a": 1}, {"b": 2}) is None
+    assert offset_difference({"a": "x"}, {"a": "y"}) is None
+
+
+def test_kafka_metrics_when_offsets_not_comparable() -> None:
+    src = dict(KAFKA_SOURCE, latestOffset=None)
+    # avg x partitions (from the end offset) is the exact sum.
+    assert source_backlog(src) == SourceBacklog(KAFKA_SOURCE["description"], 42.0, "offsets")
+    # Without a per-partition end offset: the max is the best lower bound.
+    src2 = dict(src, endOffset=None)
+    assert source_backlog(src2).backlog == 30.0
+    src3 = {"description": "KafkaV2[Subscribe[x]]", "endOffset": None, "latestOffset": None,
+            "metrics": {"maxOffsetsBehindLatest": "not a number"}}
+    assert source_backlog(src3).backlog is None
+
+
+def test_file_source_metrics() -> None:
+    delta = {"description": "DeltaSource[file:/tmp/events]",
+             "startOffset": {"sourceVersion": 1, "reservoirId": "r", "reservoirVersion": 3, "index": -1},
+             "endOffset": {"sourceVersion": 1, "reservoirId": "r", "reservoirVersion": 7, "index": -1},
+             "latestOffset": None,
+             "metrics": {"numFilesOutstanding": "12", "numBytesOutstanding": "3400"}}
+    assert source_backlog(delta) == SourceBacklog(delta["description"], 12.0, "files")
+    # Delta without metrics: table versions are no backlog.
+    no_metrics = dict(delta, metrics={}, latestOffset=dict(delta["endOffset"], reservoirVersion=9))
+    assert source_backlog(no_metrics).backlog is None
+    # Spark's own file source has no latest offset and no metrics.
+    files = {"description": "FileStreamSource[file:/tmp/in]", "startOffset": {"logOffset": 1},
+             "endOffset": {"logOffset": 2}, "latestOffset": None, "metrics": {}}
+    assert source_backlog(files).backlog is None
+
+
+def test_rate_sources_report_no_backlog() -> None:
+    assert source_backlog(RATE_SOURCE).backlog is None
+    per_batch = {"description": "RatePerMicroBatchStream[rowsPerBatch=10, numPartitions=2, "
+                 "startTimestamp=0, advanceMsPerBatch=1000]", "endOffset": {"offset": 10},
+                 "latestOffset": {"offset": 20}}
+    assert source_backlog(per_batch).backlog is None
+
+
+@pytest.mark.parametrize("src", [
+    {"description": "x", "endOffset": "not json {", "latestOffset": "{]"},
+    {"description": "x", "endOffset": [1, 2], "latestOffset": [3, 4]},
+    {"description": "x", "endOffset": True, "latestOffset": False},
+    {"description": "x", "endOffset": 5, "latestOffset": None},
+    {"description": "x", "endOffset": 5, "latestOffset": "null"},
+    {"description": "x", "endOffset": 5, "latestOffset": {"offset": 9}},
+    {"description": None, "metrics": "garbage"},
+    {},
+])
+def test_malformed_offsets_give_none(src: dict[str, Any]) -> None:
+    assert source_backlog(src).backlog is None
+
+
+def test_query_backlog_sums_known_sources() -> None:
+    total, per_source = query_backlog([RATE_SOURCE, KAFKA_SOURCE, PYTHON_SOURCE_PROGRESS["sources"][0]])
+    assert total == 42.0 + (4112 - 432)
+    assert [s.backlog for s in per_source] == [None, 42.0, 4112 - 432]
+    assert query_backlog([RATE_SOURCE]) == (None, (source_backlog(RATE_SOURCE),))
+    assert query_backlog(None) == (None, ())
+
+
+# --- the recorder -----------------------------------------------------------------------------
+
+def test_recorder_counts_batches_once_and_keeps_latest_gauges() -> None:
+    r = ProgressRecorder()
+    r.record_started(QID, "proto", "run-1", now=100.0)
+    r.record_progress(progress(0, 50, duration=1000, latest=50), now=101.0)
+    r.record_progress(progress(1, 200, duration=400, end=250, latest=900), now=102.0)
+    r.record_progress(progress(1, 200, duration=400, end=250, latest=950), now=102.5)  # replayed
+    r.record_progress(progress(2, 200, duration=350, end=450, latest=1200), now=103.0)
+    q = r.get(QID)
+    assert q is not None
+    assert (q.batches, q.input_rows, q.batch_duration_ms) == (3, 450, 1750.0)
+    assert q.batch_ids == (0, 1, 2)
+    assert q.last_batch_id == 2
+    assert q.backlog == 750.0
+    assert q.last_batch_duration_ms == 350.0
+    assert q.last_progress_time == 103.0
+    assert q.input_rate == PYTHON_SOURCE_PROGRESS["inputRowsPerSecond"]
+    assert q.active and q.exception is None and q.name == "proto"
+
+
+def test_recorder_idle_terminated_restart() -> None:
+    r = ProgressRecorder()
+    r.record_progress(progress(0, 10, latest=30, end=10), now=1.0)  # no start event: attached late
+    assert r.get(QID).active
+    r.record_idle(QID, now=5.0)
+    q = r.get(QID)
+    assert q.last_progress_time == 5.0 and q.backlog == 0.0 and q.input_rate == 0.0
+    assert q.backlog_sources[0].backlog == 0.0
+    r.record_terminated(QID, "java.lang.ArithmeticException: / by zero", now=6.0)
+    q = r.get(QID)
+    assert not q.active and q.failed_batches == 1 and "ArithmeticException" in q.exception
+    r.record_progress(progress(1, 10), now=6.5)  # a straggler does not revive it
+    assert not r.get(QID).active
+    r.record_started(QID, "proto", "run-2", now=10.0)
+    q = r.get(QID)
+    assert q.active and q.exception is None and q.failed_batches == 1 and q.run_id == "run-2"
+    r.record_terminated(QID, None, now=20.0)
+    assert r.get(QID).failed_batches == 1
+
+
+def test_recorder_memory_is_bounded() -> None:
+    r = ProgressRecorder()
+    for b in range(MAX_BATCH_IDS + 50):
+        r.record_progress(progress(b, 1), now=float(b))
+    q = r.get(QID)
+    assert q.batches == MAX_BATCH_IDS + 50
+    assert len(q.batch_ids) == MAX_BATCH_IDS and q.batch_ids[-1] == MAX_BATCH_IDS + 49
+    for i in range(100):
+        r.record_terminated(f"q{i}", None, now=float(i))
+    assert len(r.snapshot()) <= 65
+
+
+def test_recorder_callbacks_never_raise(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        @property
+        def progress(self) -> Any:
+            raise RuntimeError("py4j gone")
+
+    r = ProgressRecorder()
+    with caplog.at_level(logging.WARNING):
+        r.onQueryProgress(Broken())  # type: ignore[arg-type]
+    assert "could not record" in caplog.text
+    assert r.snapshot() == {}
+
+
+def test_trigger_interval() -> None:
+    r = ProgressRecorder()
+    r.set_trigger_interval(QID, 1000)
+    assert r.get(QID).trigger_interval_ms == 1000.0
+    r.set_trigger_interval(QID, 0)  # the default trigger
+    assert r.get(QID).trigger_interval_ms is None
+
+
+# --- the collector ----------------------------------------------------------------------------
+
+def snapshot(time_ms: float = 1_000_000.0, batches: dict[str, float] | None = None,
+             **overrides: Any) -> dict[str, Any]:
+    snap = {
+        "timeMs": time_ms, "appId": "app-1", "coresPerExecutor": 2,
+        "executors": {
+            "1": {"host": "h1", "cores": 2, "addedMs": 900_000.0, "removedMs": None, "removedReason": None,
+                  "runningTasks": 1, "busyMs": 10.0, "tasksFinished": 3, "tasksFailed": 0, "gcMs": 1.0,
+                  "runMs": 9.0, "heapUsedBytes": 256, "heapMaxBytes": 1024},
+            "2": {"host": "h2", "cores": 2, "addedMs": 950_000.0, "removedMs": None, "removedReason": None,
+                  "runningTasks": 0, "busyMs": 0.0, "tasksFinished": 0, "tasksFailed": 1, "gcMs": 0.0,
+                  "runMs": 0.0, "heapUsedBytes": 768, "heapMaxBytes": 1024},
+            "10": {"host": "h3", "cores": 2, "addedMs": 920_000.0, "removedMs": 990_000.0,
+                   "removedReason": "killed by sparkscale", "runningTasks": 0, "busyMs": 0.0,
+                   "tasksFinished": 0, "tasksFailed": 0, "gcMs": 0.0, "runMs": 0.0,
+                   "heapUsedBytes": 1000, "heapMaxBytes": 1024},
+            "0": {"host": "h0", "cores": 2, "addedMs": 1000.0, "removedMs": 2000.0, "removedReason": "lost",
+                  "heapUsedBytes": -1, "heapMaxBytes": -1},
+            "3": {"host": "h4", "cores": 2, "addedMs": 999_000.0, "removedMs": None, "removedReason": None,
+                  "heapUsedBytes": -1, "heapMaxBytes": 1024},
+        },
+        "totals": {"slotMs": 5000.0, "busyMs": 1234.0, "tasksFinished": 40, "tasksFailed": 2, "gcMs": 20.0,
+                   "runMs": 1100.0, "executorsAdded": 5, "executorsRemoved": 2},
+        "recentTaskFailures": [{"timeMs": 995_000.0, "executorId": "2", "queryId": QID, "reason": "OOM"}],
+        "queries": {QID: {"busyMs": 900.0, "tasksFinished": 30, "tasksFailed": 1, "runMs": 800.0,
+                          "jobsFailed": 0, "maxStageTasks": 8, "batches": batches or {}}},
+    }
+    snap.update(overrides)
+    return snap
+
+
+class FakeBridge:
+    def __init__(self, snap: dict[str, Any]) -> None:
+        self.snap = snap
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.snap
+
+
+def make_collector(snap: dict[str, Any]) -> tuple[SparkMetricCollector, ProgressRecorder, FakeBridge]:
+    recorder = ProgressRecorder()
+    bridge = FakeBridge(snap)
+    return SparkMetricCollector(None, bridge, recorder, AutoscalerConfig()), recorder, bridge
+
+
+def test_sample_cluster_from_snapshot() -> None:
+    collector, _, _ = make_collector(snapshot())
+    sample = collector.collect(now=1000.0)
+    assert isinstance(sample, MetricSample) and sample.time == 1000.0
+    c = sample.cluster
+    assert c.live_executors == 3 and c.cores_per_executor == 2 and c.total_slots == 6
+    # Live ones plus the recently removed "10"; "0" was removed long ago.
+    assert [e.executor_id for e in c.executors] == ["1", "2", "3", "10"]
+    removed = c.executors[-1]
+    assert (removed.added_time, removed.removed_time, removed.removed_reason) == (
+        920.0, 990.0, "killed by sparkscale")
+    assert c.executors[0].added_time == 900.0 and c.executors[0].removed_time is None
+    assert c.executors[0].heap_used_ratio == 0.25 and c.executors[2].heap_used_ratio is None
+    assert c.heap_used_ratio == 0.75  # max over live only: the removed one had 1000/1024
+    assert (c.slot_ms, c.busy_ms, c.tasks_finished, c.tasks_failed) == (5000.0, 1234.0, 40, 2)
+    assert (c.gc_ms, c.run_ms, c.executors_added, c.executors_removed) == (20.0, 1100.0, 5, 2)
+    assert collector.recent_task_failures() == (TaskFailure(995.0, "2", QID, "OOM"),)
+
+
+def test_cores_fall_back_to_executor_cores() -> None:
+    collector, _, _ = make_collector(snapshot(coresPerExecutor=None))
+    assert collector.collect(now=0.0).cluster.cores_per_executor == 2
+
+
+def test_batch_busy_attribution_keeps_aged_out_batches() -> None:
+    collector, recorder, bridge = make_collector(snapshot(batches={"0": 100.0, "1": 50.0}))
+    recorder.record_progress(progress(0, 10), now=1.0)
+    q = collector.collect(now=1.0).queries[QID]
+    assert q.batch_busy_ms == 100.0  # batch 1 runs in the JVM but has not completed yet
+    assert (q.busy_ms, q.tasks_finished, q.tasks_failed, q.max_stage_tasks) == (900.0, 30, 1, 8)
+
+    # Batch 1 completes; the JVM's late task ends raise its busy time afterwards.
+    recorder.record_progress(progress(1, 10), now=2.0)
+    assert collector.collect(now=2.0).queries[QID].batch_busy_ms == 150.0
+    bridge.snap = snapshot(batches={"0": 100.0, "1": 80.0})
+    assert collector.collect(now=3.0).queries[QID].batch_busy_ms == 180.0
+
+    # Batches 0 and 1 age out of the JVM's window: their busy time stays counted.
+    recorder.record_progress(progress(2, 10), now=4.0)
+    bridge.snap = snapshot(batches={"2": 20.0})
+    q = collector.collect(now=4.0).queries[QID]
+    assert q.batch_busy_ms == 200.0
+    assert (q.batches, q.input_rows) == (3, 30)
+    # Nothing new: stable.
+    assert collector.collect(now=5.0).queries[QID].batch_busy_ms == 200.0
+
+
+def test_query_unknown_to_jvm_and_trigger_interval() -> None:
+    collector, recorder, _ = make_collector(snapshot(queries={}))
+    recorder.record_progress(progress(0, 10, latest=40), now=1.0)
+    recorder.set_trigger_interval(QID, 2000)
+    q = collector.collect(now=1.0).queries[QID]
+    assert (q.busy_ms, q.batch_busy_ms, q.max_stage_tasks) == (0.0, 0.0, None)
+    assert q.backlog == 30.0 and q.trigger_interval_ms == 2000.0 and q.name == "proto"
+
+
+def test_external_metrics_and_their_failures(caplog: pytest.LogCaptureFixture) -> None:
+    class External(SparkMetricCollector):
+        def query_external_metrics(self, now: float) -> dict[str, float]:
+            return {"backlog.proto": 12, "bad": "n/a"}  # type: ignore[dict-item]
+
+    class Failing(SparkMetricCollector):
+        def query_external_metrics(self, now: float) -> dict[str, float]:
+            raise ConnectionError("queue service down")
+
+    ok = External(None, FakeBridge(snapshot()), ProgressRecorder(), AutoscalerConfig())
+    with caplog.at_level(logging.WARNING):
+        assert ok.collect(now=1.0).external == {"backlog.proto": 12.0}
+        sample = Failing(None, FakeBridge(snapshot()), ProgressRecorder(), AutoscalerConfig()).collect(1.0)
+    assert sample.external == {} and sample.cluster.live_executors == 3
+    assert "queue service down" in caplog.text
+
+
+def test_default_external_metrics_and_interface() -> None:
+    class Minimal(MetricCollector):
+        def collect(self, now: float) -> MetricSample:
+            raise NotImplementedError
+
+    assert Minimal().query_external_metrics(0.0) == {}
+    with pytest.raises(TypeError):
+        MetricCollector()  # type: ignore[abstract]
+
+
+def test_close_detaches_listener() -> None:
+    class Streams:
+        def __init__(self) -> None:
+            self.listeners: list[Any] = []
+
+        def addListener(self, listener: Any) -> None:
+            self.listeners.append(listener)
+
+        def removeListener(self, listener: Any) -> None:
+            self.listeners.remove(listener)
+
+        def get(self, qid: str) -> Any:
+            raise RuntimeError("no JVM here")
+
+    class Spark:
+        streams = Streams()
+
+    recorder = ProgressRecorder()
+    collector = SparkMetricCollector(Spark(), FakeBridge(snapshot()), recorder, AutoscalerConfig())
+    assert Spark.streams.listeners == [recorder]
+    recorder.record_progress(progress(0, 1), now=1.0)
+    assert collector.collect(now=1.0).queries[QID].trigger_interval_ms is None  # lookup failure ignored
+    collector.close()
+    collector.close()
+    assert Spark.streams.listeners == []
+
+
+# --- the testing source's arrival clock (pure) -------------------------------------------------
+
+def test_arrival_clock_integrates_rate_steps() -> None:
+    clock = ArrivalClock(rate=100.0, start_time=0.0)
+    assert clock.rows_at(2.0) == 200.0
+    clock.change_rate(3.0, 1000.0, now=5.0)  # change noticed late: still timed at t=3
+    assert clock.available(5.0) == 300.0 + 2000.0
+    clock.change_rate(1.0, 0.0, now=6.0)  # before rows already handed out: from t=5 on
+    assert clock.rows_at(10.0) == 2300.0
+    assert clock.available(4.0) == 1300.0  # a stale clock reading cannot move anything
+    clock.change_rate(7.0, 10.0, now=8.0)
+    assert clock.rows_at(9.0) == 2320.0
+    assert clock.time_of_row(150.0) == 1.5
+    assert clock.time_of_row(300.0 + 500.0) == 3.5
+    assert clock.segments_for(100, 200) == [clock.segments[0]]
+
+
+def test_control_file_parsing() -> None:
+    text = "250\n1700000000.5 500\ngarbage\n1700000001 -3\n"
+    assert _parse_control(text, mtime=42.0) == [(42.0, 250.0), (1700000000.5, 500.0)]
+
+
+def test_testing_source_reader_offsets_partitions_rows(tmp_path: Any) -> None:
+    import time
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from sparkscale_listener.testing_source import SparkscaleTestReader, set_rate
+
+    control = tmp_path / "rate"
+    set_rate(str(control), 50)
+    # Spark hands options over lower-cased; mixed case works too.
+    reader = SparkscaleTestReader({"rowsPerSecond": "1", "controlFile": str(control),
+                                   "MAXROWSPERBATCH": "100", "partitions": "3", "costMs": "1",
+                                   "costMode": "sleep"})
+    assert reader.getDefaultReadLimit() == ReadMaxRows(100)
+    assert reader.initialOffset() == {"offset": 0}
+    reader.clock = ArrivalClock(50.0, start_time=time.time() - 10.0)  # 10 s of arrivals: 500 rows
+    assert reader.latestOffset({"offset": 0}, ReadMaxRows(100)) == {"offset": 100}
+    assert reader.latestOffset({"offset": 0}, ReadAllAvailable())["offset"] >= 500
+    assert reader.reportLatestOffset()["offset"] >= 500
+    # Restart from a checkpoint ahead of this reader's clock: continue from there, no burst.
+    assert reader.latestOffset({"offset": 10_000}, ReadMaxRows(100))["offset"] <= 10_100
+
+    parts = reader.partitions({"offset": 7}, {"offset": 17})
+    assert [(p.lo, p.hi) for p in parts] == [(7, 10), (10, 13), (13, 17)]
+    assert reader.partitions({"offset": 5}, {"offset": 5}) == []
+    rows = [row for p in parts for row in reader.read(p)]
+    assert [r[0] for r in rows] == list(range(7, 17))
+    assert all(a[1] <= b[1] for a, b in itertools.pairwise(rows))  # arrival times in order
+
+    set_rate(str(control), 0)
+    before = reader.reportLatestOffset()["offset"]
+    assert reader.reportLatestOffset()["offset"] == before  # arrivals stopped
+
+    with pytest.raises(ValueError, match="costMode"):
+        SparkscaleTestReader({"costMode": "gpu"})

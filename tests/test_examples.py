@@ -1,0 +1,72 @@
+"""The example plugins in examples/ work as the README says, loaded the way users load them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_evaluation import Q, ctx, series
+
+from examples.external_backlog import read_backlog_file
+from examples.plugins import BusinessHoursFloorEvaluator, GradualRealizer
+from sparkscale_listener.config import AutoscalerConfig, ConfigError
+from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
+from sparkscale_listener.plugins import instantiate, load_class
+from sparkscale_listener.realization import ScalingRealizer
+from sparkscale_listener.sim import SimCluster
+
+
+def test_external_backlog_from_a_file_drives_the_evaluator(tmp_path: Path) -> None:
+    backlog_file = tmp_path / "backlog.json"
+    backlog_file.write_text(json.dumps({"orders": 300000, "ignored": "x"}))
+    external = read_backlog_file(backlog_file)
+    assert external == {"backlog.orders": 300000.0}
+
+    # A query whose source reports no backlog: alone it looks comfortably served.
+    query = Q("q1", rate=100.0, cost=0.01, name="orders")
+    blind = BusyTimeEvaluator().evaluate(series([query]), ctx(60.0))
+    seeing = BusyTimeEvaluator().evaluate(series([query], external=lambda t: external), ctx(60.0))
+    assert blind.queries["q1"].backlog is None
+    assert seeing.queries["q1"].backlog == 300000.0
+    assert seeing.queries["q1"].catch_up_rate > 0
+    assert seeing.required_slots > blind.required_slots
+    assert seeing.recommended_executors > blind.recommended_executors
+
+
+def test_missing_or_malformed_backlog_file_gives_no_metrics(tmp_path: Path) -> None:
+    assert read_backlog_file(tmp_path / "absent.json") == {}
+    (tmp_path / "bad.json").write_text("{not json")
+    assert read_backlog_file(tmp_path / "bad.json") == {}
+
+
+def test_evaluator_plugin_loads_by_class_path_and_applies_its_floor() -> None:
+    config = AutoscalerConfig.from_keys({
+        "maxExecutors": "20", "metrics.evaluator.class": "examples.plugins.BusinessHoursFloorEvaluator",
+        "evaluator.floor": "6", "evaluator.hours": "00:00-00:00"})  # start == end: the whole day
+    cls = load_class("metrics.evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",))
+    evaluator = instantiate(cls, config, "metrics.evaluator.class")
+    assert isinstance(evaluator, BusinessHoursFloorEvaluator)
+    evaluator.hours = ((0, 24 * 60),)
+    quiet = Q("q1", rate=10.0, cost=0.01)
+    evaluation = evaluator.evaluate(series([quiet]), ctx(60.0, cfg=config))
+    assert evaluation.recommended_executors == 6
+    assert "business-hours floor" in evaluation.reason
+
+
+def test_evaluator_plugin_rejects_unknown_keys_at_startup() -> None:
+    config = AutoscalerConfig.from_keys({"evaluator.flor": "6"})
+    with pytest.raises(ConfigError, match=r"spark\.sparkscale\.evaluator\.flor"):
+        BusinessHoursFloorEvaluator(config)
+
+
+def test_realizer_plugin_moves_at_most_max_step_per_call() -> None:
+    config = AutoscalerConfig.from_keys({"realizer.class": "examples.plugins.GradualRealizer",
+                                         "realizer.maxStep": "2"})
+    cls = load_class("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"))
+    cluster = SimCluster(cores_per_executor=1, provisioning_delay_s=0.0, initial_executors=1)
+    realizer = cls(config, cluster)
+    assert isinstance(realizer, GradualRealizer)
+    realizer.baseline(1)
+    steps = [realizer.realize(7).requested_total for _ in range(4)]
+    assert steps == [3, 5, 7, 7]

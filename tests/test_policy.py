@@ -1,0 +1,333 @@
+"""ScalingPolicy on hand-built evaluations, plus the shared helpers of policy.py."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.decisions import (
+    Decision,
+    Evaluation,
+    QueryEvaluation,
+    ScalingContext,
+    ScalingRecord,
+)
+from sparkscale_listener.policy import (
+    ScalingPolicy,
+    in_excluded_period,
+    next_window_start,
+    scaling_record,
+)
+
+CORES = 4
+CFG = AutoscalerConfig(min_executors=1, max_executors=20, scale_down_interval_s=300.0)
+
+
+def qe(qid: str = "q", *, input_rate: float = 100.0, target_rate: float | None = None,
+       catch_up: float = 0.0, required: float = 4.0, backlog: float | None = 0.0,
+       backlog_mode: bool = False, capped: bool = False, cap: int | None = None) -> QueryEvaluation:
+    return QueryEvaluation(
+        query_id=qid, name=qid, input_rate=input_rate, backlog=backlog, backlog_growth_rate=0.0,
+        target_rate=input_rate if target_rate is None else target_rate, catch_up_rate=catch_up,
+        slot_seconds_per_row=0.01, true_processing_rate_per_slot=100.0, required_slots=required,
+        utilization=None, parallelism_cap=cap, capped=capped, backlog_mode=backlog_mode)
+
+
+def evaluation(now: float, *, current: int, required_slots: float, utilization: float | None,
+               cfg: AutoscalerConfig = CFG, backlog_mode: bool = False, ready: bool = True,
+               queries: dict[str, QueryEvaluation] | None = None, reason: str = "eval") -> Evaluation:
+    raw = math.ceil(required_slots / CORES - 1e-9) if required_slots > 0 else 0
+    rec = min(max(raw, cfg.min_executors), cfg.max_executors)
+    if queries is None:
+        queries = {"q": qe(required=required_slots, backlog_mode=backlog_mode)}
+    return Evaluation(time=now, ready=ready, current_executors=current,
+                      recommended_executors=rec if ready else current,
+                      required_slots=required_slots, utilization=utilization,
+                      backlog_mode=backlog_mode, queries=queries, reason=reason)
+
+
+def context(now: float, current: int, cfg: AutoscalerConfig = CFG, *, live: int | None = None,
+            pending: int = 0, window_start: float = 0.0,
+            last: ScalingRecord | None = None) -> ScalingContext:
+    return ScalingContext(now=now, config=cfg, current_target=current,
+                          live_executors=current if live is None else live,
+                          pending_executors=pending, cores_per_executor=CORES,
+                          window_start=window_start, provisioning_time_s=0.0, last_scaling=last)
+
+
+def decide(policy: ScalingPolicy, now: float, current: int, required_slots: float,
+           cfg: AutoscalerConfig = CFG, **kw: object) -> Decision:
+    util = required_slots * 0.7 / (current * CORES)  # the evaluator's relation at target 0.7
+    ev = evaluation(now, current=current, required_slots=required_slots, utilization=util, cfg=cfg,
+                    **kw)  # type: ignore[arg-type]
+    return policy.decide(ev, context(now, current, cfg))
+
+
+def test_not_ready_does_nothing_and_says_why() -> None:
+    ev = evaluation(0, current=4, required_slots=0, utilization=None, ready=False,
+                    reason="not ready: collecting metrics: 20s of the 60s window")
+    d = ScalingPolicy().decide(ev, context(0, 4))
+    assert d.action == "none" and d.to_executors == 4 and not d.applied
+    assert "collecting metrics" in d.reason
+
+
+def test_inside_the_band_does_nothing() -> None:
+    # 16 slots, utilization 0.8: inside [0.4, 0.9] although the target 0.7 asks for 5 executors.
+    d = decide(ScalingPolicy(), 0, 4, required_slots=0.8 * 16 / 0.7)
+    assert d.action == "none"
+    assert "inside band [0.4, 0.9]" in d.reason
+
+
+def test_scale_up_above_the_band() -> None:
+    d = decide(ScalingPolicy(), 0, 4, required_slots=26.0)  # util 1.14 -> 7 executors
+    assert (d.action, d.from_executors, d.to_executors, d.limited_by) == ("scale_up", 4, 7, None)
+    assert "scale up 4 -> 7" in d.reason and "utilization 1.14" in d.reason
+
+
+def test_scale_up_is_limited_by_the_max_factor() -> None:
+    d = decide(ScalingPolicy(), 0, 2, required_slots=60.0)  # needs 15, at most 2 x 4 = 8
+    assert (d.action, d.to_executors, d.limited_by) == ("scale_up", 8, "scaleUp.maxFactor")
+    assert "scaleUp.maxFactor=4" in d.reason and "load needs 15" in d.reason
+
+
+def test_load_beyond_max_executors_scales_to_max_then_holds_and_says_so() -> None:
+    cfg = AutoscalerConfig(max_executors=10)
+    policy = ScalingPolicy()
+    d = decide(policy, 0, 8, required_slots=100.0, cfg=cfg)
+    assert (d.action, d.to_executors, d.limited_by) == ("scale_up", 10, "maxExecutors")
+    assert "maxExecutors=10" in d.reason
+    held = decide(policy, 100, 10, required_slots=100.0, cfg=cfg)
+    assert held.action == "none" and held.to_executors == 10
+    assert held.limited_by == "maxExecutors"
+    assert "needs 25 executors but maxExecutors=10; holding at 10" in held.reason
+
+
+def test_parallelism_cap_is_named_as_the_limit() -> None:
+    queries = {"q": qe(required=8.0, capped=True, cap=8)}
+    ev = evaluation(0, current=1, required_slots=8.0, utilization=1.5, queries=queries)
+    d = ScalingPolicy().decide(ev, context(0, 1))
+    assert (d.action, d.to_executors, d.limited_by) == ("scale_up", 2, "parallelism")
+    ev_hold = evaluation(0, current=2, required_slots=8.0, utilization=0.95, queries=queries)
+    d_hold = ScalingPolicy().decide(ev_hold, context(0, 2))
+    assert d_hold.action == "none" and d_hold.limited_by == "parallelism"
+    assert "parallelism cap" in d_hold.reason
+
+
+def test_scale_down_is_limited_by_the_max_factor() -> None:
+    cfg = AutoscalerConfig(max_executors=20, scale_down_interval_s=0.0)
+    d = decide(ScalingPolicy(), 0, 10, required_slots=6.0, cfg=cfg)  # needs 2; at most half
+    assert (d.action, d.to_executors, d.limited_by) == ("scale_down", 5, "scaleDown.maxFactor")
+    assert "scaleDown.maxFactor=0.5" in d.reason
+
+
+def test_scale_down_is_limited_by_min_executors() -> None:
+    cfg = AutoscalerConfig(min_executors=3, max_executors=20, scale_down_interval_s=0.0)
+    d = decide(ScalingPolicy(), 0, 5, required_slots=1.0, cfg=cfg)
+    assert (d.action, d.to_executors, d.limited_by) == ("scale_down", 3, "minExecutors")
+    assert "minExecutors=3" in d.reason
+    # Already at the minimum: nothing to do, and the reason names the limit.
+    at_min = decide(ScalingPolicy(), 0, 3, required_slots=1.0, cfg=cfg)
+    assert at_min.action == "none" and at_min.limited_by == "minExecutors"
+
+
+def test_target_outside_min_max_is_brought_back() -> None:
+    cfg = AutoscalerConfig(min_executors=2, max_executors=6)
+    up = decide(ScalingPolicy(), 0, 1, required_slots=4.0, cfg=cfg)
+    assert (up.action, up.to_executors, up.limited_by) == ("scale_up", 2, "minExecutors")
+    down = decide(ScalingPolicy(), 0, 9, required_slots=30.0, cfg=cfg)
+    assert (down.action, down.to_executors, down.limited_by) == ("scale_down", 6, "maxExecutors")
+
+
+def test_backlog_mode_blocks_scale_down() -> None:
+    cfg = AutoscalerConfig(max_executors=20, scale_down_interval_s=0.0)
+    policy = ScalingPolicy()
+    d = decide(policy, 0, 8, required_slots=4.0, cfg=cfg, backlog_mode=True)
+    assert d.action == "none"
+    assert "backlog mode" in d.reason and "no scale-down" in d.reason
+    assert policy.pending_scale_down() is None
+    # Without the backlog the same numbers scale down.
+    assert decide(ScalingPolicy(), 0, 8, required_slots=4.0, cfg=cfg).action == "scale_down"
+
+
+def test_backlog_mode_scales_up_inside_the_band_when_catch_up_needs_it() -> None:
+    # utilization 0.8 is inside the band, but the backlog's catch-up needs 5 executors
+    d = decide(ScalingPolicy(), 0, 4, required_slots=0.8 * 16 / 0.7, backlog_mode=True)
+    assert d.action == "scale_up" and d.to_executors == 5
+
+
+def test_delayed_scale_down_applies_the_largest_recommendation_seen() -> None:
+    cfg = AutoscalerConfig(max_executors=20, scale_down_max_factor=0.9)
+    policy = ScalingPolicy()
+    # 12 executors; recommendations 3, 5, 4 executors over 300 s (utilization 0.18 .. 0.29).
+    first = decide(policy, 0, 12, required_slots=3 * 4.0, cfg=cfg)
+    assert first.action == "none"
+    assert "scale-down to 3 pending for 0s of 300s" in first.reason
+    assert policy.pending_scale_down() == (0, 3)
+    assert decide(policy, 100, 12, required_slots=5 * 4.0, cfg=cfg).action == "none"
+    assert decide(policy, 200, 12, required_slots=4 * 4.0, cfg=cfg).action == "none"
+    assert policy.pending_scale_down() == (0, 5)
+    done = decide(policy, 300, 12, required_slots=3 * 4.0, cfg=cfg)
+    assert (done.action, done.from_executors, done.to_executors) == ("scale_down", 12, 5)
+    assert "after 300s" in done.reason
+    assert policy.pending_scale_down() is None
+
+
+def test_delayed_scale_down_resets_on_scale_up_and_in_band() -> None:
+    policy = ScalingPolicy()
+    assert decide(policy, 0, 12, required_slots=20.0).action == "none"  # pending: 5
+    assert decide(policy, 100, 12, required_slots=80.0).action == "scale_up"  # resets
+    assert policy.pending_scale_down() is None
+    assert decide(policy, 200, 12, required_slots=20.0).action == "none"  # pending again, from 200
+    assert decide(policy, 450, 12, required_slots=20.0).action == "none"  # only 250 s
+    assert decide(policy, 500, 12, required_slots=20.0).action == "scale_down"
+    # An in-band tick also resets.
+    assert decide(policy, 600, 12, required_slots=20.0).action == "none"
+    assert decide(policy, 700, 12, required_slots=0.6 * 48 / 0.7).action == "none"  # in band
+    assert policy.pending_scale_down() is None
+    assert decide(policy, 900, 12, required_slots=20.0).action == "none"
+    assert policy.pending_scale_down() == (900, 6)
+
+
+def test_not_ready_ticks_do_not_reset_a_pending_scale_down() -> None:
+    policy = ScalingPolicy()
+    decide(policy, 0, 12, required_slots=20.0)
+    policy.decide(evaluation(150, current=12, required_slots=0, utilization=None, ready=False),
+                  context(150, 12))
+    assert policy.pending_scale_down() == (0, 6)  # 20 slots -> 5, limited to half of 12
+
+
+def _record(before: float, promised: float) -> ScalingRecord:
+    return ScalingRecord(time=1000.0, action="scale_up", from_executors=2, to_executors=4,
+                         reason="test", rate_before={"q": before}, promised_rate={"q": promised})
+
+
+def test_ineffective_scale_up_blocks_then_a_load_change_unblocks() -> None:
+    policy = ScalingPolicy()
+    record = _record(before=1000.0, promised=2000.0)
+    queries = {"q": qe(input_rate=1050.0, target_rate=3000.0, required=40.0)}
+    ev = evaluation(1200, current=4, required_slots=40.0, utilization=1.6, queries=queries)
+    # The window is not yet entirely after the change: no judgement.
+    d0 = policy.decide(ev, context(1200, 4, window_start=900, last=record))
+    assert policy.blocked_queries() == {} and d0.action == "scale_up"
+    # First window after the change: delivered 50 of the promised 1000 more rows/s (< 10 %).
+    d = policy.decide(ev, context(1300, 4, window_start=1035, last=record))
+    assert "q" in policy.blocked_queries()
+    assert d.action == "none" and d.limited_by == "ineffectiveScaleUp"
+    assert "blocked" in d.reason and "promised 1000.0 -> 2000.0" in d.reason
+    assert any(n.startswith("blocked scale-up for query 'q'") for n in policy.last_notes())
+    # Still blocked while its load stays put (and the notes are not repeated).
+    d2 = policy.decide(ev, context(1400, 4, window_start=1035, last=record))
+    assert d2.action == "none" and "q" in policy.blocked_queries()
+    assert policy.last_notes() == []
+    # The target rate moves by more than 50 %: unblocked, the scale-up goes ahead.
+    moved = {"q": qe(input_rate=1050.0, target_rate=5000.0, required=60.0)}
+    ev3 = evaluation(1500, current=4, required_slots=60.0, utilization=2.4, queries=moved)
+    d3 = policy.decide(ev3, context(1500, 4, window_start=1035, last=record))
+    assert policy.blocked_queries() == {}
+    assert d3.action == "scale_up"
+    assert any(n.startswith("unblocked") for n in policy.last_notes())
+
+
+def test_effective_scale_up_does_not_block() -> None:
+    policy = ScalingPolicy()
+    queries = {"q": qe(input_rate=1900.0, target_rate=3000.0, required=40.0)}
+    ev = evaluation(1300, current=4, required_slots=40.0, utilization=1.6, queries=queries)
+    d = policy.decide(ev, context(1300, 4, window_start=1035, last=_record(1000.0, 2000.0)))
+    assert policy.blocked_queries() == {} and d.action == "scale_up"
+
+
+def test_load_that_fell_is_no_evidence_of_an_ineffective_scale_up() -> None:
+    # Promised 2000 rows/s, but now only 1020 arrive: processing 1020 is all it can show.
+    policy = ScalingPolicy()
+    queries = {"q": qe(input_rate=1020.0, target_rate=1020.0, required=10.0)}
+    ev = evaluation(1300, current=4, required_slots=10.0, utilization=0.6, queries=queries)
+    policy.decide(ev, context(1300, 4, window_start=1035, last=_record(1000.0, 2000.0)))
+    assert policy.blocked_queries() == {}
+
+
+def test_a_blocked_query_does_not_stop_another_from_scaling_up() -> None:
+    policy = ScalingPolicy()
+    record = ScalingRecord(time=1000.0, action="scale_up", from_executors=2, to_executors=4,
+                           reason="t", rate_before={"a": 1000.0}, promised_rate={"a": 2000.0})
+    queries = {"a": qe("a", input_rate=1000.0, target_rate=3000.0, required=16.0),
+               "b": qe("b", input_rate=500.0, required=16.0)}
+    ev = evaluation(1300, current=4, required_slots=32.0, utilization=1.4, queries=queries)
+    d = policy.decide(ev, context(1300, 4, window_start=1035, last=record))
+    assert "a" in policy.blocked_queries()
+    # a keeps its share (8 of the 16 current slots), b gets its 16: 24 slots -> 6 executors.
+    assert (d.action, d.to_executors) == ("scale_up", 6)
+    assert "scale-up blocked for 'a'" in d.reason
+
+
+def test_reactive_mode_takes_max_and_re_requests_losses() -> None:
+    cfg = AutoscalerConfig(mode="reactive", max_executors=8)
+    policy = ScalingPolicy()
+    idle = evaluation(0, current=2, required_slots=0.5, utilization=0.02, cfg=cfg)
+    d = policy.decide(idle, context(0, 2, cfg))
+    assert (d.action, d.to_executors, d.limited_by) == ("scale_up", 8, "maxExecutors")
+    hold = policy.decide(idle, context(10, 8, cfg))
+    assert hold.action == "none" and "never scaling down" in hold.reason
+    lost = policy.decide(idle, context(20, 8, cfg, live=5, pending=1))
+    assert (lost.action, lost.from_executors, lost.to_executors) == ("scale_up", 6, 8)
+    assert "2 executor(s) lost" in lost.reason
+    not_ready = evaluation(30, current=8, required_slots=0, utilization=None, cfg=cfg, ready=False)
+    assert policy.decide(not_ready, context(30, 8, cfg)).action == "none"
+
+
+def _epoch(hour: int, minute: int) -> float:
+    return time.mktime((2024, 6, 12, hour, minute, 0, 0, 0, -1))  # local time
+
+
+@pytest.mark.parametrize(("hour", "minute", "expected"), [
+    (12, 10, True), (12, 29, True), (12, 30, False), (11, 59, False),  # 12:00-12:30
+    (22, 0, True), (23, 59, True), (0, 0, True), (5, 59, True), (6, 0, False),  # 22:00-06:00 wraps
+    (21, 59, False), (15, 0, False),
+])
+def test_excluded_periods_including_wrapping_midnight(hour: int, minute: int, expected: bool) -> None:
+    cfg = AutoscalerConfig(excluded_periods=((12 * 60, 12 * 60 + 30), (22 * 60, 6 * 60)))
+    assert in_excluded_period(cfg, _epoch(hour, minute)) is expected
+
+
+def test_no_excluded_periods_and_whole_day_window() -> None:
+    assert not in_excluded_period(AutoscalerConfig(), _epoch(3, 0))
+    assert in_excluded_period(AutoscalerConfig(excluded_periods=((300, 300),)), _epoch(17, 45))
+
+
+def test_next_window_start() -> None:
+    cfg = AutoscalerConfig(stabilization_interval_s=30.0, provisioning_timeout_s=120.0)
+    assert next_window_start(cfg, 100.0, None, 150.0) == math.inf  # still waiting
+    assert next_window_start(cfg, 100.0, 106.0, 150.0) == 136.0  # registered + 30 s
+    assert next_window_start(cfg, 100.0, None, 220.0) == 250.0  # gave up at the timeout
+
+
+def test_scaling_record_promises_what_the_new_slots_allow() -> None:
+    queries = {
+        "slow": qe("slow", input_rate=1000.0, target_rate=3000.0, catch_up=500.0),
+        "fine": qe("fine", input_rate=200.0, target_rate=200.0),
+        "capped": qe("capped", input_rate=400.0, target_rate=2000.0, cap=12),
+    }
+    ev = evaluation(50, current=2, required_slots=40.0, utilization=2.0, queries=queries)
+    d = Decision(time=50.0, action="scale_up", from_executors=2, to_executors=5, reason="r",
+                 evaluation=ev)
+    rec = scaling_record(d, CORES)
+    assert (rec.time, rec.from_executors, rec.to_executors) == (50.0, 2, 5)
+    assert rec.rate_before == {"slow": 1000.0, "fine": 200.0, "capped": 400.0}
+    assert rec.promised_rate["slow"] == pytest.approx(2500.0)  # 1000 x 20/8 slots, under 3500
+    assert rec.promised_rate["fine"] == 200.0  # already keeping up: no increase promised
+    assert rec.promised_rate["capped"] == pytest.approx(600.0)  # 400 x 12/8: the cap binds
+
+
+def test_snapshot_and_restore_keep_the_memory() -> None:
+    policy = ScalingPolicy()
+    decide(policy, 0, 12, required_slots=20.0)
+    record = _record(before=1000.0, promised=2000.0)
+    queries = {"q": qe(input_rate=1000.0, target_rate=3000.0, required=40.0)}
+    policy.decide(evaluation(1300, current=4, required_slots=40.0, utilization=1.6, queries=queries),
+                  context(1300, 4, window_start=1035, last=record))
+    copy = ScalingPolicy()
+    copy.restore(policy.snapshot())
+    assert copy.blocked_queries() == policy.blocked_queries()
+    assert copy.pending_scale_down() == policy.pending_scale_down()

@@ -1,0 +1,239 @@
+"""The simulator driving the real control loop (Autoscaler: checkers, evaluator, policy, realizer;
+simulated time, no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.realization import ExecutorRealizer
+from sparkscale_listener.sim import (
+    SimCluster,
+    SimQuery,
+    SimResult,
+    Simulation,
+    smallest_sufficient_executors,
+    step_load,
+)
+from sparkscale_listener.state import InMemoryStateStore
+
+CORES = 4
+STEP_AT = 600.0
+
+
+def _learned_provisioning(seconds: float) -> InMemoryStateStore:
+    """A state store in which the autoscaler already learned the provisioning time (as after a
+    restart with a persistent store). Without it the autoscaler assumes 10 s at first."""
+    store = InMemoryStateStore()
+    store.append("sim", "_app", "provisioning", {"time": 0.0, "seconds": seconds, "executors": 1})
+    return store
+
+
+def _actions_after(result: SimResult, t: float) -> list:
+    return [a for a in result.actions if a.time >= t]
+
+
+@pytest.mark.parametrize(("factor", "read_limit"), [
+    (2.0, None), (4.0, None), (0.25, None), (2.0, 20_000.0), (0.25, 20_000.0),
+])
+def test_load_step_reaches_the_oracle_within_two_actions(factor: float,
+                                                         read_limit: float | None) -> None:
+    cfg = AutoscalerConfig(max_executors=20)
+    base = 800.0 if factor > 1 else 3200.0
+    q = SimQuery("q", step_load(base, base * factor, STEP_AT), cost_per_row=0.01,
+                 batch_overhead_s=0.3, partitions=200, max_rows_per_batch=read_limit)
+    before = smallest_sufficient_executors([q], {"q": base}, CORES, cfg.utilization_target)
+    oracle = smallest_sufficient_executors([q], {"q": base * factor}, CORES, cfg.utilization_target)
+    assert before != oracle
+    # The steps are borderline by design (2x: 3 -> 6 executors): the decision on the window that
+    # straddles the step sees part of the old load, and the provisioning-time term of the demand
+    # (target x provisioning / catchUpDuration) tips it one way or the other. Measured with the
+    # learned 5 s; with the initial 10 s guess the 2x step lands on 5 executors (inside the band).
+    result = Simulation(cfg, [q], before, provisioning_delay_s=5.0, seed=1, cores_per_executor=CORES,
+                        state_store=_learned_provisioning(5.0)).run(3600)
+    assert result.actions_between(0, STEP_AT) == []  # steady at the oracle before the step
+    actions = _actions_after(result, STEP_AT)
+    reached = [i for i, a in enumerate(actions) if a.to_executors == oracle]
+    assert reached and reached[0] < 2, [(a.time, a.to_executors) for a in actions]
+    assert len(actions) == reached[0] + 1  # and stays there
+    assert result.final_executors == oracle
+
+
+def test_load_step_x4_with_a_read_limit_has_capacity_within_two_actions() -> None:
+    # With a read limit the backlog that built up before the scale-up is visible and its
+    # catch-up asks for headroom beyond the steady oracle; once caught up the utilization is
+    # inside the band, so one executor of catch-up headroom may remain (by design).
+    cfg = AutoscalerConfig(max_executors=20)
+    q = SimQuery("q", step_load(800.0, 3200.0, STEP_AT), cost_per_row=0.01, batch_overhead_s=0.3,
+                 partitions=200, max_rows_per_batch=20_000.0)
+    oracle = smallest_sufficient_executors([q], {"q": 3200.0}, CORES, cfg.utilization_target)
+    result = Simulation(cfg, [q], 3, seed=1, cores_per_executor=CORES).run(3600)
+    actions = _actions_after(result, STEP_AT)
+    assert 1 <= len(actions) <= 2
+    assert actions[-1].to_executors >= oracle
+    assert oracle <= result.final_executors <= oracle + 1
+    assert result.timeline[-1].queries["q"].backlog < 3200.0 * 5  # caught up
+
+
+def _flaps(result: SimResult, within: float) -> list[tuple[float, float]]:
+    """(scale-up time, scale-down time) pairs where a scale-down undid a scale-up too soon."""
+    return [(a.time, b.time) for a, b in zip(result.actions, result.actions[1:], strict=False)
+            if a.action == "scale_up" and b.action == "scale_down" and b.time - a.time < within]
+
+
+@pytest.mark.parametrize("band", [(0.4, 0.9), (0.6, 0.8)])
+def test_steady_noisy_load_does_not_flap(band: tuple[float, float]) -> None:
+    q = SimQuery("q", lambda t: 1500.0, cost_per_row=0.01, batch_overhead_s=0.3, partitions=200,
+                 max_rows_per_batch=50_000.0, noise=0.2, noise_period_s=30.0)
+    cfg = AutoscalerConfig(max_executors=20, utilization_min=band[0], utilization_max=band[1])
+    result = Simulation(cfg, [q], 6, seed=7, cores_per_executor=CORES).run(6 * 3600)
+    assert _flaps(result, cfg.scale_down_interval_s) == []
+    assert len(result.actions) <= 2
+    # The scenario is sensitive: without the delayed scale-down the narrow band flaps.
+    if band == (0.6, 0.8):
+        eager = AutoscalerConfig(max_executors=20, utilization_min=band[0],
+                                 utilization_max=band[1], scale_down_interval_s=0.0)
+        flapping = Simulation(eager, [q], 6, seed=7, cores_per_executor=CORES).run(6 * 3600)
+        assert len(_flaps(flapping, cfg.scale_down_interval_s)) >= 5
+
+
+def test_no_scale_down_while_the_backlog_is_above_the_threshold() -> None:
+    # 60 000 rows waiting, 100 rows/s arriving, at most 1000 rows per 5 s trigger: draining takes
+    # about 10 minutes; the executors are far more than needed all along.
+    cfg = AutoscalerConfig(max_executors=20)
+    q = SimQuery("q", lambda t: 100.0, cost_per_row=0.002, batch_overhead_s=0.5, partitions=64,
+                 trigger_interval_s=5.0, max_rows_per_batch=1000.0, initial_backlog=60_000.0)
+    result = Simulation(cfg, [q], 6, seed=3, cores_per_executor=CORES).run(2400)
+    threshold_rows = cfg.backlog_threshold_s * 100.0
+    by_time = {p.t: p for p in result.timeline}
+    downs = [a for a in result.actions if a.action == "scale_down"]
+    assert downs, "the idle executors should go once the backlog is worked off"
+    for d in downs:
+        assert by_time[d.time].queries["q"].backlog <= threshold_rows, d.reason
+    assert any("backlog mode" in d.reason for d in result.decisions)
+    drained = next(p.t for p in result.timeline if p.queries["q"].backlog <= threshold_rows)
+    assert downs[0].time >= drained
+
+
+def test_load_beyond_max_executors_holds_at_max_and_says_so() -> None:
+    cfg = AutoscalerConfig(max_executors=6)
+    q = SimQuery("q", lambda t: 5000.0, cost_per_row=0.01, batch_overhead_s=0.3, partitions=200,
+                 max_rows_per_batch=20_000.0)  # needs 5000 x 0.01 / 0.7 = 72 slots = 18 executors
+    result = Simulation(cfg, [q], 2, seed=2, cores_per_executor=CORES).run(1800)
+    assert max(p.target for p in result.timeline) == 6
+    assert result.final_executors == 6
+    assert result.actions[-1].limited_by == "maxExecutors"
+    last = result.decisions[-1]
+    assert last.action == "none" and last.limited_by == "maxExecutors"
+    assert "maxExecutors=6" in last.reason and "holding at 6" in last.reason
+
+
+def test_partition_cap_is_respected() -> None:
+    # Work for 50 slots, but the widest stage has 10 tasks: 3 executors of 4 cores are enough.
+    cfg = AutoscalerConfig(max_executors=20)
+    q = SimQuery("q", lambda t: 5000.0, cost_per_row=0.01, batch_overhead_s=0.3, partitions=10,
+                 max_rows_per_batch=50_000.0)
+    result = Simulation(cfg, [q], 1, seed=4, cores_per_executor=CORES).run(1800)
+    assert max(p.queries["q"].slots_used_max for p in result.timeline) <= 10 + 1e-9
+    assert max(p.target for p in result.timeline) * CORES <= 12  # never more slots than needed
+    assert result.final_executors == 3
+    assert any(a.limited_by == "parallelism" for a in result.actions)
+    assert "capped at 10 parallel tasks" in result.decisions[-1].reason
+
+
+def test_two_queries_share_the_executors() -> None:
+    cfg = AutoscalerConfig(max_executors=20)
+    a = SimQuery("a", lambda t: 1000.0, cost_per_row=0.01, batch_overhead_s=0.3, partitions=64,
+                 max_rows_per_batch=20_000.0)
+    b = SimQuery("b", lambda t: 200.0, cost_per_row=0.03, batch_overhead_s=1.0, partitions=64,
+                 trigger_interval_s=10.0, max_rows_per_batch=20_000.0)
+    oracle = smallest_sufficient_executors([a, b], {"a": 1000.0, "b": 200.0}, CORES,
+                                           cfg.utilization_target)  # (10 + 6) / 0.7 -> 6
+    result = Simulation(cfg, [a, b], 2, seed=5, cores_per_executor=CORES).run(2400)
+    assert result.final_executors == oracle
+    assert len(result.actions) <= 2
+
+
+def test_ineffective_scale_up_is_blocked() -> None:
+    # The driver overhead (2 s per 1000-row batch) bounds throughput below 500 rows/s whatever
+    # the executors: after one scale-up shows no gain, no further scale-ups.
+    cfg = AutoscalerConfig(max_executors=20)
+    q = SimQuery("q", lambda t: 2000.0, cost_per_row=0.001, batch_overhead_s=2.0, partitions=64,
+                 max_rows_per_batch=1000.0)
+    sim = Simulation(cfg, [q], 1, seed=6, cores_per_executor=CORES)
+    result = sim.run(3600)
+    ups = [a for a in result.actions if a.action == "scale_up"]
+    assert len(ups) == 1, [(a.time, a.to_executors) for a in ups]
+    assert "q" in sim.policy.blocked_queries()
+    assert any("blocked" in d.reason for d in result.decisions)
+
+
+def test_recommend_mode_and_excluded_periods_apply_nothing() -> None:
+    q = SimQuery("q", lambda t: 3000.0, cost_per_row=0.01, batch_overhead_s=0.3,
+                 max_rows_per_batch=20_000.0)
+    rec = Simulation(AutoscalerConfig(mode="recommend"), [q], 2, cores_per_executor=CORES).run(600)
+    assert rec.actions == [] and any(d.action == "scale_up" for d in rec.decisions)
+    whole_day = AutoscalerConfig(excluded_periods=((0, 0),))
+    excl = Simulation(whole_day, [q], 2, cores_per_executor=CORES).run(600)
+    assert excl.actions == [] and {p.target for p in excl.timeline} == {2}
+
+
+def test_recommend_mode_never_touches_the_executors_even_with_an_initial_target() -> None:
+    # initialExecutors=2 is a target to set: recommend mode publishes decisions and applies none.
+    q = SimQuery("q", lambda t: 800.0, cost_per_row=0.01, batch_overhead_s=0.3,
+                 max_rows_per_batch=20_000.0)
+    sim = Simulation(AutoscalerConfig(mode="recommend", initial_executors=2), [q], 8,
+                     cores_per_executor=CORES)
+    result = sim.run(900)
+    assert {p.executors for p in result.timeline} == {8} and sim.cluster.target is None
+    assert result.actions == []
+    rec = result.events_of("recommendation")[0]
+    assert (rec.action, rec.from_executors, rec.to_executors) == ("scale_down", 8, 4)
+    # Someone else adds executors: they are left alone and recommendations start from them.
+    sim.cluster.request_total(10)
+    result = sim.run(900)
+    assert result.final_executors == 10 and sim.autoscaler.status()["target_executors"] == 10
+    assert result.actions == [] and result.events_of("recommendation")[-1].from_executors == 10
+
+
+def test_sim_cluster_follows_spark_target_semantics() -> None:
+    c = SimCluster(CORES, provisioning_delay_s=5.0, initial_executors=2)
+    assert c.executor_ids() == ["1", "2"] and c.target is None
+    # The empty-target trap: a kill with nothing ever requested leaves the target at 0.
+    assert c.kill(["1"]) == ["1"]
+    assert c.target == 0 and c.live_count == 1
+    c.request_total(3)
+    assert c.pending_count == 2 and c.live_count == 1
+    c.advance(4.0)
+    assert c.live_count == 1
+    c.advance(5.0)
+    assert c.live_count == 3 and c.provisioning_observed == [5.0, 5.0]
+    # Lowering the target kills nothing; a kill lowers the target by one per executor.
+    c.request_total(1)
+    assert c.live_count == 3
+    c.request_total(3)
+    c.kill(["3"])
+    assert c.target == 2 and c.live_count == 2
+    # A lost executor is replaced up to the target.
+    c.lose("2")
+    assert c.pending_count == 1
+    c.advance(10.0)
+    assert c.live_count == 2
+
+
+def test_executor_realizer_on_the_sim_cluster_kills_idle_executors_and_sets_an_absolute_target() -> None:
+    c = SimCluster(CORES, provisioning_delay_s=5.0, initial_executors=4)
+    realizer = ExecutorRealizer(c, min_executors=1)
+    realizer.baseline(4)
+    c.set_running(6)  # executors 1 and 2 busy, 3 and 4 idle
+    result = realizer.realize(2)
+    assert sorted(result.removed) == ["3", "4"]
+    assert sorted(c.executor_ids()) == ["1", "2"]
+    assert c.target == 2 and c.pending_count == 0 and realizer.requested_total == 2
+    realizer.realize(5)
+    assert c.pending_count == 3 and c.target == 5
+    # Busy executors are never killed: the rest waits until they are idle.
+    c.advance(5.0)
+    c.set_running(20)
+    result = realizer.realize(1)
+    assert result.removed == () and c.live_count == 5 and "busy" in result.message

@@ -1,0 +1,323 @@
+"""State stores: in-memory and SQLite, persistence, sharing a file between processes, recovery."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import sqlite3
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sparkscale_listener.config import AutoscalerConfig, ConfigError
+from sparkscale_listener.state import (
+    APP_SCOPE,
+    InMemoryStateStore,
+    SqliteStateStore,
+    StateStore,
+    build_state_store,
+)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    s: StateStore = InMemoryStateStore(max_records=5) if request.param == "memory" \
+        else SqliteStateStore(tmp_path / "state.db", max_records=5)
+    yield s
+    s.close()
+
+
+def test_values_round_trip(store: StateStore) -> None:
+    assert store.get("app", APP_SCOPE, "target") is None
+    store.put("app", APP_SCOPE, "target", 4)
+    store.put("app", "q1", "guard", {"blocked": True, "rates": [1.5, 2], "pair": (1, 2), "none": None})
+    assert store.get("app", APP_SCOPE, "target") == 4
+    # Same JSON semantics in both stores: tuples come back as lists.
+    assert store.get("app", "q1", "guard") == {"blocked": True, "rates": [1.5, 2], "pair": [1, 2],
+                                               "none": None}
+    store.put("app", APP_SCOPE, "target", 6)  # overwrite
+    assert store.get("app", APP_SCOPE, "target") == 6
+    # Applications and scopes are separate namespaces.
+    assert store.get("other", APP_SCOPE, "target") is None
+    assert store.get("app", "q2", "guard") is None
+
+
+def test_returned_values_are_copies(store: StateStore) -> None:
+    store.put("app", APP_SCOPE, "k", {"a": [1]})
+    got = store.get("app", APP_SCOPE, "k")
+    got["a"].append(2)
+    assert store.get("app", APP_SCOPE, "k") == {"a": [1]}
+
+
+def test_records_newest_last_limited_and_bounded(store: StateStore) -> None:
+    assert store.records("app", APP_SCOPE, "scaling") == []
+    for i in range(8):  # max_records=5: the oldest three are dropped
+        store.append("app", APP_SCOPE, "scaling", {"i": i})
+    store.append("app", APP_SCOPE, "rollback", {"i": 100})
+    store.append("app", "q1", "scaling", {"i": 200})
+    assert store.records("app", APP_SCOPE, "scaling") == [{"i": i} for i in range(3, 8)]
+    assert store.records("app", APP_SCOPE, "scaling", limit=2) == [{"i": 6}, {"i": 7}]
+    assert store.records("app", APP_SCOPE, "scaling", limit=0) == []
+    assert store.records("app", APP_SCOPE, "rollback") == [{"i": 100}]
+    assert store.records("app", "q1", "scaling") == [{"i": 200}]
+
+
+def test_rejects_non_json_values(store: StateStore) -> None:
+    with pytest.raises(TypeError, match="JSON-able"):
+        store.put("app", APP_SCOPE, "k", object())
+    with pytest.raises(TypeError, match="dicts"):
+        store.append("app", APP_SCOPE, "scaling", [1, 2])  # type: ignore[arg-type]
+    assert store.fell_back is None  # a caller's mistake is not a store failure
+
+
+def test_closed_store_raises(store: StateStore) -> None:
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        store.get("app", APP_SCOPE, "k")
+
+
+def test_threads_share_one_store(store: StateStore) -> None:
+    def work(n: int) -> None:
+        for i in range(50):
+            store.put("app", f"q{n}", "i", i)
+            store.append("app", f"q{n}", "rows", {"i": i})
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for n in range(4):
+        assert store.get("app", f"q{n}", "i") == 49
+        assert store.records("app", f"q{n}", "rows") == [{"i": i} for i in range(45, 50)]
+
+
+def test_sqlite_persists_across_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "dir" / "state.db"  # parent directories are created
+    first = SqliteStateStore(path)
+    first.put("app", APP_SCOPE, "target", 7)
+    first.append("app", APP_SCOPE, "provisioning", {"seconds": 5.5})
+    first.close()
+    second = SqliteStateStore(path)
+    assert second.fell_back is None
+    assert second.get("app", APP_SCOPE, "target") == 7
+    assert second.records("app", APP_SCOPE, "provisioning") == [{"seconds": 5.5}]
+    assert second._conn is not None
+    assert second._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert second._conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    second.close()
+
+
+ROWS_PER_PROCESS = 150
+
+
+def _writer(path: str, app: str, barrier: multiprocessing.synchronize.Barrier) -> None:
+    barrier.wait()  # open and write at the same moment
+    s = SqliteStateStore(path, max_records=10_000)
+    assert s.fell_back is None, s.fell_back
+    for i in range(ROWS_PER_PROCESS):
+        s.put(app, APP_SCOPE, f"k{i}", {"app": app, "i": i})
+        s.append(app, APP_SCOPE, "scaling", {"i": i})
+        s.append("shared", APP_SCOPE, "scaling", {"app": app, "i": i})  # same rows, interleaved
+    s.close()
+
+
+def test_sqlite_shared_by_several_processes(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.db")
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    ctx = multiprocessing.get_context(method)
+    apps = [f"app{n}" for n in range(3)]
+    barrier = ctx.Barrier(len(apps))
+    procs = [ctx.Process(target=_writer, args=(path, app, barrier)) for app in apps]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    s = SqliteStateStore(path, max_records=10_000)
+    for app in apps:
+        for i in range(ROWS_PER_PROCESS):
+            assert s.get(app, APP_SCOPE, f"k{i}") == {"app": app, "i": i}
+        rows = s.records(app, APP_SCOPE, "scaling", limit=10_000)
+        assert rows == [{"i": i} for i in range(ROWS_PER_PROCESS)]
+    shared = s.records("shared", APP_SCOPE, "scaling", limit=10_000)
+    assert len(shared) == len(apps) * ROWS_PER_PROCESS
+    for app in apps:  # each writer's rows are all there, in its own order
+        assert [r["i"] for r in shared if r["app"] == app] == list(range(ROWS_PER_PROCESS))
+    s.close()
+
+
+def test_corrupt_file_moved_aside_and_fresh_store(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "state.db"
+    garbage = b"this is not a database " * 200
+    path.write_bytes(garbage)
+    reports: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="sparkscale"):
+        s = SqliteStateStore(path, on_fallback=reports.append)
+    assert s.fell_back is not None and "moved it aside" in s.fell_back
+    assert reports == [s.fell_back]
+    assert str(path) in caplog.text and "not a database" in caplog.text
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("state.db.corrupt-")]
+    assert len(aside) == 1 and aside[0].read_bytes() == garbage
+    s.put("app", APP_SCOPE, "k", 1)  # a real, fresh SQLite store
+    s.close()
+    reopened = SqliteStateStore(path)
+    assert reopened.fell_back is None and reopened.get("app", APP_SCOPE, "k") == 1
+    reopened.close()
+
+
+def _open_corrupt(path: str, app: str, barrier: multiprocessing.synchronize.Barrier) -> None:
+    barrier.wait()
+    s = SqliteStateStore(path)
+    assert s._memory is None, s.fell_back  # recovered to a real file, not memory
+    s.put(app, APP_SCOPE, "k", app)
+    s.close()
+
+
+def test_several_processes_recover_one_corrupt_file(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"garbage" * 1000)
+    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    apps = [f"app{n}" for n in range(3)]
+    barrier = ctx.Barrier(len(apps))
+    procs = [ctx.Process(target=_open_corrupt, args=(str(path), app, barrier)) for app in apps]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    # Exactly one of them moved the bad file aside; none moved aside another's fresh file.
+    aside = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("state.db.corrupt-")
+                   and not p.name.endswith(("-wal", "-shm", "-journal")))
+    assert len(aside) == 1, aside
+    s = SqliteStateStore(path)
+    assert [s.get(app, APP_SCOPE, "k") for app in apps] == apps
+    s.close()
+
+
+def test_directory_path_falls_back_to_memory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="sparkscale"):
+        s = SqliteStateStore(tmp_path)
+    assert s.fell_back is not None and "directory" in s.fell_back and "memory" in s.fell_back
+    assert str(tmp_path) in caplog.text
+    assert tmp_path.is_dir()  # never moved aside: it is not ours
+    s.put("app", APP_SCOPE, "k", 3)
+    assert s.get("app", APP_SCOPE, "k") == 3
+    s.close()
+
+
+def test_parent_is_a_file_falls_back_to_memory(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    s = SqliteStateStore(tmp_path / "file" / "state.db")
+    assert s.fell_back is not None and "memory" in s.fell_back
+    s.append("app", APP_SCOPE, "scaling", {"i": 1})
+    assert s.records("app", APP_SCOPE, "scaling") == [{"i": 1}]
+
+
+def test_unopenable_file_falls_back_to_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Stands in for "no permission" (tests may run as root, where chmod does not deny).
+    def refuse(*args: object, **kwargs: object) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(sqlite3, "connect", refuse)
+    s = SqliteStateStore(tmp_path / "state.db")
+    assert s.fell_back is not None and "unable to open database file" in s.fell_back
+    assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]  # not corrupt: not moved
+    s.put("app", APP_SCOPE, "k", 1)
+    assert s.get("app", APP_SCOPE, "k") == 1
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root ignores permissions")
+def test_unreadable_file_falls_back_to_memory(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    SqliteStateStore(locked / "state.db").close()
+    locked.chmod(0o500)
+    (locked / "state.db").chmod(0o000)
+    try:
+        s = SqliteStateStore(locked / "state.db")
+        assert s.fell_back is not None and "memory" in s.fell_back
+    finally:
+        locked.chmod(0o700)
+
+
+def test_newer_schema_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    SqliteStateStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE schema_version SET version = 99")
+    conn.close()
+    s = SqliteStateStore(path)
+    assert s.fell_back is not None and "schema version 99" in s.fell_back
+    assert not [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+
+
+def test_failure_mid_run_degrades_to_memory(tmp_path: Path) -> None:
+    reports: list[str] = []
+    s = SqliteStateStore(tmp_path / "state.db", on_fallback=reports.append)
+    s.put("app", APP_SCOPE, "k", 1)
+    assert s._conn is not None
+    s._conn.close()  # any sqlite3.Error from now on
+    s.put("app", APP_SCOPE, "k", 2)  # does not raise into the control loop
+    assert s.get("app", APP_SCOPE, "k") == 2
+    assert s.fell_back is not None and "memory" in s.fell_back and reports == [s.fell_back]
+    s.close()
+
+
+# -- build_state_store ----------------------------------------------------------------------------
+
+def test_build_memory_default() -> None:
+    s = build_state_store(AutoscalerConfig.from_keys({}))
+    assert isinstance(s, InMemoryStateStore)
+
+
+def test_build_sqlite_with_max_records(tmp_path: Path) -> None:
+    config = AutoscalerConfig.from_keys({"stateStore.class": "sqlite",
+                                         "stateStore.path": str(tmp_path / "s.db"),
+                                         "stateStore.maxRecords": "2"})
+    s = build_state_store(config)
+    assert isinstance(s, SqliteStateStore) and s.max_records == 2 and s.fell_back is None
+    s.close()
+
+
+def test_build_rejects_unknown_store_key(tmp_path: Path) -> None:
+    config = AutoscalerConfig.from_keys({"stateStore.class": "sqlite", "stateStore.path": "x.db",
+                                         "stateStore.pth": "typo.db"})
+    with pytest.raises(ConfigError, match=r"sparkscale\.stateStore\.pth='typo\.db' is not a known key"):
+        build_state_store(config)
+
+
+def test_build_unknown_name() -> None:
+    config = AutoscalerConfig.from_keys({"stateStore.class": "redis"})
+    with pytest.raises(ConfigError) as err:
+        build_state_store(config)
+    message = str(err.value)
+    assert "spark.sparkscale.stateStore.class='redis'" in message
+    assert "memory, sqlite, or an importable Python class path" in message
+
+
+def test_build_bad_class_path() -> None:
+    config = AutoscalerConfig.from_keys({"stateStore.class": "no_such_pkg_s.Store"})
+    with pytest.raises(ConfigError, match=r"spark\.sparkscale\.stateStore\.class='no_such_pkg_s\.Store'"):
+        build_state_store(config)
+
+
+def test_build_custom_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "sparkscale_test_custom_store.py").write_text(textwrap.dedent("""
+        from sparkscale_listener.state import InMemoryStateStore
+
+        class MyStore(InMemoryStateStore):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = AutoscalerConfig.from_keys({"stateStore.class": "sparkscale_test_custom_store.MyStore"})
+    s = build_state_store(config)
+    assert type(s).__name__ == "MyStore" and s.config is config  # type: ignore[attr-defined]
