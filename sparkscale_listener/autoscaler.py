@@ -56,6 +56,8 @@ class _Status:
     provisioning_observations: list[float] = field(default_factory=list)
     errors: int = 0
     last_error: str | None = None
+    # The last scaling a checker rolled back: not repeated within rollback.window (persisted).
+    rolled_back: dict[str, Any] | None = None
     live_history: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=3))
 
 
@@ -76,6 +78,7 @@ class Autoscaler:
         app_name: str,
         clock: Callable[[], float] = time.time,
         gauges: Callable[[str, float], None] | None = None,
+        observers: Sequence[Callable[[Autoscaler, MetricSample, Decision], None]] = (),
     ) -> None:
         self.config = config
         self.collector = collector
@@ -88,6 +91,8 @@ class Autoscaler:
         self.app_name = app_name
         self.clock = clock
         self._gauges = gauges
+        # Called at the end of every tick (e.g. the Spark UI tab's publisher); errors are reported.
+        self.observers = list(observers)
         self._lock = threading.RLock()
         self._history: deque[MetricSample] = deque()
         self._decisions: deque[Decision] = deque(maxlen=_HISTORY_DECISIONS)
@@ -138,6 +143,7 @@ class Autoscaler:
         with self._lock:
             now = self.clock()
             self.guard.resume()
+            self._s.rolled_back = None
             self._persist_guard()
             self._emit(AutoscalerEvent(now, "resume", "automatic scaling resumed by the user",
                                        details=self._details()))
@@ -269,6 +275,9 @@ class Autoscaler:
                                        to_executors=decision.to_executors,
                                        details=self._details(decision)))
             return decision
+        repeated = self._repeats_rolled_back(now, decision)
+        if repeated:
+            return replace(decision, reason=f"{decision.reason}; not applied: {repeated}")
 
         record = replace(scaling_record(decision, max(1, self._history[-1].cluster.cores_per_executor), now),
                          from_executors=s.target)
@@ -349,6 +358,10 @@ class Autoscaler:
             self._persist_guard()
             return
         self.guard.record_rollback(now, verdict)
+        undone = s.last_scaling
+        if undone is not None and undone.action in ("scale_up", "scale_down"):
+            s.rolled_back = {"action": undone.action, "to": undone.to_executors, "time": now,
+                             "checker": verdict.checker, "reason": verdict.reason}
         record = ScalingRecord(now, "rollback", s.target, target,
                                f"checker {verdict.checker}: {verdict.reason}")
         result = self.realizer.realize(target)
@@ -374,6 +387,26 @@ class Autoscaler:
                                        "to": target, "reason": reason})
         self._persist_target()
         self._persist_guard()
+
+    def _repeats_rolled_back(self, now: float, decision: Decision) -> str | None:
+        """Why ``decision`` would repeat the scaling a checker rolled back before a driver restart
+        (within rollback.window), or None. Within one run the pause (and, after repeated
+        rollbacks, the stop) is what keeps a bad scaling from coming back; a restarted driver has
+        no such pause left for `untilRestart`, and must not walk into the same failure."""
+        undone = self._s.rolled_back
+        if not undone or not undone.get("restored"):
+            return None
+        if now - float(undone["time"]) > self.config.rollback_window_s:
+            return None
+        to = int(undone["to"])
+        same = (decision.action == undone["action"]
+                and (decision.to_executors >= to if decision.action == "scale_up"
+                     else decision.to_executors <= to))
+        if not same:
+            return None
+        return (f"{undone['action']} to {to} executors was rolled back {now - float(undone['time']):.0f}s "
+                f"ago, before the driver restarted (checker {undone.get('checker')}: "
+                f"{undone.get('reason')}); not repeated within rollback.window or until resume()")
 
     # ------------------------------------------------------------------ bookkeeping
     def _track_provisioning(self, now: float, live: int) -> None:
@@ -413,6 +446,11 @@ class Autoscaler:
         self._s.last_decision = decision
         self._decisions.append(decision)
         self._publish_gauges(decision, sample)
+        for observer in self.observers:
+            try:
+                observer(self, sample, decision)
+            except Exception as exc:
+                self._report_error(sample.time, f"observer {observer!r}", exc)
         return decision
 
     def _publish_gauges(self, decision: Decision, sample: MetricSample) -> None:
@@ -470,6 +508,9 @@ class Autoscaler:
             if guard_state:
                 self.guard.load_state(guard_state)
                 self._restored = True
+            rolled_back = self.state_store.get(self.app_name, APP_SCOPE, "rolledBack")
+            if isinstance(rolled_back, dict) and {"action", "to", "time"} <= set(rolled_back):
+                self._s.rolled_back = rolled_back | {"restored": True}
             obs = self.state_store.records(self.app_name, APP_SCOPE, "provisioning", limit=10)
             self._s.provisioning_observations = [float(r["seconds"]) for r in obs if "seconds" in r]
         except Exception as exc:
@@ -478,6 +519,7 @@ class Autoscaler:
     def _persist_guard(self) -> None:
         try:
             self.state_store.put(self.app_name, APP_SCOPE, "guard", self.guard.to_state())
+            self.state_store.put(self.app_name, APP_SCOPE, "rolledBack", self._s.rolled_back)
         except Exception as exc:
             self._report_error(self.clock(), "state store", exc)
 

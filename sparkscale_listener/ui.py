@@ -12,7 +12,7 @@ Document schema (times in epoch seconds, rates in rows/s; ``null`` where unknown
                 "utilization_min", "utilization_max", "utilization_target"},
      "status": Autoscaler.status(),
      "queries": [{"id", "name", "active", "utilization", "backlog", "input_rate", "processed_rate",
-                  "arrival_rate", "required_slots", "backlog_mode", "note"}],
+                  "arrival_rate", "required_slots", "backlog_mode", "note", "evaluated_at"}],
      "decisions": [{"time", "first_time", "count", "action", "from_executors", "to_executors",
                     "reason", "applied", "limited_by", "utilization"}],   # oldest first
      "timeline": [{"t", "live", "target", "input_rate", "processed_rate", "arrival_rate",
@@ -193,7 +193,7 @@ class UiPublisher:
                 self._query_evaluations[qid] = {
                     "utilization": _finite(qe.utilization), "arrival_rate": _finite(qe.target_rate),
                     "required_slots": _finite(qe.required_slots), "backlog_mode": qe.backlog_mode,
-                    "note": qe.note}
+                    "note": qe.note, "evaluated_at": evaluation.time}
         point = {
             "t": sample.time,
             "live": sample.cluster.live_executors,
@@ -220,7 +220,7 @@ class UiPublisher:
                         "input_rate": _finite(q.input_rate), "processed_rate": _finite(q.processed_rate),
                         "utilization": ev.get("utilization"), "arrival_rate": ev.get("arrival_rate"),
                         "required_slots": ev.get("required_slots"),
-                        "backlog_mode": ev.get("backlog_mode", False),
+                        "backlog_mode": ev.get("backlog_mode", False), "evaluated_at": ev.get("evaluated_at"),
                         "note": ev.get("note", "") or (q.exception or "")})
         return out
 

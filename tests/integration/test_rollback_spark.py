@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from sparkscale_listener import autoscaler
-from sparkscale_listener import testing_source
+from sparkscale_listener import autoscaler, testing_source
 from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
 
 logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, shown on failure
@@ -68,8 +67,30 @@ class FaultyJob(StreamingJob):
         return self
 
 
+# Keys some case sets that another case must not inherit (see _forget_earlier_sessions).
+CASE_KEYS = ("spark.task.maxFailures",)
+
+
+def _forget_earlier_sessions(conf: dict[str, str]) -> None:
+    """PySpark launches the JVM once per process, with the first session's conf as JVM system
+    properties; every later SparkConf loads them as defaults. So a key set by an earlier test
+    (rollback.maxRollbacks=1, task.maxFailures=10000) would leak into this session unless it sets
+    the key itself. Clear those the new conf does not set."""
+    from pyspark import SparkContext
+
+    if SparkContext._jvm is None:
+        return
+    system = SparkContext._jvm.java.lang.System
+    names = system.getProperties().stringPropertyNames().toArray()
+    for name in (str(n) for n in names):
+        if (name.startswith("spark.sparkscale.") or name in CASE_KEYS) and name not in conf:
+            system.clearProperty(name)
+
+
 def session(name: str, tmp_path: Path, workers: int, extra: dict[str, str]) -> Any:
-    return build_session(name, cluster_conf(tmp_path, workers=workers, extra=FAST_CHECKERS | extra))
+    conf = cluster_conf(tmp_path, workers=workers, extra=FAST_CHECKERS | extra)
+    _forget_earlier_sessions(conf)
+    return build_session(name, conf)
 
 
 def wait(scaler: Any, condition: Any, timeout_s: float, what: str) -> Any:
@@ -222,7 +243,7 @@ def test_executors_that_never_start_roll_back_and_repeated_rollbacks_stop_until_
         job = FaultyJob(spark, tmp_path, rows_per_second=400).start()
         wait(scaler, lambda: [d for d in applied(scaler, "scale_up") if d["to_executors"] > 2], 210,
              "a scale-up beyond the 2 executors the cluster can run")
-        up = [d for d in applied(scaler, "scale_up") if d["to_executors"] > 2][0]
+        up = next(d for d in applied(scaler, "scale_up") if d["to_executors"] > 2)
         wait(scaler, lambda: rollbacks(scaler), 150,
              "a rollback after the requested executors did not register within provisioningTimeout")
         rollback = rollbacks(scaler)[0]

@@ -125,9 +125,12 @@ class Env:
 
 
 def _attach_publisher(scaler: Any, bridge: Any) -> None:
-    """Use the session's own UI publisher when the autoscaler has one; otherwise wire one around step()."""
-    observers = getattr(scaler, "observers", None) or getattr(scaler, "_observers", None) or []
-    if any(isinstance(o, UiPublisher) for o in observers):
+    """Use the session's own UI publisher when it wired one; otherwise add one as an observer (or, on an
+    autoscaler without observers, around step())."""
+    observers = getattr(scaler, "observers", None)
+    if observers is not None:
+        if not any(isinstance(o, UiPublisher) for o in observers):
+            observers.append(UiPublisher(bridge))
         return
     publisher = UiPublisher(bridge)
     step = scaler.step

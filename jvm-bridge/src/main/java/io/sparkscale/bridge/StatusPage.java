@@ -54,7 +54,8 @@ final class StatusPage {
     JsonNode config = doc.path("config");
     out.append(SvgChart.render(doc.path("timeline"), doc.path("decisions"),
         num(config.path("utilization_min")), num(config.path("utilization_max"))));
-    queries(out, doc.path("queries"), doc.path("status").path("blocked_queries"));
+    queries(out, doc.path("queries"), doc.path("status").path("blocked_queries"),
+        num(doc.path("published")) - 1.5 * num(config.path("interval_s")));
     decisions(out, doc.path("decisions"));
     out.append("</div>");
     return out.toString();
@@ -123,7 +124,8 @@ final class StatusPage {
     out.append("</ul>");
   }
 
-  private static void queries(StringBuilder out, JsonNode queries, JsonNode blocked) {
+  /** Per query; evaluations older than {@code freshAfter} (epoch s) are labelled with their time. */
+  private static void queries(StringBuilder out, JsonNode queries, JsonNode blocked, double freshAfter) {
     out.append("<h4 style=\"margin-top:1.2em\">Streaming queries</h4>");
     if (!queries.isArray() || queries.isEmpty()) {
       out.append("<p>No streaming query has reported progress yet.</p>");
@@ -148,6 +150,12 @@ final class StatusPage {
       }
       if (!q.path("note").asText("").isEmpty()) {
         notes.add(q.path("note").asText());
+      }
+      double evaluatedAt = num(q.path("evaluated_at"));
+      if (Double.isFinite(evaluatedAt) && Double.isFinite(freshAfter) && evaluatedAt < freshAfter) {
+        // After a change the evaluator waits for a full window: say that the figures are the last ones.
+        notes.add(0, "utilization, arrival and slots as evaluated at " + clock(evaluatedAt)
+            + " (waiting for a full metrics window since)");
       }
       out.append("<tr><td>").append(name.isEmpty() ? "" : "<strong>" + esc(name) + "</strong>");
       if (!id.equals(name)) {

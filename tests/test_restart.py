@@ -1,0 +1,74 @@
+"""A driver restart with the SQLite state store: the autoscaler resumes from what it knew.
+
+Two simulated driver lifetimes share one real SQLite file: the first scales, gets a bad scale-up
+rolled back and stops; the second starts where the first left off (simulated wall clock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_sim_rollback import CORES, FAULT_AT, _query
+
+from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.sim import Simulation
+from sparkscale_listener.state import SqliteStateStore
+
+
+def load(t: float) -> float:
+    return 800.0 if t < 600 else 1600.0 if t < 2000 else 3200.0
+
+
+def first_run(db: Path, cfg: AutoscalerConfig) -> tuple[Simulation, int]:
+    sim = Simulation(cfg, [_query(load)], 3, seed=1, cores_per_executor=CORES,
+                     fail_tasks_on_new_executors=True, faults_from=FAULT_AT,
+                     state_store=SqliteStateStore(str(db)), app_name="orders-job")
+    result = sim.run(2400)
+    (rollback,) = result.events_of("rollback")
+    sim.autoscaler.close()
+    return sim, rollback.to_executors
+
+
+def test_restart_keeps_the_healthy_target_and_the_pause(tmp_path: Path) -> None:
+    db = tmp_path / "sparkscale.db"
+    cfg = AutoscalerConfig(max_executors=20, rollback_pause_s=1800.0)
+    before, healthy = first_run(db, cfg)
+    assert before.autoscaler.status()["paused"]
+
+    # The new driver starts with whatever the cluster manager gives it (3 executors).
+    after = Simulation(cfg, [_query(load)], 3, seed=2, cores_per_executor=CORES,
+                       start_time=before.now + 60, state_store=SqliteStateStore(str(db)),
+                       app_name="orders-job")
+    result = after.run(600)
+    status = after.autoscaler.status()
+    assert status["initial_executors"] == healthy, "starts at the last healthy target"
+    assert status["paused"], "the pause is still in force after the restart"
+    assert not [a for a in result.actions if a.action in ("scale_up", "scale_down")]
+    assert result.executors_at(after.now) == healthy
+
+
+def test_restart_does_not_repeat_a_rolled_back_scaling(tmp_path: Path) -> None:
+    db = tmp_path / "sparkscale.db"
+    cfg = AutoscalerConfig(max_executors=20, rollback_pause_s=None)  # pause until restart
+    before, healthy = first_run(db, cfg)
+    bad_to = [a for a in before.result.actions if a.action == "scale_up"][-1].to_executors
+
+    after = Simulation(cfg, [_query(load)], 3, seed=2, cores_per_executor=CORES,
+                       start_time=before.now + 60, state_store=SqliteStateStore(str(db)),
+                       app_name="orders-job")
+    result = after.run(900)
+    assert not after.autoscaler.status()["paused"], "an untilRestart pause ends with the driver"
+    repeated = [a for a in result.actions if a.action == "scale_up" and a.to_executors >= bad_to]
+    assert not repeated, "the rolled-back scale-up is not repeated"
+    held = [d for d in result.decisions if "before the driver restarted" in d.reason]
+    assert held, "the decision says why it holds back"
+
+
+def test_another_application_in_the_same_file_is_not_affected(tmp_path: Path) -> None:
+    db = tmp_path / "sparkscale.db"
+    cfg = AutoscalerConfig(max_executors=20, rollback_pause_s=1800.0)
+    first_run(db, cfg)
+    other = Simulation(cfg, [_query(lambda t: 800.0)], 3, seed=3, cores_per_executor=CORES,
+                       state_store=SqliteStateStore(str(db)), app_name="clicks-job")
+    other.run(300)
+    status = other.autoscaler.status()
+    assert not status["paused"] and status["initial_executors"] == 3
