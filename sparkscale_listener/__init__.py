@@ -17,7 +17,7 @@ from .config import AutoscalerConfig, ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .autoscaler import Autoscaler
+    from .control_loop import Autoscaler
 
 __all__ = ["AutoscalerConfig", "ConfigError", "autoscale", "autoscaler", "stop_autoscaler"]
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """A fluid simulator of micro-batch streaming queries on a pool of executors.
 
-It drives the real control loop (:class:`~sparkscale_listener.autoscaler.Autoscaler`: collector,
+It drives the real control loop (:class:`~sparkscale_listener.control_loop.Autoscaler`: collector,
 checkers and rollback guard, evaluator, policy, realizer, events, state store) with simulated time
 (a day runs in seconds), so scaling and rollback behaviour can be tested against load traces and
 injected faults: steps, noise, backlogs, partition caps, limits, failing executors and queries.
@@ -38,10 +38,10 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .autoscaler import Autoscaler
 from .checking import RollbackGuard, ScalingChecker, build_checkers
 from .collection import MetricCollector
 from .config import AutoscalerConfig
+from .control_loop import Autoscaler
 from .decisions import Decision, ScalingRecord
 from .evaluation import BusyTimeEvaluator, MetricEvaluator
 from .events import AutoscalerEvent, EventDispatcher, EventHandler

@@ -44,7 +44,7 @@ from .decisions import Decision, Evaluation
 from .metrics import MetricSample
 
 if TYPE_CHECKING:
-    from .autoscaler import Autoscaler
+    from .control_loop import Autoscaler
 
 log = logging.getLogger("sparkscale")
 

@@ -49,7 +49,7 @@ def test_restart_keeps_the_healthy_target_and_the_pause(tmp_path: Path) -> None:
 def test_restart_does_not_repeat_a_rolled_back_scaling(tmp_path: Path) -> None:
     db = tmp_path / "sparkscale.db"
     cfg = AutoscalerConfig(max_executors=20, rollback_pause_s=None)  # pause until restart
-    before, healthy = first_run(db, cfg)
+    before, _ = first_run(db, cfg)
     bad_to = [a for a in before.result.actions if a.action == "scale_up"][-1].to_executors
 
     after = Simulation(cfg, [_query(load)], 3, seed=2, cores_per_executor=CORES,

@@ -158,8 +158,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     from py4j.java_gateway import JavaClass
     from pyspark import SparkContext
 
+    from sparkscale_listener import autoscaler
     from sparkscale_listener.bridge import JvmBridge
-    from sparkscale_listener.session import autoscaler
 
     if SparkContext._jvm is not None:
         probe = SparkContext._jvm.io.sparkscale.bridge.AutoscalerTab
@@ -183,8 +183,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         _attach_publisher(scaler, bridge)
         port = int(str(spark.sparkContext.uiWebUrl).rsplit(":", 1)[1])
         job = StreamingJob(spark, workdir, rows_per_second=30).start()
-        wait_for(lambda: scaler.status()["target_executors"] == 1 and scaler.status()["live_executors"] == 1,
-                 120, what="the baseline of 1 executor")
+        # Only the baseline: a cold start (slow first batches) may already scale up, which is fine here.
+        wait_for(lambda: scaler.status()["initial_executors"] is not None, 120, what="the executor baseline")
         job.set_rate(220)  # > 2x what one executor does: the backlog grows and the autoscaler scales up
         ups = wait_for(lambda: _applied(scaler, "scale_up"), 150, what="a scale-up under growing backlog")
         wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
@@ -268,8 +268,8 @@ def test_page_renders_in_chromium(env: Env, tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_no_ui_means_no_tab_and_the_autoscaler_still_runs(env: Env) -> None:
+    from sparkscale_listener import autoscale, autoscaler
     from sparkscale_listener.bridge import JvmBridge
-    from sparkscale_listener.session import autoscale, autoscaler
 
     env.job.stop()
     env.spark.stop()  # this module's shared session ends here: this test runs last
