@@ -29,8 +29,12 @@ $(JAR): $(VENV)/.installed $(JAVA_SOURCES) jvm-bridge/build.sh
 	@$(MAKE) --no-print-directory check-java
 	bash jvm-bridge/build.sh "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" $(JAR)
 
+# Unit and simulator tests first (seconds), then each real-Spark file in its own process: a
+# driver JVM keeps the first session's settings as system properties, which later sessions in the
+# same process would inherit.
 test: $(JAR) browser
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -m 'not spark'
+	@set -e; for f in tests/integration/test_*.py; do echo "== $$f"; $(PY) -m pytest $$f; done
 
 # The UI test renders the Autoscaler tab in headless Chromium (Debian's package). Installed when
 # we can (root with apt-get); otherwise that one test skips and says how to install it.

@@ -195,6 +195,18 @@ def timeline(job: StreamingJob, scaler: Any, steps: Sequence[LoadStep], stop_whe
         time.sleep(every_s)
 
 
+def quiet_executor_removal_noise(spark: Any) -> None:
+    """Removing an executor makes Spark log RPC errors to it for a few seconds; expected here,
+    and they would bury the timeline."""
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.FATAL
+    for logger in ("org.apache.spark.network.client.TransportClient",
+                   "org.apache.spark.network.server.TransportRequestHandler",
+                   "org.apache.spark.storage.BlockManagerMasterEndpoint",
+                   "org.apache.spark.scheduler.TaskSchedulerImpl"):
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, level)
+
+
 def run_demo(workdir: Path | None = None) -> int:
     import logging
 
@@ -208,6 +220,7 @@ def run_demo(workdir: Path | None = None) -> int:
     print(f"sparkscale demo: local-cluster with up to 3 executors; work in {workdir}")
     spark = build_session("sparkscale-demo", cluster_conf(workdir))
     spark.sparkContext.setLogLevel("ERROR")
+    quiet_executor_removal_noise(spark)
     scaler = autoscaler(spark)
     job = StreamingJob(spark, workdir).start()
     try:

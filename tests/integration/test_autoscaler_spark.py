@@ -14,7 +14,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from sparkscale_listener import ConfigError, autoscale, autoscaler
-from sparkscale_listener.bridge import JvmBridge
+from sparkscale_listener.bridge import BridgeNotInstalledError, JvmBridge
 from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
 
 pytestmark = pytest.mark.spark
@@ -73,6 +73,20 @@ def test_local_master_falls_back_to_recommend_mode() -> None:
     try:
         status = autoscaler(spark).status()
         assert status["mode"] == "recommend"
+    finally:
+        spark.stop()
+
+
+def test_running_session_without_the_bridge_is_refused_with_the_fix() -> None:
+    # spark.plugins="" explicitly: a session started earlier in this process leaves its settings
+    # as JVM system properties, which a new SparkConf would inherit.
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.plugins", "").getOrCreate())
+    try:
+        with pytest.raises(BridgeNotInstalledError) as err:
+            autoscale(spark)
+        message = str(err.value)
+        assert "autoscale(SparkSession.builder" in message and "spark.plugins=" in message
     finally:
         spark.stop()
 
