@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from sparkscale_listener.config import AutoscalerConfig, parse_excluded_periods
@@ -84,7 +84,7 @@ class GradualRealizer(ScalingRealizer):
     def baseline(self, total: int) -> RealizationResult:
         return self.inner.baseline(total)
 
-    def realize(self, target: int) -> RealizationResult:
+    def realize(self, target: int, remove_first: Collection[str] = ()) -> RealizationResult:
         current = self.inner.requested_total or len(self.backend.executor_ids())
         step = max(-self.max_step, min(self.max_step, target - current))
-        return self.inner.realize(current + step)
+        return self.inner.realize(current + step, remove_first)

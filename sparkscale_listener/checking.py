@@ -202,7 +202,9 @@ class TaskFailuresChecker(ScalingChecker):
     than ``maxFailureRatio`` of the tasks that ended. Both are needed: a single retried task is
     normal, and a handful of failures among thousands of tasks does not stop a query. Also fires
     when the failures sit on the executors the scaling added (a bad host, a missing library, a
-    smaller container) even if the overall ratio still looks fine."""
+    smaller container) even if the overall ratio still looks fine. A rollback that removes
+    executors is judged only from when it took effect (pending until then): the executors it is
+    removing go on failing tasks meanwhile, and those failures are what it fixes."""
 
     name = "taskFailures"
 
@@ -214,7 +216,20 @@ class TaskFailuresChecker(ScalingChecker):
         self.window_s = module_config.duration("window", 120.0)
 
     def check(self, context: CheckContext) -> CheckResult:
-        span = trailing_window(context, self.window_s)
+        scaling = context.scaling
+        not_before = None
+        if scaling.action == "rollback" and scaling.to_executors < scaling.from_executors:
+            # A rollback that removes executors is judged from when it took effect: until the
+            # executors it removes are gone they go on failing tasks, and those failures are
+            # what the rollback fixes, not a sign that it failed.
+            done = next((s for s in context.samples
+                         if s.cluster.live_executors <= scaling.to_executors), None)
+            if done is None:
+                return self.healthy(f"waiting for the rollback to {scaling.to_executors} "
+                                    "executors to take effect", pending=True)
+            not_before = done.time
+        span = trailing_window(context, self.window_s, include_before=not_before is None,
+                               not_before=not_before)
         if span is None:
             return self.healthy("no samples yet", pending=True)
         base, last = span

@@ -58,6 +58,8 @@ class _Status:
     last_error: str | None = None
     # The last scaling a checker rolled back: not repeated within rollback.window (persisted).
     rolled_back: dict[str, Any] | None = None
+    # Executors added by a scale-up that was rolled back: removed first, busy or not.
+    bad_executors: set[str] = field(default_factory=set)
     live_history: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=3))
 
 
@@ -178,7 +180,8 @@ class Autoscaler:
             s.target = live  # nothing is ever requested: the executors that run are the target
         # Converge: finish a scale-down that found busy executors (or extras found at start).
         elif live > s.target:
-            result = self.realizer.realize(s.target)
+            s.bad_executors &= {e.executor_id for e in sample.cluster.live()}
+            result = self.realizer.realize(s.target, s.bad_executors)
             if result.removed:
                 log.info("sparkscale: removed idle executors %s to converge on target %d",
                          list(result.removed), s.target)
@@ -364,7 +367,11 @@ class Autoscaler:
                              "checker": verdict.checker, "reason": verdict.reason}
         record = ScalingRecord(now, "rollback", s.target, target,
                                f"checker {verdict.checker}: {verdict.reason}")
-        result = self.realizer.realize(target)
+        if undone is not None and undone.action == "scale_up" and self._history:
+            # The executors that scale-up brought are the suspects: remove them, not the old ones.
+            s.bad_executors = {e.executor_id for e in self._history[-1].cluster.live()
+                               if e.added_time >= undone.time}
+        result = self.realizer.realize(target, s.bad_executors)
         from_target = s.target
         s.target = target
         s.last_scaling = record

@@ -50,6 +50,7 @@ def cluster_conf(workdir: Path, workers: int = 3, worker_memory_mb: int = 1024,
         "spark.ui.showConsoleProgress": "false",
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": str(workdir / "events"),
+        "spark.eventLog.compress": "false",  # plain JSON lines, readable by tests and people
         "spark.sql.streaming.metricsEnabled": "true",
     }
     (workdir / "events").mkdir(parents=True, exist_ok=True)
@@ -82,6 +83,7 @@ class StreamingJob:
     partitions: int = 6
     cost_ms: float = 10.0
     trigger_s: float = 1.0
+    source_options: dict[str, str] = field(default_factory=dict)  # e.g. fault injection for tests
     control_file: Path = field(init=False)
     query: Any = field(init=False, default=None)
 
@@ -93,14 +95,16 @@ class StreamingJob:
 
     def start(self) -> StreamingJob:
         testing_source.register(self.spark)
-        stream = (self.spark.readStream.format(testing_source.NAME)
+        reader = (self.spark.readStream.format(testing_source.NAME)
                   .option("controlFile", str(self.control_file))
                   .option("rowsPerSecond", str(self.rows_per_second))
                   .option("maxRowsPerBatch", str(self.max_rows_per_batch))
                   .option("partitions", str(self.partitions))
                   .option("costMs", str(self.cost_ms))
-                  .option("costMode", "sleep")
-                  .load())
+                  .option("costMode", "sleep"))
+        for key, value in self.source_options.items():
+            reader = reader.option(key, value)
+        stream = reader.load()
         self.query = (stream.writeStream.format("json").queryName(self.name)
                       .option("path", str(self.out_dir))
                       .option("checkpointLocation", str(self.checkpoint))

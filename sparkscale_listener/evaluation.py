@@ -24,6 +24,9 @@ from .metrics import MetricSample, QueryMetrics
 HEALTHY_BATCH_FRACTION = 0.8
 # A query busy on this fraction of the slots it can use is saturated (it cannot show more demand).
 SATURATED_FRACTION = 0.95
+# A query's first batches pay for starting Python workers, loading classes, opening the sink:
+# their task time says nothing about the steady cost of a row.
+WARMUP_BATCHES = 2
 _EPS = 1e-9
 
 
@@ -254,7 +257,7 @@ class BusyTimeEvaluator(MetricEvaluator):
                 if cur is None:
                     prev = None
                     continue
-                if prev is not None and sample.time > model.last_time:
+                if prev is not None and sample.time > model.last_time and prev.batches >= WARMUP_BATCHES:
                     model.add(_delta(prev.batches, cur.batches), _delta(prev.input_rows, cur.input_rows),
                               _delta(prev.batch_busy_ms, cur.batch_busy_ms) / 1000.0)
                     model.last_time = sample.time
@@ -275,14 +278,21 @@ class BusyTimeEvaluator(MetricEvaluator):
             notes.append(f"seen for {dt:.0f}s of the window")
 
         rows = _delta(q0.input_rows, q.input_rows)
-        batch_busy_s = _delta(q0.batch_busy_ms, q.batch_busy_ms) / 1000.0
         busy_slots = _delta(q0.busy_ms, q.busy_ms) / 1000.0 / dt if dt > 0 else 0.0
         batches = _delta(q0.batches, q.batches)
 
         # Cost from task time only: driver time per batch is not in batch_busy_ms.
-        if rows > 0 and batch_busy_s > 0:
-            self._cost[q.query_id] = batch_busy_s / rows
+        # Measured from the first sample past the warm-up batches (all of the window, usually).
+        qw = next((x.queries[q.query_id] for x in window.samples if q.query_id in x.queries
+                   and x.queries[q.query_id].batches >= WARMUP_BATCHES), None)
+        if qw is not None:
+            warm_rows = _delta(qw.input_rows, q.input_rows)
+            warm_busy_s = _delta(qw.batch_busy_ms, q.batch_busy_ms) / 1000.0
+            if warm_rows > 0 and warm_busy_s > 0:
+                self._cost[q.query_id] = warm_busy_s / warm_rows
         cost = self._cost.get(q.query_id)
+        if cost is None and q.batches <= WARMUP_BATCHES:
+            notes.append(f"warming up: its first {WARMUP_BATCHES} batches are not measured")
 
         # Rates over the time the completed batches cover, not the sample interval: batch k reads
         # what arrived between the starts of batches k-1 and k, so the rows of the batches

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +24,9 @@ class ClusterBackend(ABC):
         """Ask the cluster manager for this many executors in all."""
 
     @abstractmethod
-    def kill(self, executor_ids: Sequence[str]) -> list[str]:
-        """Kill these executors without replacing them; returns the ids actually killed."""
+    def kill(self, executor_ids: Sequence[str], force: bool = False) -> list[str]:
+        """Kill these executors without replacing them; returns the ids actually killed. Without
+        ``force``, an executor running a task is skipped."""
 
     def decommission(self, executor_ids: Sequence[str]) -> list[str]:
         """Gracefully decommission; defaults to kill where the backend cannot."""
@@ -53,8 +54,11 @@ class ScalingRealizer(ABC):
         """Set the cluster manager's target to ``total`` without removing anything."""
 
     @abstractmethod
-    def realize(self, target: int) -> RealizationResult:
-        """Move towards ``target`` executors: request more, or remove idle ones."""
+    def realize(self, target: int, remove_first: Collection[str] = ()) -> RealizationResult:
+        """Move towards ``target`` executors: request more, or remove idle ones.
+
+        ``remove_first``: executors to remove before any other, busy or not (a rollback passes
+        the executors the rolled-back scaling added: their tasks fail anyway)."""
 
     @property
     @abstractmethod
@@ -87,23 +91,29 @@ class ExecutorRealizer(ScalingRealizer):
     def baseline(self, total: int) -> RealizationResult:
         return self._request(total)
 
-    def realize(self, target: int) -> RealizationResult:
+    def realize(self, target: int, remove_first: Collection[str] = ()) -> RealizationResult:
         target = max(target, self.min_executors)
         listed = self.backend.executor_ids()
         self._removing &= set(listed)
         live = [e for e in listed if e not in self._removing]
         if target >= len(live):
             return self._request(target)
-        # Scale down: only executors with no running task; newest first (ids are numeric strings
-        # on every cluster manager Spark ships, but do not rely on it).
-        running = self.backend.running_tasks()
-        idle = sorted((e for e in live if running.get(e, 0) == 0), key=_executor_sort_key, reverse=True)
-        victims = idle[: len(live) - target]
+        excess = len(live) - target
         removed: list[str] = []
+        # Executors known to be bad go first, busy or not.
+        bad = [e for e in live if e in set(remove_first)][:excess]
+        if bad:
+            removed += self.backend.kill(bad, force=True)
+        # Then only executors with no running task; newest first (ids are numeric strings on
+        # every cluster manager Spark ships, but do not rely on it).
+        running = self.backend.running_tasks()
+        idle = sorted((e for e in live if running.get(e, 0) == 0 and e not in removed),
+                      key=_executor_sort_key, reverse=True)
+        victims = idle[: excess - len(removed)]
         if victims:
-            removed = (self.backend.decommission(victims) if self.decommission
-                       else self.backend.kill(victims))
-            self._removing.update(removed)
+            removed += (self.backend.decommission(victims) if self.decommission
+                        else self.backend.kill(victims))
+        self._removing.update(removed)
         # Always end on the absolute target: a kill lowers the target by one per executor from
         # wherever it was, and busy executors left running are removed on a later call.
         result = self._request(target)
@@ -146,7 +156,9 @@ class SparkClusterBackend(ClusterBackend):
     def request_total(self, total: int) -> bool:
         return bool(self._bridge.request_total_executors(total))
 
-    def kill(self, executor_ids: Sequence[str]) -> list[str]:
+    def kill(self, executor_ids: Sequence[str], force: bool = False) -> list[str]:
+        if force:
+            return list(self._bridge.kill_executors(list(executor_ids)))
         return self._kill_idle(executor_ids)
 
     def decommission(self, executor_ids: Sequence[str]) -> list[str]:

@@ -219,8 +219,11 @@ class SimCluster(ClusterBackend):
         self._reconcile()
         return True
 
-    def kill(self, executor_ids: Sequence[str]) -> list[str]:
-        return self._kill(executor_ids, KILLED_BY_DRIVER)
+    def kill(self, executor_ids: Sequence[str], force: bool = False) -> list[str]:
+        # Like Spark's killExecutors(force=false): the scheduler skips an executor running tasks.
+        ids = [e for e in executor_ids
+               if force or (e in self._live and self._live[e].running_tasks == 0)]
+        return self._kill(ids, KILLED_BY_DRIVER)
 
     def decommission(self, executor_ids: Sequence[str]) -> list[str]:
         return self._kill(executor_ids, DECOMMISSIONED)

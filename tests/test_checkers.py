@@ -862,3 +862,26 @@ def test_guard_confirms_a_noisy_but_healthy_scale_up_with_all_builtins() -> None
     assert not any(outcomes), [o for o in outcomes if o]
     assert guard.watching is None and guard.healthy_target == 4
     assert samples[-1].time - T0 >= 300
+
+
+def test_a_rollback_is_not_blamed_for_failures_on_the_executors_it_removes() -> None:
+    sim, hist = warm_sim(2)
+    bad = scale_up(sim, 2)
+    before = hist[-1]
+    checker = make(TaskFailuresChecker)
+    rollback = record("rollback", 4, 2)
+    # The bad executors go on failing until they are gone: the rollback is pending, not failed.
+    s1 = sim.tick(failures=20, fail_on=bad[0])
+    s2 = sim.tick(failures=20, fail_on=bad[1])
+    result = checker.check(context(rollback, before, [s1, s2]))
+    assert result.healthy and result.pending
+    sim.remove(bad[0], "Executor killed by driver.")
+    sim.remove(bad[1], "Executor killed by driver.")
+    s3, s4 = sim.tick(), sim.tick()
+    result = checker.check(context(rollback, before, [s1, s2, s3, s4]))
+    assert result.healthy and not result.pending
+    # Failures after it took effect do count.
+    s5 = sim.tick(failures=50)
+    assert not checker.check(context(rollback, before, [s1, s2, s3, s4, s5])).healthy
+    # A scale-up with the same failures is judged as before.
+    assert not checker.check(context(record("scale_up", 2, 4), before, [s1, s2])).healthy

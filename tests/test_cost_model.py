@@ -7,7 +7,7 @@ import pytest
 from test_evaluation import ctx
 
 from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.evaluation import BatchCostModel, BusyTimeEvaluator
+from sparkscale_listener.evaluation import WARMUP_BATCHES, BatchCostModel, BusyTimeEvaluator
 from sparkscale_listener.metrics import ClusterMetrics, MetricSample, QueryMetrics
 
 
@@ -55,4 +55,24 @@ def test_small_batches_with_fixed_task_cost_do_not_ask_for_executors() -> None:
     q = evaluation.queries["q"]
     assert q.slot_seconds_per_row == pytest.approx(0.01, rel=0.05)
     assert evaluation.utilization < config.utilization_min  # it may scale down
+    assert evaluation.recommended_executors == 1
+
+
+def test_the_first_batches_of_a_query_are_not_measured() -> None:
+    # A cold start: the first two batches pay for Python workers and class loading (50x the cost);
+    # then a steady 0.01 s/row. Rows 20/s, 1 slot.
+    samples, batches, rows, busy = [], 0, 0, 0.0
+    for i in range(12):
+        t = 2.0 * i
+        if i:
+            batches += 1
+            rows += 40
+            busy += 40 * (0.5 if batches <= WARMUP_BATCHES else 0.01) * 1000.0
+        q = QueryMetrics("q", batches=batches, input_rows=rows, batch_busy_ms=busy, backlog=0.0,
+                         last_progress_time=t, last_batch_start=t - 0.4, last_batch_duration_ms=400.0,
+                         busy_ms=busy, trigger_interval_ms=2000.0)
+        samples.append(MetricSample(t, ClusterMetrics(1, 1, busy_ms=busy), {"q": q}))
+    config = AutoscalerConfig(max_executors=4, metrics_window_s=20.0)
+    evaluation = BusyTimeEvaluator().evaluate(samples, ctx(samples[-1].time, target=1, live=1, cfg=config))
+    assert evaluation.queries["q"].slot_seconds_per_row == pytest.approx(0.01)
     assert evaluation.recommended_executors == 1

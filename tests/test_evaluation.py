@@ -10,7 +10,7 @@ import pytest
 
 from sparkscale_listener.config import AutoscalerConfig
 from sparkscale_listener.decisions import ScalingContext
-from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
+from sparkscale_listener.evaluation import WARMUP_BATCHES, BusyTimeEvaluator, MetricEvaluator
 from sparkscale_listener.metrics import ClusterMetrics, MetricSample, QueryMetrics
 from sparkscale_listener.policy import ScalingPolicy
 
@@ -45,12 +45,14 @@ class Q:
 
     def at(self, t: float) -> QueryMetrics:
         rows = self.rows_at(t)
-        batches = int(t / self.batch_s)
+        # The query has been running for a while: past its warm-up batches, which the
+        # evaluator does not measure (batches below WARMUP_BATCHES are its first ones).
+        batches = WARMUP_BATCHES + int(t / self.batch_s)
         backlog = self.backlog(t) if callable(self.backlog) else self.backlog
         return QueryMetrics(
             query_id=self.qid, name=self.name, batches=batches, input_rows=int(rows),
             batch_busy_ms=rows * self.cost * 1000.0,
-            batch_duration_ms=batches * (self.batch_s + self.overhead_s) * 1000.0,
+            batch_duration_ms=(batches - WARMUP_BATCHES) * (self.batch_s + self.overhead_s) * 1000.0,
             backlog=backlog, input_rate=self.gauge_rate or 0.0,
             last_batch_duration_ms=(self.batch_s + self.overhead_s) * 1000.0,
             trigger_interval_ms=self.trigger_s * 1000.0 if self.trigger_s else None,

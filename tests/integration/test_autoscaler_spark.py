@@ -26,7 +26,8 @@ def applied(scaler, action: str) -> list[dict]:
 
 def event_log_events(events_dir: Path) -> list[dict]:
     events = []
-    for path in sorted(p for p in events_dir.rglob("*") if p.is_file()):  # rolling logs are folders
+    # Rolling event logs are folders, with hidden .crc and status files beside the logs.
+    for path in sorted(p for p in events_dir.rglob("*") if p.is_file() and not p.name.startswith(".")):
         for line in path.read_text().splitlines():
             if line.strip():
                 events.append(json.loads(line))
@@ -75,6 +76,18 @@ def test_local_master_falls_back_to_recommend_mode() -> None:
         assert status["mode"] == "recommend"
     finally:
         spark.stop()
+
+
+def test_a_second_session_does_not_inherit_the_first_sessions_settings() -> None:
+    first = autoscale(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                      .config("spark.sparkscale.rollback.maxRollbacks", "1"))
+    assert autoscaler(first).config.rollback_max == 1
+    first.stop()
+    second = autoscale(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false"))
+    try:
+        assert autoscaler(second).config.rollback_max == 3  # the default, not the first's 1
+    finally:
+        second.stop()
 
 
 def test_running_session_without_the_bridge_is_refused_with_the_fix() -> None:

@@ -15,7 +15,6 @@ import logging
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,40 +40,16 @@ FAST_CHECKERS: dict[str, str] = {
 }
 
 
-@dataclass
-class FaultyJob(StreamingJob):
-    """The demo's job with the source's fault-injection options (``failOnExecutorsAbove``,
-    ``failIfFileExists``) added."""
-
-    faults: dict[str, str] = field(default_factory=dict)
-
-    def start(self) -> FaultyJob:
-        testing_source.register(self.spark)
-        reader = (self.spark.readStream.format(testing_source.NAME)
-                  .option("controlFile", str(self.control_file))
-                  .option("rowsPerSecond", str(self.rows_per_second))
-                  .option("maxRowsPerBatch", str(self.max_rows_per_batch))
-                  .option("partitions", str(self.partitions))
-                  .option("costMs", str(self.cost_ms))
-                  .option("costMode", "sleep"))
-        for key, value in self.faults.items():
-            reader = reader.option(key, value)
-        self.query = (reader.load().writeStream.format("json").queryName(self.name)
-                      .option("path", str(self.out_dir))
-                      .option("checkpointLocation", str(self.checkpoint))
-                      .trigger(processingTime=f"{self.trigger_s} seconds")
-                      .start())
-        return self
-
-
 # Keys some case sets that another case must not inherit (see _forget_earlier_sessions).
-CASE_KEYS = ("spark.task.maxFailures",)
+CASE_KEYS = ("spark.task.maxFailures", "spark.excludeOnFailure.enabled",
+             "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor",
+             "spark.excludeOnFailure.application.maxFailedTasksPerExecutor")
 
 
 def _forget_earlier_sessions(conf: dict[str, str]) -> None:
     """PySpark launches the JVM once per process, with the first session's conf as JVM system
     properties; every later SparkConf loads them as defaults. So a key set by an earlier test
-    (rollback.maxRollbacks=1, task.maxFailures=10000) would leak into this session unless it sets
+    (rollback.maxRollbacks=1, excludeOnFailure) would leak into this session unless it sets
     the key itself. Clear those the new conf does not set."""
     from pyspark import SparkContext
 
@@ -178,8 +153,13 @@ def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(t
     spark = session("it-rollback-task-failures", tmp_path, workers=2, extra={
         "spark.sparkscale.maxExecutors": "2",
         "spark.sparkscale.rollback.target": "last",
-        # Tasks bounce on the failing executor while the good one is busy: let them retry.
-        "spark.task.maxFailures": "10000",
+        # A failed task is retried on another executor (excludeOnFailure's per-task rule), never
+        # twice on the failing one; the failing executor itself is never excluded, so it goes on
+        # failing the first attempt of every task it gets until the rollback removes it.
+        "spark.excludeOnFailure.enabled": "true",
+        "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": "100000",
+        "spark.excludeOnFailure.application.maxFailedTasksPerExecutor": "100000",
+        "spark.task.maxFailures": "8",
     })
     scaler = autoscaler(spark)
     job = None
@@ -187,8 +167,8 @@ def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(t
         wait(scaler, lambda: scaler.status()["target_executors"] == 1 and len(live_executor_ids(spark)) == 1,
              120, "the baseline of 1 executor (initialExecutors=1)")
         good = max(live_executor_ids(spark))
-        job = FaultyJob(spark, tmp_path, rows_per_second=220,
-                        faults={"failOnExecutorsAbove": str(good)}).start()
+        job = StreamingJob(spark, tmp_path, rows_per_second=220,
+                        source_options={"failOnExecutorsAbove": str(good)}).start()
         wait(scaler, lambda: applied(scaler, "scale_up"), 150, "a scale-up under growing backlog")
         up = applied(scaler, "scale_up")[0]
         assert (up["from_executors"], up["to_executors"]) == (1, 2), up
@@ -218,6 +198,10 @@ def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(t
     logged = logged_rollbacks(tmp_path / "events")
     assert len(logged) == 1 and "taskFailures" in logged[0]["reason"], logged
     assert (logged[0]["fromExecutors"], logged[0]["toExecutors"]) == (2, 1), logged
+    # The failures on the executor the rollback was removing do not count against the rollback.
+    failed_rollback = [e for e in event_log_events(tmp_path / "events")
+                       if e["Event"].endswith("AutoscalerEvent") and "after the rollback" in e["reason"]]
+    assert not failed_rollback, failed_rollback
 
 
 @pytest.mark.spark
@@ -240,7 +224,7 @@ def test_executors_that_never_start_roll_back_and_repeated_rollbacks_stop_until_
         # 1 slot does ~100 rows/s at 10 ms a row: 400 rows/s asks for more than 2 executors. The
         # autoscaler may get there in one step or through 2 (which the cluster can run, so that
         # step is judged healthy, or is still being watched when the next one comes).
-        job = FaultyJob(spark, tmp_path, rows_per_second=400).start()
+        job = StreamingJob(spark, tmp_path, rows_per_second=400).start()
         wait(scaler, lambda: [d for d in applied(scaler, "scale_up") if d["to_executors"] > 2], 210,
              "a scale-up beyond the 2 executors the cluster can run")
         up = next(d for d in applied(scaler, "scale_up") if d["to_executors"] > 2)
@@ -300,8 +284,8 @@ def test_query_failure_after_a_scale_down_rolls_back_to_the_initial_target(tmp_p
         wait(scaler, lambda: scaler.status()["target_executors"] == 2 and len(live_executor_ids(spark)) == 2,
              120, "the baseline of 2 executors (initialExecutors=2)")
         # Few rows in few tasks (each task's fixed cost counts as busy time): 2 slots mostly idle.
-        job = FaultyJob(spark, tmp_path, rows_per_second=10, partitions=2, trigger_s=2.0,
-                        faults={"failIfFileExists": str(marker)}).start()
+        job = StreamingJob(spark, tmp_path, rows_per_second=10, partitions=2, trigger_s=2.0,
+                        source_options={"failIfFileExists": str(marker)}).start()
         wait(scaler, lambda: applied(scaler, "scale_down"), 150, "a scale-down under low load")
         down = applied(scaler, "scale_down")[0]
         assert (down["from_executors"], down["to_executors"]) == (2, 1), down

@@ -1,0 +1,53 @@
+"""The built-in realizer on the simulated cluster: absolute targets, idle-only removal, and
+suspects first."""
+
+from __future__ import annotations
+
+from sparkscale_listener.realization import ExecutorRealizer
+from sparkscale_listener.sim import SimCluster
+
+
+def cluster(executors: int) -> SimCluster:
+    return SimCluster(cores_per_executor=1, provisioning_delay_s=0.0, initial_executors=executors)
+
+
+def test_scale_down_removes_only_idle_executors_and_pins_the_target() -> None:
+    c = cluster(3)
+    realizer = ExecutorRealizer(c, min_executors=1)
+    realizer.baseline(3)
+    c.set_running(1)  # the oldest executor runs a task
+    busy = [e for e, n in c.running_tasks().items() if n]
+    result = realizer.realize(1)
+    assert len(result.removed) == 2 and not set(result.removed) & set(busy)
+    assert realizer.requested_total == 1
+
+
+def test_busy_executors_wait_for_a_later_call() -> None:
+    c = cluster(3)
+    realizer = ExecutorRealizer(c, min_executors=1)
+    realizer.baseline(3)
+    c.set_running(3)  # every executor busy
+    first = realizer.realize(1)
+    assert first.removed == () and "busy" in first.message
+    assert realizer.requested_total == 1  # no executor is re-requested meanwhile
+    c.set_running(0)
+    second = realizer.realize(1)
+    assert len(second.removed) == 2
+
+
+def test_suspects_are_removed_first_even_when_busy() -> None:
+    c = cluster(3)
+    realizer = ExecutorRealizer(c, min_executors=1)
+    realizer.baseline(3)
+    c.set_running(3)
+    newest = sorted(c.executor_ids(), key=int)[-1]
+    result = realizer.realize(2, remove_first={newest})
+    assert result.removed == (newest,)
+
+
+def test_never_below_min_executors() -> None:
+    c = cluster(3)
+    realizer = ExecutorRealizer(c, min_executors=2)
+    realizer.baseline(3)
+    result = realizer.realize(0)
+    assert len(result.removed) == 1 and realizer.requested_total == 2
