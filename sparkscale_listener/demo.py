@@ -11,6 +11,7 @@ service, a database) scales with task slots, which is what an executor autoscale
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -123,8 +124,6 @@ class StreamingJob:
         for source in progress.get("sources", []):
             latest, end = source.get("latestOffset"), source.get("endOffset")
             try:
-                import json
-
                 lag = json.loads(latest)["offset"] - json.loads(end)["offset"]
                 total = (total or 0) + max(0, lag)
             except (TypeError, ValueError, KeyError):
@@ -139,6 +138,22 @@ class StreamingJob:
         """Every id in the sink (read through the sink's own log, so only committed files)."""
         frame = self.spark.read.schema(testing_source.SCHEMA).json(str(self.out_dir))
         return [row.id for row in frame.select("id").collect()]
+
+
+def exactly_once(ids: Sequence[int]) -> bool:
+    """The sink holds ids 0..n-1, each once: nothing lost, nothing duplicated."""
+    return len(ids) == len(set(ids)) and (not ids or sorted(ids) == list(range(max(ids) + 1)))
+
+
+def read_event_log(events_dir: Path) -> list[dict[str, Any]]:
+    """Every event of the (uncompressed) Spark event logs under ``events_dir``. Rolling logs are
+    folders, with hidden .crc and status files beside the logs."""
+    events = []
+    for path in sorted(p for p in events_dir.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                events.append(json.loads(line))
+    return events
 
 
 @dataclass(frozen=True)
@@ -240,7 +255,7 @@ def run_demo(workdir: Path | None = None) -> int:
             pass
         job.stop()
         ids = job.written_ids()
-        exact = len(ids) == len(set(ids)) and (not ids or sorted(ids) == list(range(max(ids) + 1)))
+        exact = exactly_once(ids)
         print()
         print("applied scaling actions:")
         for d in scaler.decisions():

@@ -6,7 +6,6 @@ generous deadlines."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,23 +14,20 @@ from pyspark.sql import SparkSession
 
 from sparkscale_listener import ConfigError, autoscale, autoscaler
 from sparkscale_listener.bridge import BridgeNotInstalledError, JvmBridge
-from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
+from sparkscale_listener.demo import (
+    StreamingJob,
+    build_session,
+    cluster_conf,
+    exactly_once,
+    read_event_log,
+    wait_for,
+)
 
 pytestmark = pytest.mark.spark
 
 
 def applied(scaler, action: str) -> list[dict]:
     return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
-
-
-def event_log_events(events_dir: Path) -> list[dict]:
-    events = []
-    # Rolling event logs are folders, with hidden .crc and status files beside the logs.
-    for path in sorted(p for p in events_dir.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                events.append(json.loads(line))
-    return events
 
 
 @pytest.mark.parametrize(
@@ -125,12 +121,11 @@ def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(tmp
         job.stop()
         ids = job.written_ids()
         assert ids, "the sink got rows"
-        assert len(ids) == len(set(ids)), "no row written twice"
-        assert sorted(ids) == list(range(max(ids) + 1)), "no row lost"
+        assert exactly_once(ids), "every input row written exactly once"
     finally:
         job.stop()
         spark.stop()
-    scaling = [e for e in event_log_events(tmp_path / "events") if e["Event"].endswith("ScalingEvent")]
+    scaling = [e for e in read_event_log(tmp_path / "events") if e["Event"].endswith("ScalingEvent")]
     actions = {e["action"] for e in scaling}
     assert {"scale_up", "scale_down"} <= actions
     for e in scaling:
@@ -138,17 +133,25 @@ def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(tmp
 
 
 def test_steady_load_inside_the_band_takes_no_action(tmp_path: Path) -> None:
+    # A wide band: what a row really costs here (10 ms of work plus Spark's and Python's own
+    # per-row and per-task overhead) depends on the machine, and the test is about holding still
+    # under a steady load, not about where the band is.
     conf = cluster_conf(tmp_path, workers=2, extra={"spark.ui.enabled": "false",
-                                                    "spark.sparkscale.initialExecutors": "2"})
+                                                    "spark.sparkscale.initialExecutors": "2",
+                                                    "spark.sparkscale.maxExecutors": "2",
+                                                    "spark.sparkscale.utilization.min": "0.1",
+                                                    "spark.sparkscale.utilization.target": "0.5",
+                                                    "spark.sparkscale.utilization.max": "0.98"})
     spark = build_session("it-steady", conf)
     scaler = autoscaler(spark)
-    # 2 slots, 10 ms per row, 120 rows/s -> about 60 % busy: inside [0.4, 0.9].
-    job = StreamingJob(spark, tmp_path, rows_per_second=120).start()
+    # 2 slots, 10 ms of work per row, 50 rows/s: about a third of the slots busy.
+    job = StreamingJob(spark, tmp_path, rows_per_second=50).start()
     try:
-        wait_for(lambda: sum("inside" in (d["reason"] or "") for d in scaler.decisions()) >= 8, 180,
+        wait_for(lambda: sum("inside" in (d["reason"] or "") for d in scaler.decisions()) >= 8, 240,
                  what="several evaluated decisions inside the utilization band")
         assert not [d for d in scaler.decisions() if d["applied"]], scaler.decisions()[-3:]
         assert scaler.status()["target_executors"] == 2
+        assert not scaler.status()["paused"]
     finally:
         job.stop()
         spark.stop()

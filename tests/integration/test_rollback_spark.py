@@ -10,7 +10,6 @@ Every wait is a condition with a generous deadline; nothing depends on how fast 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
@@ -21,7 +20,14 @@ from typing import Any
 import pytest
 
 from sparkscale_listener import autoscaler, testing_source
-from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
+from sparkscale_listener.demo import (
+    StreamingJob,
+    build_session,
+    cluster_conf,
+    exactly_once,
+    read_event_log,
+    wait_for,
+)
 
 logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, shown on failure
 
@@ -97,23 +103,12 @@ def live_executor_ids(spark: Any) -> list[int]:
 def assert_exactly_once(job: StreamingJob) -> list[int]:
     ids = job.written_ids()
     assert ids, "the sink got rows"
-    assert len(ids) == len(set(ids)), "no row written twice"
-    assert sorted(ids) == list(range(max(ids) + 1)), "no row lost"
+    assert exactly_once(ids), "every input row written exactly once"
     return ids
 
 
-def event_log_events(events_dir: Path) -> list[dict]:
-    events = []
-    # Rolling logs are folders; the local file system writes hidden .crc checksum files next to them.
-    for path in sorted(p for p in events_dir.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                events.append(json.loads(line))
-    return events
-
-
 def logged_rollbacks(events_dir: Path) -> list[dict]:
-    return [e for e in event_log_events(events_dir)
+    return [e for e in read_event_log(events_dir)
             if e["Event"].endswith("ScalingEvent") and e["action"] == "rollback"]
 
 
@@ -199,7 +194,7 @@ def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(t
     assert len(logged) == 1 and "taskFailures" in logged[0]["reason"], logged
     assert (logged[0]["fromExecutors"], logged[0]["toExecutors"]) == (2, 1), logged
     # The failures on the executor the rollback was removing do not count against the rollback.
-    failed_rollback = [e for e in event_log_events(tmp_path / "events")
+    failed_rollback = [e for e in read_event_log(tmp_path / "events")
                        if e["Event"].endswith("AutoscalerEvent") and "after the rollback" in e["reason"]]
     assert not failed_rollback, failed_rollback
 
@@ -255,7 +250,7 @@ def test_executors_that_never_start_roll_back_and_repeated_rollbacks_stop_until_
         if job is not None:
             job.stop()
         spark.stop()
-    events = event_log_events(tmp_path / "events")
+    events = read_event_log(tmp_path / "events")
     logged = logged_rollbacks(tmp_path / "events")
     assert len(logged) == 1 and "executorFailures" in logged[0]["reason"], logged
     assert logged[0]["toExecutors"] == healthy, logged
