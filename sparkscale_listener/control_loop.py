@@ -183,7 +183,7 @@ class Autoscaler:
             s.bad_executors &= {e.executor_id for e in sample.cluster.live()}
             result = self.realizer.realize(s.target, s.bad_executors)
             if result.removed:
-                log.info("sparkscale: removed idle executors %s to converge on target %d",
+                log.info("sparkscale: removed executors %s to converge on target %d",
                          list(result.removed), s.target)
         self._check_scaling(now, sample)
 
