@@ -20,7 +20,7 @@ from pathlib import Path
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-TASKS = 4000
+TASKS = 1000
 RUNS = 3
 
 

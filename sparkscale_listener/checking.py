@@ -456,6 +456,9 @@ class ThroughputRegressionChecker(ScalingChecker):
         self.max_drop = module_config.number("maxDrop", 0.3, low=0.0, high=1.0)
         self.window = module_config.duration("window", 180.0)
         self.settle = module_config.duration("settle", config.stabilization_interval_s)
+        # With only a few long batches in the window, one batch more or less looks like a 30 %
+        # change in rate: such a query is not judged.
+        self.min_batches = module_config.integer("minBatches", 5, minimum=1)
         self.window_s = self.settle + self.window
 
     def check(self, context: CheckContext) -> CheckResult:
@@ -473,6 +476,11 @@ class ThroughputRegressionChecker(ScalingChecker):
             start = base.queries.get(query_id)
             if start is None or not query.active:
                 continue  # a new or terminated query: queryFailure's business
+            batches = query.batches - start.batches
+            if batches < self.min_batches:
+                notes.append(f"{_label(query)}: {batches} batches in the window, fewer than "
+                             f"minBatches={self.min_batches}; not judged")
+                continue
             rate_before = self._rate_before(context, query)
             if rate_before is None or rate_before <= 0:
                 notes.append(f"{_label(query)}: no rate before the scaling")

@@ -885,3 +885,15 @@ def test_a_rollback_is_not_blamed_for_failures_on_the_executors_it_removes() -> 
     assert not checker.check(context(rollback, before, [s1, s2, s3, s4, s5])).healthy
     # A scale-up with the same failures is judged as before.
     assert not checker.check(context(record("scale_up", 2, 4), before, [s1, s2])).healthy
+
+
+def test_throughput_regression_needs_enough_batches_to_judge() -> None:
+    # The falling-behind case above, but a batch every 10 s is too few for minBatches=30 in the
+    # 3-min window: with so few batches, one more or less looks like a large change in rate.
+    sim, history = warm_sim(executors=4)
+    scaling = record("scale_down", 4, 2, rate_before={QID: 1000.0})
+    ticks = (sim.tick(rate=500.0, backlog=5000.0 * i) for i in range(40))
+    config = AutoscalerConfig.from_keys({"checker.throughputRegression.minBatches": "30"})
+    results = all_results(make(ThroughputRegressionChecker, config), contexts(scaling, history[-1], ticks))
+    assert all(r.healthy for r in results)
+    assert "fewer than minBatches=30" in results[-1].reason
