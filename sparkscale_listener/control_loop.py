@@ -596,7 +596,3 @@ class ControlLoop:
             self.autoscaler.step()
             self._stop.wait(self.interval_s)
         self.autoscaler.close()
-
-
-def samples_between(history: Sequence[MetricSample], start: float, end: float) -> list[MetricSample]:
-    return [x for x in history if start <= x.time <= end]
