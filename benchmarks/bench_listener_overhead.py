@@ -64,7 +64,7 @@ def bench_listener() -> None:
 
 def bench_tick() -> None:
     from sparkscale_listener import autoscaler
-    from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf
+    from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
 
     with tempfile.TemporaryDirectory() as tmp:
         conf = cluster_conf(Path(tmp), workers=2, extra={"spark.ui.enabled": "false",
@@ -73,8 +73,7 @@ def bench_tick() -> None:
         scaler = autoscaler(spark)
         job = StreamingJob(spark, Path(tmp), rows_per_second=100).start()
         try:
-            while scaler.status()["last_decision"] is None:
-                time.sleep(1)
+            wait_for(lambda: scaler.status()["last_decision"], 180, what="the first decision")
             times = []
             for _ in range(50):
                 start = time.perf_counter()

@@ -56,8 +56,10 @@ class _Status:
     provisioning_observations: list[float] = field(default_factory=list)
     errors: int = 0
     last_error: str | None = None
-    # The last scaling a checker rolled back: not repeated within rollback.window (persisted).
+    # The last scaling a checker rolled back (persisted), and the one found in the state store at
+    # start: that one is not repeated within rollback.window.
     rolled_back: dict[str, Any] | None = None
+    rolled_back_before_restart: dict[str, Any] | None = None
     # Executors added by a scale-up that was rolled back: removed first, busy or not.
     bad_executors: set[str] = field(default_factory=set)
     live_history: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=3))
@@ -145,8 +147,8 @@ class Autoscaler:
         with self._lock:
             now = self.clock()
             self.guard.resume()
-            self._s.rolled_back = None
-            self._persist_guard()
+            self._s.rolled_back = self._s.rolled_back_before_restart = None
+            self._persist_rollback_state()
             self._emit(AutoscalerEvent(now, "resume", "automatic scaling resumed by the user",
                                        details=self._details()))
             self._s.window_start = now + self.config.stabilization_interval_s
@@ -311,7 +313,7 @@ class Autoscaler:
                                        "from": decision.from_executors, "to": decision.to_executors,
                                        "reason": decision.reason})
         self._persist_target()
-        self._persist_guard()
+        self._persist_rollback_state()
         return applied
 
     def _processed_rates(self, window_start: float) -> dict[str, float]:
@@ -342,7 +344,7 @@ class Autoscaler:
         verdict = self.guard.verdict(results)
         if verdict is None:
             if self.guard.watching is None:  # the watch ended healthy
-                self._persist_guard()
+                self._persist_rollback_state()
             return
         self._rollback(now, verdict)
 
@@ -358,7 +360,7 @@ class Autoscaler:
             self._emit(AutoscalerEvent(
                 now, "pause", f"checker {verdict.checker} found the job unhealthy ({verdict.reason}), "
                 f"{why}; automatic scaling paused", severity="error", details=self._details()))
-            self._persist_guard()
+            self._persist_rollback_state()
             return
         self.guard.record_rollback(now, verdict)
         undone = s.last_scaling
@@ -393,15 +395,15 @@ class Autoscaler:
         self._store_append("scaling", {"time": now, "action": "rollback", "from": from_target,
                                        "to": target, "reason": reason})
         self._persist_target()
-        self._persist_guard()
+        self._persist_rollback_state()
 
     def _repeats_rolled_back(self, now: float, decision: Decision) -> str | None:
         """Why ``decision`` would repeat the scaling a checker rolled back before a driver restart
         (within rollback.window), or None. Within one run the pause (and, after repeated
         rollbacks, the stop) is what keeps a bad scaling from coming back; a restarted driver has
         no such pause left for `untilRestart`, and must not walk into the same failure."""
-        undone = self._s.rolled_back
-        if not undone or not undone.get("restored"):
+        undone = self._s.rolled_back_before_restart
+        if not undone:
             return None
         if now - float(undone["time"]) > self.config.rollback_window_s:
             return None
@@ -517,13 +519,13 @@ class Autoscaler:
                 self._restored = True
             rolled_back = self.state_store.get(self.app_name, APP_SCOPE, "rolledBack")
             if isinstance(rolled_back, dict) and {"action", "to", "time"} <= set(rolled_back):
-                self._s.rolled_back = rolled_back | {"restored": True}
+                self._s.rolled_back = self._s.rolled_back_before_restart = rolled_back
             obs = self.state_store.records(self.app_name, APP_SCOPE, "provisioning", limit=10)
             self._s.provisioning_observations = [float(r["seconds"]) for r in obs if "seconds" in r]
         except Exception as exc:
             self._report_error(self.clock(), "state store (restore)", exc)
 
-    def _persist_guard(self) -> None:
+    def _persist_rollback_state(self) -> None:
         try:
             self.state_store.put(self.app_name, APP_SCOPE, "guard", self.guard.to_state())
             self.state_store.put(self.app_name, APP_SCOPE, "rolledBack", self._s.rolled_back)

@@ -101,7 +101,8 @@ class ExecutorRealizer(ScalingRealizer):
         excess = len(live) - target
         removed: list[str] = []
         # Executors known to be bad go first, busy or not.
-        bad = [e for e in live if e in set(remove_first)][:excess]
+        suspects = set(remove_first)
+        bad = [e for e in live if e in suspects][:excess]
         if bad:
             removed += self.backend.kill(bad, force=True)
         # Then only executors with no running task; newest first (ids are numeric strings on

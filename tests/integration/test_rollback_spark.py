@@ -54,9 +54,9 @@ CASE_KEYS = ("spark.task.maxFailures", "spark.excludeOnFailure.enabled",
 
 def _forget_earlier_sessions(conf: dict[str, str]) -> None:
     """PySpark launches the JVM once per process, with the first session's conf as JVM system
-    properties; every later SparkConf loads them as defaults. So a key set by an earlier test
-    (rollback.maxRollbacks=1, excludeOnFailure) would leak into this session unless it sets
-    the key itself. Clear those the new conf does not set."""
+    properties; every later SparkConf loads them as defaults. autoscale() clears stale
+    spark.sparkscale.* keys itself; the Spark keys a case sets (excludeOnFailure) are cleared
+    here unless the new conf sets them."""
     from pyspark import SparkContext
 
     if SparkContext._jvm is None:
@@ -64,7 +64,7 @@ def _forget_earlier_sessions(conf: dict[str, str]) -> None:
     system = SparkContext._jvm.java.lang.System
     names = system.getProperties().stringPropertyNames().toArray()
     for name in (str(n) for n in names):
-        if (name.startswith("spark.sparkscale.") or name in CASE_KEYS) and name not in conf:
+        if name in CASE_KEYS and name not in conf:
             system.clearProperty(name)
 
 
@@ -163,7 +163,7 @@ def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(t
              120, "the baseline of 1 executor (initialExecutors=1)")
         good = max(live_executor_ids(spark))
         job = StreamingJob(spark, tmp_path, rows_per_second=220,
-                        source_options={"failOnExecutorsAbove": str(good)}).start()
+                           source_options={"failOnExecutorsAbove": str(good)}).start()
         wait(scaler, lambda: applied(scaler, "scale_up"), 150, "a scale-up under growing backlog")
         up = applied(scaler, "scale_up")[0]
         assert (up["from_executors"], up["to_executors"]) == (1, 2), up
@@ -280,7 +280,7 @@ def test_query_failure_after_a_scale_down_rolls_back_to_the_initial_target(tmp_p
              120, "the baseline of 2 executors (initialExecutors=2)")
         # Few rows in few tasks (each task's fixed cost counts as busy time): 2 slots mostly idle.
         job = StreamingJob(spark, tmp_path, rows_per_second=10, partitions=2, trigger_s=2.0,
-                        source_options={"failIfFileExists": str(marker)}).start()
+                           source_options={"failIfFileExists": str(marker)}).start()
         wait(scaler, lambda: applied(scaler, "scale_down"), 150, "a scale-down under low load")
         down = applied(scaler, "scale_down")[0]
         assert (down["from_executors"], down["to_executors"]) == (2, 1), down

@@ -124,24 +124,9 @@ class Env:
     scale_up: dict[str, Any]
 
 
-def _attach_publisher(scaler: Any, bridge: Any) -> None:
-    """Use the session's own UI publisher when it wired one; otherwise add one as an observer (or, on an
-    autoscaler without observers, around step())."""
-    observers = getattr(scaler, "observers", None)
-    if observers is not None:
-        if not any(isinstance(o, UiPublisher) for o in observers):
-            observers.append(UiPublisher(bridge))
-        return
-    publisher = UiPublisher(bridge)
-    step = scaler.step
-
-    def step_and_publish() -> Any:
-        decision = step()
-        history = scaler._history  # the sample of this tick (test-only access)
-        publisher.observe(scaler, history[-1] if history else None, decision)
-        return decision
-
-    scaler.step = step_and_publish  # the control loop looks the method up at every tick
+def _assert_publisher_wired(scaler: Any) -> None:
+    """autoscale() wires the UI publisher into the control loop whenever the tab is attached."""
+    assert any(isinstance(o, UiPublisher) for o in scaler.observers), scaler.observers
 
 
 def _get(url: str, timeout: float = 30.0) -> str:
@@ -180,7 +165,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     try:
         scaler = autoscaler(spark)
         bridge = JvmBridge(spark.sparkContext)
-        _attach_publisher(scaler, bridge)
+        _assert_publisher_wired(scaler)
         port = int(str(spark.sparkContext.uiWebUrl).rsplit(":", 1)[1])
         job = StreamingJob(spark, workdir, rows_per_second=30).start()
         # Only the baseline: a cold start (slow first batches) may already scale up, which is fine here.
