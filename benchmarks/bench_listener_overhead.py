@@ -64,7 +64,7 @@ def bench_listener() -> None:
 
 def bench_tick() -> None:
     from sparkscale_listener import autoscaler
-    from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
+    from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
 
     with tempfile.TemporaryDirectory() as tmp:
         conf = cluster_conf(Path(tmp), workers=2, extra={"spark.ui.enabled": "false",
@@ -88,7 +88,7 @@ def bench_tick() -> None:
 
 def bench_evaluator() -> None:
     from sparkscale_listener.config import AutoscalerConfig
-    from sparkscale_listener.sim import SimQuery, Simulation
+    from sparkscale_listener.testing.sim import SimQuery, Simulation
 
     cfg = AutoscalerConfig(max_executors=50)
     queries = [SimQuery(f"q{i}", lambda t, i=i: 500.0 + 100 * i, cost_per_row=0.01) for i in range(5)]

@@ -50,11 +50,10 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from .config import BUILTIN_CHECKERS, PREFIX, AutoscalerConfig, ConfigError, ModuleConfig
 from .decisions import ScalingRecord
@@ -188,7 +187,7 @@ def _label(query: QueryMetrics) -> str:
     return f"query {query.name!r}" if query.name else f"query {query.query_id}"
 
 
-def _fmt_s(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
     return f"{seconds:.0f}s" if seconds >= 1 else f"{seconds * 1000:.0f}ms"
 
 
@@ -236,13 +235,13 @@ class TaskFailuresChecker(ScalingChecker):
         failed = max(0, last.cluster.tasks_failed - base.cluster.tasks_failed)
         finished = max(0, last.cluster.tasks_finished - base.cluster.tasks_finished)
         if failed == 0:
-            return self.healthy(f"no task failures in {_fmt_s(last.time - base.time)}")
+            return self.healthy(f"no task failures in {format_seconds(last.time - base.time)}")
         # tasks_finished may or may not include failed tasks: counting failed ones on top keeps
         # the ratio conservative (lower) either way.
         ratio = failed / max(1, finished + failed)
         on_new = self._failures_on(added_executor_ids(context), base, last)
         where = f"; {on_new} of them on executors added by the scaling" if on_new else ""
-        text = (f"{failed} task failures in {_fmt_s(last.time - base.time)} after the scaling "
+        text = (f"{failed} task failures in {format_seconds(last.time - base.time)} after the scaling "
                 f"({ratio:.0%} of {finished + failed} ended tasks{where})")
         if failed > self.max_failures and ratio > self.max_ratio:
             return self.unhealthy(f"{text}; thresholds maxFailures={self.max_failures}, "
@@ -287,7 +286,7 @@ class ExecutorFailuresChecker(ScalingChecker):
         if len(lost) > self.max_lost:
             shown = "; ".join(f"{e.executor_id}: {e.removed_reason or 'no reason given'}"
                               for e in lost[:5])
-            return self.unhealthy(f"{len(lost)} executors lost in {_fmt_s(self.window)} after the "
+            return self.unhealthy(f"{len(lost)} executors lost in {format_seconds(self.window)} after the "
                                   f"scaling (maxLost={self.max_lost}): {shown}")
         if self.check_provisioning:
             short = self._provisioning_shortfall(context)
@@ -329,8 +328,8 @@ class ExecutorFailuresChecker(ScalingChecker):
             return None
         live = after[-1].cluster.live_executors
         return (f"{requested - live} of {requested} requested executors not registered "
-                f"{_fmt_s(context.now - short_since)} after the request ({live} live; "
-                f"provisioningTimeout={_fmt_s(timeout)})")
+                f"{format_seconds(context.now - short_since)} after the request ({live} live; "
+                f"provisioningTimeout={format_seconds(timeout)})")
 
 
 class QueryFailureChecker(ScalingChecker):
@@ -361,7 +360,7 @@ class QueryFailureChecker(ScalingChecker):
             failed = query.failed_batches - (start.failed_batches if start else 0)
             if failed > self.max_failed_batches:
                 problems.append(f"{_label(query)}: {failed} failed batches in "
-                                f"{_fmt_s(last.time - base.time)} (maxFailedBatches="
+                                f"{format_seconds(last.time - base.time)} (maxFailedBatches="
                                 f"{self.max_failed_batches})")
         if problems:
             return self.unhealthy("; ".join(problems))
@@ -394,10 +393,10 @@ class GcPressureChecker(ScalingChecker):
         run_ms = last.cluster.run_ms - base.cluster.run_ms
         gc_ms = max(0.0, last.cluster.gc_ms - base.cluster.gc_ms)
         if run_ms < self.min_run_s * 1000.0:
-            return self.healthy(f"only {_fmt_s(max(0.0, run_ms) / 1000)} of task run time, "
-                                f"minRunTime={_fmt_s(self.min_run_s)} needed to judge GC")
+            return self.healthy(f"only {format_seconds(max(0.0, run_ms) / 1000)} of task run time, "
+                                f"minRunTime={format_seconds(self.min_run_s)} needed to judge GC")
         ratio = gc_ms / run_ms
-        text = (f"GC took {ratio:.0%} of task run time over {_fmt_s(last.time - base.time)} "
+        text = (f"GC took {ratio:.0%} of task run time over {format_seconds(last.time - base.time)} "
                 f"(threshold {self.threshold:.0%})")
         return self.unhealthy(text) if ratio > self.threshold else self.healthy(text)
 
@@ -465,8 +464,8 @@ class ThroughputRegressionChecker(ScalingChecker):
         begin = context.scaling.time + self.settle
         after = [s for s in context.samples if s.time >= begin]
         if not after or after[-1].time - after[0].time < self.window:
-            return self.healthy(f"waiting for a full {_fmt_s(self.window)} window after "
-                                f"{_fmt_s(self.settle)} of warm-up", pending=True)
+            return self.healthy(f"waiting for a full {format_seconds(self.window)} window after "
+                                f"{format_seconds(self.settle)} of warm-up", pending=True)
         span = trailing_window(context, self.window, include_before=False, not_before=begin)
         assert span is not None  # `after` is not empty
         base, last = span
@@ -487,7 +486,7 @@ class ThroughputRegressionChecker(ScalingChecker):
                 continue
             rate_after = max(0, query.input_rows - start.input_rows) / dt
             drop = 1.0 - rate_after / rate_before
-            text = (f"{_label(query)} processed {rate_after:.1f} rows/s over {_fmt_s(dt)}, "
+            text = (f"{_label(query)} processed {rate_after:.1f} rows/s over {format_seconds(dt)}, "
                     f"{rate_before:.1f} rows/s before the scaling")
             if drop <= self.max_drop:
                 notes.append(f"{text}: ok")
@@ -659,320 +658,3 @@ def _check_orphan_keys(config: AutoscalerConfig, enabled: set[str]) -> None:
                           f" nor built in ({', '.join(BUILTIN_CHECKERS)})")
 
 
-# ----------------------------------------------------------------------------------------------
-# The rollback state machine
-# ----------------------------------------------------------------------------------------------
-
-OutcomeAction = Literal["none", "watching", "healthy", "rollback", "failed"]
-
-
-@dataclass(frozen=True)
-class GuardOutcome:
-    """What :meth:`RollbackGuard.observe` concluded at one tick.
-
-    - ``none``: nothing is being watched.
-    - ``watching``: all healthy so far, the watch goes on.
-    - ``healthy``: watched long enough; ``target`` is the new last healthy target, watch ended.
-    - ``rollback``: unhealthy; realize ``target``, then call ``record_rollback`` and
-      ``watch_rollback``.
-    - ``failed``: unhealthy but no rollback is made (the watched action was itself a rollback, or
-      the rollback target is the current one); the guard has paused, emit an event.
-    """
-
-    action: OutcomeAction
-    reason: str
-    results: tuple[CheckResult, ...] = ()
-    unhealthy: CheckResult | None = None
-    target: int | None = None
-
-
-class RollbackGuard:
-    """Watches each applied scaling with the checkers and decides rollbacks, pauses and stops.
-
-    The control loop's sequence:
-
-    1. ``watch(record, healthy_target_before)`` when a scale-up/down is applied.
-    2. Every tick while ``watching`` is set: ``results = evaluate(context)``, then
-       ``verdict(results)``. ``evaluate`` also moves the watch on: a scaling watched for
-       ``window_s()`` with every checker healthy becomes the last healthy target and the watch
-       ends (``watching`` is None); an unhealthy result ends the watch too (the scaling has been
-       judged), so the same failure is never acted on twice.
-    3. On an unhealthy verdict: if the watched action was a rollback (``last_judged_rollback``) or
-       ``rollback_target(initial)`` is the current target, report it and pause
-       (``record_rollback`` or ``pause``) - never roll back a rollback. Otherwise realize the
-       target, ``record_rollback(now, verdict)`` (pause; stop after too many) and
-       ``watch_rollback(rollback_record)``.
-    4. Before applying any decision: skip it while ``paused(now)`` (``pause_reason`` says why).
-
-    :meth:`observe` does steps 2-3's bookkeeping in one call and returns a :class:`GuardOutcome`.
-    ``to_state``/``load_state`` keep the last healthy target, rollback times, a timed pause and a
-    stop across driver restarts; a pause "until restart" is, by design, not restored.
-    """
-
-    STATE_VERSION = 1
-
-    def __init__(self, config: AutoscalerConfig,
-                 checkers: Sequence[ScalingChecker] | None = None) -> None:
-        self.config = config
-        self.checkers: list[ScalingChecker] = (
-            build_checkers(config) if checkers is None else list(checkers))
-        self.healthy_target: int | None = None  # last target known healthy
-        self.stopped = False
-        self.stop_reason: str | None = None
-        self.last_rollback: dict[str, Any] | None = None
-        # The action judged unhealthy by the last evaluate() that ended a watch, and whether it
-        # was a rollback (a failing rollback must be reported, not rolled back).
-        self.last_judged: ScalingRecord | None = None
-        self.last_judged_rollback = False
-        self._watch: ScalingRecord | None = None
-        self._watch_is_rollback = False
-        # The target in force is known healthy (start, or a completed watch); a target reached
-        # by an unconfirmed or failed action must not become the "last healthy" one.
-        self._current_confirmed = True
-        self._rollback_times: list[float] = []
-        self._paused_until: float | None = None
-        self._paused_until_restart = False
-        self._pause_reason: str | None = None
-
-    # --- watching -----------------------------------------------------------------------------
-
-    @property
-    def watching(self) -> ScalingRecord | None:
-        """The action being watched, or None."""
-        return self._watch
-
-    @property
-    def watching_rollback(self) -> bool:
-        return self._watch is not None and self._watch_is_rollback
-
-    def window_s(self) -> float:
-        """How long an action is watched: the longest window of the checkers. Keep at least
-        this much sample history for them."""
-        return max((float(getattr(c, "window_s", 0.0) or 0.0) for c in self.checkers), default=0.0)
-
-    @property
-    def watch_duration_s(self) -> float:
-        return self.window_s()
-
-    def watch(self, scaling: ScalingRecord, healthy_target_before: int) -> None:
-        """Start watching an applied action. ``healthy_target_before`` is the target in force
-        before it; it becomes the last healthy target unless that target was itself never
-        confirmed (an earlier action still watched, or one judged unhealthy). An action of kind
-        ``"rollback"`` is watched as a rollback (see :meth:`watch_rollback`)."""
-        if scaling.action == "rollback":
-            self.watch_rollback(scaling)
-            return
-        if self._current_confirmed or self.healthy_target is None:
-            self.healthy_target = healthy_target_before
-        self._start_watch(scaling, rollback=False)
-
-    def watch_rollback(self, scaling: ScalingRecord) -> None:
-        """Start watching an applied rollback. If it is judged unhealthy too, the lead must only
-        report it: ``last_judged_rollback`` is then True."""
-        self._start_watch(scaling, rollback=True)
-
-    def _start_watch(self, scaling: ScalingRecord, rollback: bool) -> None:
-        self._watch = scaling
-        self._watch_is_rollback = rollback
-        self._current_confirmed = False
-
-    def evaluate(self, context: CheckContext) -> list[CheckResult]:
-        """Run every checker and move the watch on (see the class docs). An exception or a wrong
-        return value in a checker counts as healthy with reason "checker error: ..."."""
-        results = []
-        for checker in self.checkers:
-            name = getattr(checker, "name", "") or type(checker).__name__
-            try:
-                result = checker.check(context)
-                if not isinstance(result, CheckResult):
-                    raise TypeError(f"check() returned {type(result).__name__}, expected CheckResult")
-            except Exception as e:  # never crash the control loop, never roll back on our bug
-                log.warning("sparkscale: checker %s raised; counted as healthy", name, exc_info=True)
-                result = CheckResult(name, True, f"checker error: {type(e).__name__}: {e}")
-            results.append(result)
-        self._advance(context.now, results)
-        return results
-
-    def _advance(self, now: float, results: Sequence[CheckResult]) -> None:
-        scaling = self._watch
-        if scaling is None:
-            return
-        if self.verdict(results) is not None:
-            self.last_judged, self.last_judged_rollback = scaling, self._watch_is_rollback
-            self._end_watch(confirmed=False)
-            return
-        elapsed = now - scaling.time
-        duration = self.window_s()
-        pending = any(r.pending for r in results)
-        # A pending checker may hold the watch for at most one more duration: one that can never
-        # judge must not keep the target unconfirmed forever.
-        if elapsed >= duration and (not pending or elapsed >= 2 * duration):
-            self._end_watch(confirmed=True)
-            self.healthy_target = scaling.to_executors
-
-    def _end_watch(self, confirmed: bool) -> None:
-        self._watch = None
-        self._current_confirmed = confirmed
-
-    @staticmethod
-    def verdict(results: Sequence[CheckResult]) -> CheckResult | None:
-        """The first unhealthy result, or None when all are healthy."""
-        return next((r for r in results if not r.healthy), None)
-
-    def observe(self, context: CheckContext, initial_target: int) -> GuardOutcome:
-        """Evaluate the watched action at ``context.now`` and say what to do next.
-
-        On ``rollback`` the caller still realizes the target and calls :meth:`record_rollback`
-        and :meth:`watch_rollback`; on ``failed`` the guard has paused already.
-        """
-        scaling, was_rollback = self._watch, self._watch_is_rollback
-        if scaling is None:
-            return GuardOutcome("none", "no scaling is being watched")
-        results = tuple(self.evaluate(context))
-        bad = self.verdict(results)
-        now = context.now
-        what = (f"rollback to {scaling.to_executors}" if was_rollback
-                else f"{scaling.action} {scaling.from_executors}->{scaling.to_executors}")
-        elapsed = now - scaling.time
-        if bad is None:
-            if self._watch is None:
-                return GuardOutcome("healthy", f"{what} healthy for {_fmt_s(elapsed)}: "
-                                    f"{scaling.to_executors} executors is the last healthy target",
-                                    results, None, scaling.to_executors)
-            pending = [r.checker for r in results if r.pending]
-            waiting = f", waiting for {', '.join(pending)}" if pending else ""
-            return GuardOutcome("watching", f"{what}: healthy after {_fmt_s(elapsed)} of "
-                                f"{_fmt_s(self.window_s())}{waiting}", results)
-        if was_rollback:
-            reason = (f"{what} did not restore health ({bad.checker}: {bad.reason}); not rolling "
-                      "back again")
-            self.pause(now, reason)
-            return GuardOutcome("failed", reason, results, bad)
-        target = self.rollback_target(initial_target)
-        if target == scaling.to_executors:
-            reason = (f"{what} unhealthy ({bad.checker}: {bad.reason}); the rollback target "
-                      f"({self.config.rollback_target}) is the current target {target}, nothing to "
-                      "roll back to")
-            self.pause(now, reason)
-            return GuardOutcome("failed", reason, results, bad)
-        return GuardOutcome("rollback", f"{what} unhealthy ({bad.checker}: {bad.reason}); rolling "
-                            f"back to {target} executors", results, bad, target)
-
-    # --- rollback, pause, stop ------------------------------------------------------------------
-
-    def rollback_target(self, initial_target: int) -> int:
-        """Where to roll back to: the last healthy target (``rollback.target=last``; the initial
-        one if none is known yet) or the initial one, within min/maxExecutors."""
-        target = initial_target
-        if self.config.rollback_target == "last" and self.healthy_target is not None:
-            target = self.healthy_target
-        return min(max(target, self.config.min_executors), self.config.max_executors)
-
-    def record_rollback(self, now: float, result: CheckResult) -> None:
-        """A rollback was applied (or a failure reported): pause scaling for
-        ``rollback.pauseDuration``, and stop it once ``rollback.maxRollbacks`` fell within
-        ``rollback.window``."""
-        window = self.config.rollback_window_s
-        self._rollback_times = [t for t in self._rollback_times if t > now - window] + [now]
-        self.last_rollback = {"time": now, "checker": result.checker, "reason": result.reason}
-        count = len(self._rollback_times)
-        if count >= self.config.rollback_max:
-            self.stopped = True
-            self.stop_reason = (f"{count} rollbacks within {_fmt_s(window)} (rollback.maxRollbacks="
-                                f"{self.config.rollback_max}); automatic scaling stopped until "
-                                f"resume(). Last: {result.checker}: {result.reason}")
-        self.pause(now, f"rolled back after {result.checker}: {result.reason}")
-
-    def pause(self, now: float, reason: str) -> None:
-        """Pause automatic scaling for ``rollback.pauseDuration`` (or until restart) without
-        counting a rollback; an existing longer pause is kept."""
-        pause = self.config.rollback_pause_s
-        if pause is None:
-            self._paused_until_restart = True
-        else:
-            until = now + pause
-            self._paused_until = max(until, self._paused_until or until)
-        self._pause_reason = reason
-
-    def rollbacks_in_window(self, now: float) -> int:
-        return sum(1 for t in self._rollback_times if t > now - self.config.rollback_window_s)
-
-    def paused(self, now: float) -> bool:
-        """True while automatic scaling must not act: stopped, paused until restart, or within a
-        timed pause. An expired pause is cleared here."""
-        if self.stopped or self._paused_until_restart:
-            return True
-        if self._paused_until is not None and now < self._paused_until:
-            return True
-        self._paused_until = None
-        self._pause_reason = None
-        return False
-
-    @property
-    def pause_reason(self) -> str | None:
-        """Why scaling is paused or stopped (as of the last ``paused`` call), else None."""
-        return self.stop_reason if self.stopped else self._pause_reason
-
-    @property
-    def paused_until(self) -> float | None:
-        """End of a timed pause; None when not paused or paused until restart (see paused())."""
-        return self._paused_until
-
-    def resume(self) -> None:
-        """Clear any pause and stop, and forget past rollbacks (the user takes responsibility)."""
-        self.stopped = False
-        self.stop_reason = None
-        self._paused_until = None
-        self._paused_until_restart = False
-        self._pause_reason = None
-        self._rollback_times = []
-
-    # --- persistence ----------------------------------------------------------------------------
-
-    def to_state(self) -> dict[str, Any]:
-        """JSON-serializable state for a state store. The watch and a pause until restart are
-        left out on purpose: neither outlives the application."""
-        return {
-            "version": self.STATE_VERSION,
-            "healthy_target": self.healthy_target,
-            "rollback_times": list(self._rollback_times),
-            "last_rollback": dict(self.last_rollback) if self.last_rollback else None,
-            "paused_until": self._paused_until,
-            "pause_reason": self._pause_reason if self._paused_until is not None else None,
-            "stopped": self.stopped,
-            "stop_reason": self.stop_reason,
-        }
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Load what :meth:`to_state` produced. Missing or malformed entries keep defaults."""
-        def number(value: Any) -> float | None:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            return float(value) if ok and math.isfinite(value) else None
-
-        target = state.get("healthy_target")
-        self.healthy_target = (int(target) if isinstance(target, int) and not isinstance(target, bool)
-                               and target >= 0 else None)
-        times = state.get("rollback_times")
-        times = times if isinstance(times, list) else []
-        self._rollback_times = sorted(t for t in (number(v) for v in times) if t is not None)
-        last = state.get("last_rollback")
-        self.last_rollback = dict(last) if isinstance(last, dict) else None
-        self._paused_until = number(state.get("paused_until"))
-        reason = state.get("pause_reason")
-        self._pause_reason = (str(reason) if reason else "paused before a restart") \
-            if self._paused_until is not None else None
-        self._paused_until_restart = False
-        self.stopped = state.get("stopped") is True
-        stop_reason = state.get("stop_reason")
-        self.stop_reason = (str(stop_reason) if stop_reason else
-                            "automatic scaling stopped before a restart; call resume()") \
-            if self.stopped else None
-        self._watch = None
-        self._current_confirmed = True
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any], config: AutoscalerConfig,
-                   checkers: Sequence[ScalingChecker] | None = None) -> RollbackGuard:
-        guard = cls(config, checkers)
-        guard.load_state(state)
-        return guard

@@ -16,16 +16,18 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from .bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
-from .checking import RollbackGuard, build_checkers
+from .checking import build_checkers
 from .collection import MetricCollector, SparkMetricCollector
 from .config import PREFIX, AutoscalerConfig, ConfigError
 from .control_loop import Autoscaler, ControlLoop
 from .evaluation import BusyTimeEvaluator, MetricEvaluator
 from .events import AutoscalerEvent, EventDispatcher, build_event_handlers
+from .gauges import GaugePublisher
 from .plugins import instantiate, load_class
 from .policy import ScalingPolicy
 from .progress import ProgressRecorder
 from .realization import ExecutorRealizer, ScalingRealizer, SparkClusterBackend
+from .rollback import RollbackGuard
 from .state import build_state_store
 from .ui import UiPublisher
 
@@ -214,6 +216,6 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmB
 
     store = build_state_store(config, on_fallback=store_fell_back)
     scaler = Autoscaler(config, collector, evaluator, ScalingPolicy(), realizer, guard, events,
-                        store, app_name, gauges=bridge.set_gauge,
+                        store, app_name, gauges=GaugePublisher(bridge.set_gauge),
                         observers=[UiPublisher(bridge)] if bridge.ui_tab_attached() else [])
     return scaler

@@ -463,3 +463,68 @@ def build_state_store(config: AutoscalerConfig,
     cls = load_class("stateStore.class", name, StateStore, STATE_STORE_METHODS,
                      accepted_names=BUILTIN_STATE_STORES)
     return instantiate(cls, config, "stateStore.class")
+
+
+class AutoscalerState:
+    """The control loop's typed view of a :class:`StateStore`: one method per thing it keeps, so
+    no string key appears at a call site. Every call is best effort: a store failure is handed to
+    ``on_error(where, exception)`` (the control loop reports it) and the tick goes on."""
+
+    def __init__(self, store: StateStore, app: str,
+                 on_error: Callable[[str, BaseException], None]) -> None:
+        self.store = store
+        self.app = app
+        self._on_error = on_error
+
+    def _guarded(self, where: str, op: Callable[[], Any], default: Any = None) -> Any:
+        try:
+            return op()
+        except Exception as exc:
+            self._on_error(where, exc)
+            return default
+
+    # -- the rollback guard and the scaling it rolled back ------------------------------------
+
+    def rollback_guard(self) -> dict[str, Any] | None:
+        """What :meth:`RollbackGuard.to_state` stored last, or None."""
+        value = self._guarded("state store (restore)",
+                              lambda: self.store.get(self.app, APP_SCOPE, "guard"))
+        return value if isinstance(value, dict) and value else None
+
+    def rolled_back_scaling(self) -> dict[str, Any] | None:
+        """The last scaling a checker rolled back ({"action", "to", "time", ...}), or None."""
+        value = self._guarded("state store (restore)",
+                              lambda: self.store.get(self.app, APP_SCOPE, "rolledBack"))
+        return value if isinstance(value, dict) and {"action", "to", "time"} <= set(value) else None
+
+    def store_rollback_state(self, guard: dict[str, Any], rolled_back: dict[str, Any] | None) -> None:
+        def op() -> None:
+            self.store.put(self.app, APP_SCOPE, "guard", guard)
+            self.store.put(self.app, APP_SCOPE, "rolledBack", rolled_back)
+        self._guarded("state store", op)
+
+    # -- targets and history --------------------------------------------------------------------
+
+    def store_target(self, target: int) -> None:
+        self._guarded("state store", lambda: self.store.put(self.app, APP_SCOPE, "target", target))
+
+    def record_scaling(self, now: float, action: str, from_executors: int, to_executors: int,
+                       reason: str) -> None:
+        record = {"time": now, "action": action, "from": from_executors, "to": to_executors,
+                  "reason": reason}
+        self._guarded("state store", lambda: self.store.append(self.app, APP_SCOPE, "scaling", record))
+
+    def record_provisioning(self, now: float, seconds: float, executors: int) -> None:
+        record = {"time": now, "seconds": seconds, "executors": executors}
+        self._guarded("state store",
+                      lambda: self.store.append(self.app, APP_SCOPE, "provisioning", record))
+
+    def provisioning_seconds(self, limit: int) -> list[float]:
+        """The newest ``limit`` request -> registered observations, oldest first."""
+        rows = self._guarded("state store (restore)",
+                             lambda: self.store.records(self.app, APP_SCOPE, "provisioning", limit=limit),
+                             default=[])
+        return [float(r["seconds"]) for r in rows if "seconds" in r]
+
+    def close(self) -> None:
+        self.store.close()

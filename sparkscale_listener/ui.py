@@ -37,6 +37,7 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -83,19 +84,20 @@ class UiPublisher:
         self._counters: deque[_Counters] = deque(maxlen=MAX_COUNTERS)
         self._query_evaluations: dict[str, dict[str, Any]] = {}
         self._seeded = False
-        self._last_rollback_time: float | None = None
         self._last_error: str | None = None
         self.published = 0  # documents handed to the sink (for tests and diagnostics)
 
     def __call__(self, autoscaler: Autoscaler, sample: MetricSample | None,
-                 decision: Decision | None) -> None:
-        self.observe(autoscaler, sample, decision)
+                 decisions: Sequence[Decision]) -> None:
+        self.observe(autoscaler, sample, decisions)
 
-    def observe(self, autoscaler: Autoscaler, sample: MetricSample | None, decision: Decision | None) -> None:
-        """Record this tick and publish the document. ``sample``/``decision`` may be None (a tick
-        that failed or had no baseline yet): the status is published anyway."""
+    def observe(self, autoscaler: Autoscaler, sample: MetricSample | None,
+                decisions: Sequence[Decision] = ()) -> None:
+        """Record this tick (its sample and every decision it made, a rollback included) and
+        publish the document. ``sample`` may be None and ``decisions`` empty (a tick that failed
+        or had no baseline yet): the status is published anyway."""
         try:
-            self._sink.publish_status(self._document(autoscaler, sample, decision))
+            self._sink.publish_status(self._document(autoscaler, sample, decisions))
             self.published += 1
             self._last_error = None
         except Exception as exc:  # the UI is a convenience: never let it break the control loop
@@ -107,26 +109,23 @@ class UiPublisher:
 
     # ------------------------------------------------------------------ the document
     def _document(self, autoscaler: Autoscaler, sample: MetricSample | None,
-                  decision: Decision | None) -> str:
+                  decisions: Sequence[Decision]) -> str:
         status = autoscaler.status()
         if not self._seeded:
             # Decisions made before this publisher was attached: taken once, later ones one by one.
             self._seeded = True
             history = autoscaler.decisions()
-            if decision is not None and history and history[-1]["time"] == decision.time:
-                history = history[:-1]
+            if decisions:
+                history = history[:max(0, len(history) - len(decisions))]
             for d in history:
                 self._add_decision(_compact(d))
-            last = status.get("last_scaling") or {}
-            if last.get("action") == "rollback":  # already in the history just taken
-                self._last_rollback_time = last.get("time")
-        self._note_rollback(status)
-        if decision is not None:
+        for decision in decisions:
             self._add_decision(_compact_decision(decision))
         config = autoscaler.config
         if sample is not None:
             window_s = max(config.metrics_window_s, RATE_TICKS * config.interval_s)
-            self._add_point(sample, status, decision.evaluation if decision is not None else None, window_s)
+            evaluation = decisions[-1].evaluation if decisions else None
+            self._add_point(sample, status, evaluation, window_s)
         head = {
             "version": 1,
             "app": autoscaler.app_name,
@@ -157,17 +156,6 @@ class UiPublisher:
             return
         self._decisions.append(entry)
         self._decision_json.append(json.dumps(entry, default=str))
-
-    def _note_rollback(self, status: dict[str, Any]) -> None:
-        """A rollback is recorded by the autoscaler itself, not returned by step(): find it in the status."""
-        last = status.get("last_scaling") or {}
-        if last.get("action") != "rollback" or last.get("time") == self._last_rollback_time:
-            return
-        self._last_rollback_time = last.get("time")
-        self._add_decision({"time": last.get("time"), "first_time": last.get("time"), "count": 1,
-                            "action": "rollback", "from_executors": last.get("from_executors"),
-                            "to_executors": last.get("to_executors"), "reason": last.get("reason", ""),
-                            "applied": True, "limited_by": None, "utilization": None})
 
     def _add_point(self, sample: MetricSample, status: dict[str, Any], evaluation: Evaluation | None,
                    window_s: float) -> None:

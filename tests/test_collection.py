@@ -24,7 +24,7 @@ from sparkscale_listener.progress import (
     query_backlog,
     source_backlog,
 )
-from sparkscale_listener.testing_source import ArrivalClock, _parse_control
+from sparkscale_listener.testing.source import ArrivalClock, _parse_control
 
 QID = "76067d42-123f-41a8-8582-9c401264d7c2"
 
@@ -416,7 +416,7 @@ def test_testing_source_reader_offsets_partitions_rows(tmp_path: Any) -> None:
 
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-    from sparkscale_listener.testing_source import SparkscaleTestReader, set_rate
+    from sparkscale_listener.testing.source import SparkscaleTestReader, set_rate
 
     control = tmp_path / "rate"
     set_rate(str(control), 50)

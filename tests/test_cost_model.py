@@ -4,8 +4,8 @@ expensive (a real effect on Spark: every task pays for its scheduling, Python wo
 from __future__ import annotations
 
 import pytest
-from test_evaluation import ctx
 
+from harness import scaling_context
 from sparkscale_listener.config import AutoscalerConfig
 from sparkscale_listener.evaluation import WARMUP_BATCHES, BatchCostModel, BusyTimeEvaluator
 from sparkscale_listener.metrics import ClusterMetrics, MetricSample, QueryMetrics
@@ -50,7 +50,8 @@ def test_small_batches_with_fixed_task_cost_do_not_ask_for_executors() -> None:
     sizes = [400] * 6 + [25] * 12
     config = AutoscalerConfig(max_executors=3, metrics_window_s=10.0)
     history = _series(sizes, alpha=1.8, beta=0.01, live=3)
-    evaluation = BusyTimeEvaluator().evaluate(history, ctx(history[-1].time, target=3, cfg=config))
+    context = scaling_context(history[-1].time, target=3, cfg=config)
+    evaluation = BusyTimeEvaluator().evaluate(history, context)
     assert evaluation.ready
     q = evaluation.queries["q"]
     assert q.slot_seconds_per_row == pytest.approx(0.01, rel=0.05)
@@ -73,6 +74,7 @@ def test_the_first_batches_of_a_query_are_not_measured() -> None:
                          busy_ms=busy, trigger_interval_ms=2000.0)
         samples.append(MetricSample(t, ClusterMetrics(1, 1, busy_ms=busy), {"q": q}))
     config = AutoscalerConfig(max_executors=4, metrics_window_s=20.0)
-    evaluation = BusyTimeEvaluator().evaluate(samples, ctx(samples[-1].time, target=1, live=1, cfg=config))
+    context = scaling_context(samples[-1].time, target=1, live=1, cfg=config)
+    evaluation = BusyTimeEvaluator().evaluate(samples, context)
     assert evaluation.queries["q"].slot_seconds_per_row == pytest.approx(0.01)
     assert evaluation.recommended_executors == 1

@@ -3,90 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import pytest
 
+from harness import CFG, CORES, SteadyQuery, scaling_context, series
 from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.decisions import ScalingContext
-from sparkscale_listener.evaluation import WARMUP_BATCHES, BusyTimeEvaluator, MetricEvaluator
+from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
 from sparkscale_listener.metrics import ClusterMetrics, MetricSample, QueryMetrics
 from sparkscale_listener.policy import ScalingPolicy
 
-CFG = AutoscalerConfig(max_executors=20)
-CORES = 4
 
-
-@dataclass
-class Q:
-    """A steady query: rows complete in batches of ``batch_s`` seconds; counters from t=0."""
-
-    qid: str
-    rate: float | Callable[[float], float]  # rows/s completed (callable: rate at t)
-    cost: float = 0.01  # slot-seconds per row
-    backlog: float | Callable[[float], float] | None = None
-    batch_s: float = 1.0  # batch duration = interval between batches
-    overhead_s: float = 0.0  # extra driver time per batch (in batch duration, not in busy time)
-    trigger_s: float | None = None
-    cap: int | None = None
-    gauge_rate: float | None = None  # progress inputRowsPerSecond
-    name: str | None = None
-    whole_batches: bool = False  # counters move only when a batch completes (every batch_s)
-
-    def rows_at(self, t: float) -> float:
-        if self.whole_batches:
-            assert not callable(self.rate)
-            return self.rate * self.batch_s * math.floor(t / self.batch_s + 1e-9)
-        if callable(self.rate):
-            # integrate a piecewise rate on a 1 s grid
-            return sum(self.rate(s) for s in range(int(t)))
-        return self.rate * t
-
-    def at(self, t: float) -> QueryMetrics:
-        rows = self.rows_at(t)
-        # The query has been running for a while: past its warm-up batches, which the
-        # evaluator does not measure (batches below WARMUP_BATCHES are its first ones).
-        batches = WARMUP_BATCHES + int(t / self.batch_s)
-        backlog = self.backlog(t) if callable(self.backlog) else self.backlog
-        return QueryMetrics(
-            query_id=self.qid, name=self.name, batches=batches, input_rows=int(rows),
-            batch_busy_ms=rows * self.cost * 1000.0,
-            batch_duration_ms=(batches - WARMUP_BATCHES) * (self.batch_s + self.overhead_s) * 1000.0,
-            backlog=backlog, input_rate=self.gauge_rate or 0.0,
-            last_batch_duration_ms=(self.batch_s + self.overhead_s) * 1000.0,
-            trigger_interval_ms=self.trigger_s * 1000.0 if self.trigger_s else None,
-            last_progress_time=(self.batch_s * math.floor(t / self.batch_s + 1e-9)
-                                if self.whole_batches else t),
-            busy_ms=rows * self.cost * 1000.0, max_stage_tasks=self.cap)
-
-
-def series(queries: list[Q], t0: float = 0.0, t1: float = 60.0, step: float = 10.0,
-           live: int = 4, external: Callable[[float], dict[str, float]] | None = None,
-           pool_busy: float = 0.0) -> list[MetricSample]:
-    """Samples every ``step`` s; ``pool_busy``: fraction of the slots busy (cluster busy_ms)."""
-    out = []
-    t = t0
-    while t <= t1 + 1e-9:
-        busy_ms = pool_busy * live * CORES * t * 1000.0
-        out.append(MetricSample(time=t, cluster=ClusterMetrics(live, CORES, busy_ms=busy_ms),
-                                queries={q.qid: q.at(t) for q in queries},
-                                external=external(t) if external else {}))
-        t += step
-    return out
-
-
-def ctx(now: float, target: int = 4, live: int | None = None, window_start: float = 0.0,
-        cfg: AutoscalerConfig = CFG, provisioning: float = 0.0) -> ScalingContext:
-    return ScalingContext(now=now, config=cfg, current_target=target,
-                          live_executors=target if live is None else live, pending_executors=0,
-                          cores_per_executor=CORES, window_start=window_start,
-                          provisioning_time_s=provisioning)
-
-
-def evaluate(queries: list[Q], t1: float = 60.0, **kw: object):
+def evaluate(queries: list[SteadyQuery], t1: float = 60.0, **kw: object):
     history = series(queries, t1=t1)
-    return BusyTimeEvaluator().evaluate(history, ctx(t1, **kw))  # type: ignore[arg-type]
+    return BusyTimeEvaluator().evaluate(history, scaling_context(t1, **kw))  # type: ignore[arg-type]
 
 
 def test_default_evaluator_implements_the_interface() -> None:
@@ -97,9 +26,9 @@ def test_default_evaluator_implements_the_interface() -> None:
 
 def test_rates_come_from_cumulative_counters_over_the_last_window() -> None:
     # 100 rows/s until t=60, then 300 rows/s: the window at t=120 sees only the new rate.
-    q = Q("a", rate=lambda s: 100.0 if s < 60 else 300.0, cost=0.02)
+    q = SteadyQuery("a", rate=lambda s: 100.0 if s < 60 else 300.0, cost=0.02)
     history = series([q], t1=120)
-    ev = BusyTimeEvaluator().evaluate(history, ctx(120))
+    ev = BusyTimeEvaluator().evaluate(history, scaling_context(120))
     assert ev.ready
     qe = ev.queries["a"]
     assert qe.input_rate == pytest.approx(300.0, rel=1e-3)
@@ -114,14 +43,14 @@ def test_rates_come_from_cumulative_counters_over_the_last_window() -> None:
 def test_rates_use_the_time_the_completed_batches_cover() -> None:
     # Batches of 25 s: in the 0..60 s window two complete (at 25 and 50 s) with 50 s of arrivals.
     # Dividing by the 60 s between samples would say 833 rows/s.
-    q = Q("a", rate=1000.0, cost=0.01, batch_s=25.0, whole_batches=True)
+    q = SteadyQuery("a", rate=1000.0, cost=0.01, batch_s=25.0, whole_batches=True)
     qe = evaluate([q]).queries["a"]
     assert qe.input_rate == pytest.approx(1000.0)
 
 
 def test_not_ready_before_a_full_window() -> None:
-    history = series([Q("a", rate=100.0)], t1=50)
-    ev = BusyTimeEvaluator().evaluate(history, ctx(50, target=5))
+    history = series([SteadyQuery("a", rate=100.0)], t1=50)
+    ev = BusyTimeEvaluator().evaluate(history, scaling_context(50, target=5))
     assert not ev.ready
     assert ev.recommended_executors == 5
     assert "50s of the 60s window" in ev.reason
@@ -129,22 +58,22 @@ def test_not_ready_before_a_full_window() -> None:
 
 def test_not_ready_after_a_change_until_a_window_after_window_start() -> None:
     # Before t=100 the query ran at a very different rate: those samples must be ignored.
-    q = Q("a", rate=lambda s: 1000.0 if s < 100 else 100.0, cost=0.01)
+    q = SteadyQuery("a", rate=lambda s: 1000.0 if s < 100 else 100.0, cost=0.01)
     history = series([q], t1=150)
     evaluator = BusyTimeEvaluator()
-    early = evaluator.evaluate(history, ctx(150, window_start=100))
+    early = evaluator.evaluate(history, scaling_context(150, window_start=100))
     assert not early.ready and "collecting metrics" in early.reason
     history = series([q], t1=160)
-    ev = evaluator.evaluate(history, ctx(160, window_start=100))
+    ev = evaluator.evaluate(history, scaling_context(160, window_start=100))
     assert ev.ready
     assert ev.queries["a"].input_rate == pytest.approx(100.0, rel=1e-3)
-    waiting = evaluator.evaluate(history, ctx(160, window_start=math.inf))
+    waiting = evaluator.evaluate(history, scaling_context(160, window_start=math.inf))
     assert not waiting.ready and "waiting for requested executors" in waiting.reason
 
 
 def test_catch_up_rate_and_backlog_mode() -> None:
     # A steady 60 000-row backlog at 100 rows/s (batches of 1 s: 100 rows are in flight).
-    q = Q("a", rate=100.0, cost=0.05, backlog=60_000.0)
+    q = SteadyQuery("a", rate=100.0, cost=0.05, backlog=60_000.0)
     ev = evaluate([q])
     qe = ev.queries["a"]
     assert qe.backlog_growth_rate == pytest.approx(0.0)
@@ -157,7 +86,7 @@ def test_catch_up_rate_and_backlog_mode() -> None:
 
 
 def test_provisioning_time_adds_capacity() -> None:
-    q = Q("a", rate=100.0, cost=0.05)
+    q = SteadyQuery("a", rate=100.0, cost=0.05)
     without = evaluate([q]).queries["a"].required_slots
     with_prov = evaluate([q], provisioning=30.0).queries["a"].required_slots
     # target x provisioning / catchUpDuration more rows/s: 10 % with 30 s of 300 s
@@ -165,7 +94,7 @@ def test_provisioning_time_adds_capacity() -> None:
 
 
 def test_backlog_growth_adds_to_the_target_rate() -> None:
-    q = Q("a", rate=100.0, cost=0.01, backlog=lambda t: 50.0 * t)
+    q = SteadyQuery("a", rate=100.0, cost=0.01, backlog=lambda t: 50.0 * t)
     qe = evaluate([q]).queries["a"]
     assert qe.backlog_growth_rate == pytest.approx(50.0)
     assert qe.target_rate == pytest.approx(150.0)
@@ -173,7 +102,7 @@ def test_backlog_growth_adds_to_the_target_rate() -> None:
 
 def test_parallelism_cap_is_reported() -> None:
     # 40 slots of work, but the widest stage has 8 tasks.
-    q = Q("a", rate=4000.0, cost=0.01, cap=8, name="orders")
+    q = SteadyQuery("a", rate=4000.0, cost=0.01, cap=8, name="orders")
     ev = evaluate([q])
     qe = ev.queries["a"]
     assert qe.capped and qe.parallelism_cap == 8
@@ -183,8 +112,8 @@ def test_parallelism_cap_is_reported() -> None:
 
 
 def test_idle_query_contributes_nothing() -> None:
-    busy = Q("busy", rate=500.0, cost=0.01)
-    idle = Q("idle", rate=0.0, cost=0.5, backlog=0.0)
+    busy = SteadyQuery("busy", rate=500.0, cost=0.01)
+    idle = SteadyQuery("idle", rate=0.0, cost=0.5, backlog=0.0)
     alone = evaluate([busy])
     both = evaluate([busy, idle])
     assert both.queries["idle"].required_slots == 0.0
@@ -193,8 +122,8 @@ def test_idle_query_contributes_nothing() -> None:
 
 
 def test_two_queries_are_summed() -> None:
-    a = Q("a", rate=1000.0, cost=0.01)  # 10 slots of work
-    b = Q("b", rate=200.0, cost=0.04)  # 8 slots of work
+    a = SteadyQuery("a", rate=1000.0, cost=0.01)  # 10 slots of work
+    b = SteadyQuery("b", rate=200.0, cost=0.04)  # 8 slots of work
     ev = evaluate([a, b], target=5)
     assert ev.required_slots == pytest.approx(18.0 / 0.7)
     assert ev.utilization == pytest.approx(18.0 / 20)
@@ -203,39 +132,39 @@ def test_two_queries_are_summed() -> None:
 
 
 def test_driver_overhead_does_not_inflate_demand() -> None:
-    lean = Q("a", rate=1000.0, cost=0.01, batch_s=2.0)
+    lean = SteadyQuery("a", rate=1000.0, cost=0.01, batch_s=2.0)
     # Same rows and task time; each batch also spends 3 s on the driver (planning, commit).
-    heavy = Q("a", rate=1000.0, cost=0.01, batch_s=2.0, overhead_s=3.0)
+    heavy = SteadyQuery("a", rate=1000.0, cost=0.01, batch_s=2.0, overhead_s=3.0)
     assert evaluate([heavy]).required_slots == pytest.approx(evaluate([lean]).required_slots)
 
 
 def test_healthy_micro_batch_query_is_never_a_reason_to_scale_up() -> None:
     # Trigger 10 s, batches take 7 s; one trigger of arrivals waits in the source between batches.
     # Naively (backlog counted for catch-up, 5 s provisioning) this looks like utilization > 0.9.
-    healthy = Q("a", rate=1000.0, cost=0.0145, batch_s=7.0, trigger_s=10.0, backlog=10_000.0)
+    healthy = SteadyQuery("a", rate=1000.0, cost=0.0145, batch_s=7.0, trigger_s=10.0, backlog=10_000.0)
     ev = evaluate([healthy], provisioning=5.0)
     qe = ev.queries["a"]
     assert "healthy" in qe.note
     assert qe.catch_up_rate == 0.0 and not qe.backlog_mode
     assert ev.recommended_executors <= 4
-    decision = ScalingPolicy().decide(ev, ctx(60, provisioning=5.0))
+    decision = ScalingPolicy().decide(ev, scaling_context(60, provisioning=5.0))
     assert decision.action != "scale_up"
     # The same query with batches overrunning the trigger is a reason to scale up.
-    late = Q("a", rate=1000.0, cost=0.0145, batch_s=12.0, trigger_s=10.0,
+    late = SteadyQuery("a", rate=1000.0, cost=0.0145, batch_s=12.0, trigger_s=10.0,
              backlog=lambda t: 10_000.0 + 20.0 * t)
     ev_late = evaluate([late], provisioning=5.0)
     assert "healthy" not in ev_late.queries["a"].note
-    assert ScalingPolicy().decide(ev_late, ctx(60, provisioning=5.0)).action == "scale_up"
+    assert ScalingPolicy().decide(ev_late, scaling_context(60, provisioning=5.0)).action == "scale_up"
 
 
 def test_backlog_from_the_external_metrics_hook_or_reported_missing() -> None:
-    q = Q("a", rate=100.0, cost=0.01, name="clicks")
+    q = SteadyQuery("a", rate=100.0, cost=0.01, name="clicks")
     ev = evaluate([q])
     assert ev.queries["a"].backlog is None
     assert "no backlog reported" in ev.queries["a"].note
     assert ev.queries["a"].catch_up_rate == 0.0
     history = series([q], external=lambda t: {"backlog.clicks": 30_000.0})
-    ev_ext = BusyTimeEvaluator().evaluate(history, ctx(60))
+    ev_ext = BusyTimeEvaluator().evaluate(history, scaling_context(60))
     qe = ev_ext.queries["a"]
     assert qe.backlog == 30_000.0
     assert "backlog.clicks" in qe.note
@@ -243,7 +172,7 @@ def test_backlog_from_the_external_metrics_hook_or_reported_missing() -> None:
 
 
 def test_backlog_without_any_cost_estimate_holds_its_share() -> None:
-    stuck = Q("stuck", rate=0.0, cost=0.0, backlog=50_000.0)  # no completed batch, no busy time
+    stuck = SteadyQuery("stuck", rate=0.0, cost=0.0, backlog=50_000.0)  # no completed batch, no busy time
     ev = evaluate([stuck], target=3)
     qe = ev.queries["stuck"]
     assert ev.ready
@@ -251,46 +180,46 @@ def test_backlog_without_any_cost_estimate_holds_its_share() -> None:
     assert "not ready" in qe.note
     assert qe.required_slots == pytest.approx(12.0)  # all of the 3 x 4 current slots
     assert ev.recommended_executors == 3
-    assert ScalingPolicy().decide(ev, ctx(60, target=3)).action == "none"
+    assert ScalingPolicy().decide(ev, scaling_context(60, target=3)).action == "none"
 
 
 def test_cost_is_remembered_for_a_window_without_rows() -> None:
     evaluator = BusyTimeEvaluator()
-    q = Q("a", rate=100.0, cost=0.03)
-    evaluator.evaluate(series([q]), ctx(60))
+    q = SteadyQuery("a", rate=100.0, cost=0.03)
+    evaluator.evaluate(series([q]), scaling_context(60))
     # Now nothing completes (stalled) but 9 000 rows wait: catch-up needs the remembered cost.
     stalled = [MetricSample(t, ClusterMetrics(4, CORES), {"a": QueryMetrics(
         "a", batches=60, input_rows=6000, batch_busy_ms=6000 * 30.0, backlog=9000.0,
         last_progress_time=60.0, last_batch_duration_ms=1000.0)}) for t in (60.0, 90.0, 120.0)]
-    qe = evaluator.evaluate(stalled, ctx(120, window_start=60)).queries["a"]
+    qe = evaluator.evaluate(stalled, scaling_context(120, window_start=60)).queries["a"]
     assert qe.slot_seconds_per_row == pytest.approx(0.03)
     assert qe.required_slots == pytest.approx(9000 / 300 * 0.03 / 0.7)
 
 
 def test_saturated_query_without_backlog_uses_the_arrival_rate_gauge() -> None:
     # 16 slots fully busy at 1600 rows/s x 0.01; the last batch read 3000 rows/s of arrivals.
-    q = Q("a", rate=1600.0, cost=0.01, gauge_rate=3000.0)
+    q = SteadyQuery("a", rate=1600.0, cost=0.01, gauge_rate=3000.0)
     qe = evaluate([q]).queries["a"]
     assert qe.target_rate == pytest.approx(3000.0)
     assert "saturated" in qe.note
     # Not saturated: the gauge (one batch, noisy) is not used.
-    calm = Q("a", rate=800.0, cost=0.01, gauge_rate=1000.0)
+    calm = SteadyQuery("a", rate=800.0, cost=0.01, gauge_rate=1000.0)
     assert evaluate([calm]).queries["a"].target_rate == pytest.approx(800.0)
 
 
 def test_recommendation_is_clamped_and_the_reason_says_so() -> None:
-    big = Q("a", rate=10_000.0, cost=0.01)  # 100 slots of work
+    big = SteadyQuery("a", rate=10_000.0, cost=0.01)  # 100 slots of work
     ev = evaluate([big])
     assert ev.recommended_executors == CFG.max_executors
     assert "clamped to maxExecutors=20" in ev.reason
-    tiny = Q("a", rate=1.0, cost=0.001)
+    tiny = SteadyQuery("a", rate=1.0, cost=0.001)
     cfg = AutoscalerConfig(min_executors=2, max_executors=20)
     assert evaluate([tiny], cfg=cfg).recommended_executors == 2
 
 
 def test_reason_names_the_dominant_query_signal_and_numbers() -> None:
-    a = Q("a", rate=100.0, cost=0.01, name="small")
-    b = Q("b", rate=100.0, cost=0.05, backlog=90_000.0, name="orders")
+    a = SteadyQuery("a", rate=100.0, cost=0.01, name="small")
+    b = SteadyQuery("b", rate=100.0, cost=0.05, backlog=90_000.0, name="orders")
     ev = evaluate([a, b])
     assert "query 'orders' dominates (backlog)" in ev.reason
     assert "rows/s" in ev.reason and "slots" in ev.reason
@@ -299,10 +228,10 @@ def test_reason_names_the_dominant_query_signal_and_numbers() -> None:
 def test_a_full_pool_saturates_every_query() -> None:
     # Two queries share 16 slots that are all busy: "a" gets 6 slots' worth although its last
     # batch saw 1000 rows/s arrive; "b" takes the rest.
-    a = Q("a", rate=600.0, cost=0.01, gauge_rate=1000.0)
-    b = Q("b", rate=250.0, cost=0.04, gauge_rate=250.0)
-    calm = BusyTimeEvaluator().evaluate(series([a, b]), ctx(60))
+    a = SteadyQuery("a", rate=600.0, cost=0.01, gauge_rate=1000.0)
+    b = SteadyQuery("b", rate=250.0, cost=0.04, gauge_rate=250.0)
+    calm = BusyTimeEvaluator().evaluate(series([a, b]), scaling_context(60))
     assert calm.queries["a"].target_rate == pytest.approx(600.0)  # a alone is not saturated
-    full = BusyTimeEvaluator().evaluate(series([a, b], pool_busy=1.0), ctx(60))
+    full = BusyTimeEvaluator().evaluate(series([a, b], pool_busy=1.0), scaling_context(60))
     assert full.queries["a"].target_rate == pytest.approx(1000.0)
     assert "saturated" in full.queries["a"].note

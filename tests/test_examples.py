@@ -6,15 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from test_evaluation import Q, ctx, series
 
 from examples.external_backlog import read_backlog_file
 from examples.plugins import BusinessHoursFloorEvaluator, GradualRealizer
+from harness import SteadyQuery, scaling_context, series
 from sparkscale_listener.config import AutoscalerConfig, ConfigError
 from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
 from sparkscale_listener.plugins import instantiate, load_class
 from sparkscale_listener.realization import ScalingRealizer
-from sparkscale_listener.sim import SimCluster
+from sparkscale_listener.testing.sim import SimCluster
 
 
 def test_external_backlog_from_a_file_drives_the_evaluator(tmp_path: Path) -> None:
@@ -24,9 +24,9 @@ def test_external_backlog_from_a_file_drives_the_evaluator(tmp_path: Path) -> No
     assert external == {"backlog.orders": 300000.0}
 
     # A query whose source reports no backlog: alone it looks comfortably served.
-    query = Q("q1", rate=100.0, cost=0.01, name="orders")
-    blind = BusyTimeEvaluator().evaluate(series([query]), ctx(60.0))
-    seeing = BusyTimeEvaluator().evaluate(series([query], external=lambda t: external), ctx(60.0))
+    query = SteadyQuery("q1", rate=100.0, cost=0.01, name="orders")
+    blind = BusyTimeEvaluator().evaluate(series([query]), scaling_context(60.0))
+    seeing = BusyTimeEvaluator().evaluate(series([query], external=lambda t: external), scaling_context(60.0))
     assert blind.queries["q1"].backlog is None
     assert seeing.queries["q1"].backlog == 300000.0
     assert seeing.queries["q1"].catch_up_rate > 0
@@ -48,8 +48,8 @@ def test_evaluator_plugin_loads_by_class_path_and_applies_its_floor() -> None:
     evaluator = instantiate(cls, config, "metrics.evaluator.class")
     assert isinstance(evaluator, BusinessHoursFloorEvaluator)
     evaluator.hours = ((0, 24 * 60),)
-    quiet = Q("q1", rate=10.0, cost=0.01)
-    evaluation = evaluator.evaluate(series([quiet]), ctx(60.0, cfg=config))
+    quiet = SteadyQuery("q1", rate=10.0, cost=0.01)
+    evaluation = evaluator.evaluate(series([quiet]), scaling_context(60.0, cfg=config))
     assert evaluation.recommended_executors == 6
     assert "business-hours floor" in evaluation.reason
 

@@ -4,7 +4,7 @@ suspects first."""
 from __future__ import annotations
 
 from sparkscale_listener.realization import ExecutorRealizer
-from sparkscale_listener.sim import SimCluster
+from sparkscale_listener.testing.sim import SimCluster
 
 
 def cluster(executors: int) -> SimCluster:

@@ -10,8 +10,8 @@ from pathlib import Path
 from test_sim_rollback import CORES, FAULT_AT, _query
 
 from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.sim import Simulation
 from sparkscale_listener.state import SqliteStateStore
+from sparkscale_listener.testing.sim import Simulation
 
 
 def load(t: float) -> float:

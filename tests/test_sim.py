@@ -7,7 +7,8 @@ import pytest
 
 from sparkscale_listener.config import AutoscalerConfig
 from sparkscale_listener.realization import ExecutorRealizer
-from sparkscale_listener.sim import (
+from sparkscale_listener.state import InMemoryStateStore
+from sparkscale_listener.testing.sim import (
     SimCluster,
     SimQuery,
     SimResult,
@@ -15,7 +16,6 @@ from sparkscale_listener.sim import (
     smallest_sufficient_executors,
     step_load,
 )
-from sparkscale_listener.state import InMemoryStateStore
 
 CORES = 4
 STEP_AT = 600.0

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from sparkscale_listener import ConfigError, autoscale, autoscaler
 from sparkscale_listener.bridge import BridgeNotInstalledError, JvmBridge
-from sparkscale_listener.demo import (
+from sparkscale_listener.testing.demo import (
     StreamingJob,
     build_session,
     cluster_conf,

@@ -18,7 +18,7 @@ import pytest
 from sparkscale_listener.collection import SparkMetricCollector
 from sparkscale_listener.config import AutoscalerConfig
 from sparkscale_listener.progress import ProgressRecorder, QueryProgress
-from sparkscale_listener.testing_source import register, set_rate
+from sparkscale_listener.testing.source import register, set_rate
 
 pytestmark = pytest.mark.spark
 

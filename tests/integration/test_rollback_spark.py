@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from sparkscale_listener import autoscaler, testing_source
-from sparkscale_listener.demo import (
+from sparkscale_listener import autoscaler
+from sparkscale_listener.testing import source as testing_source
+from sparkscale_listener.testing.demo import (
     StreamingJob,
     build_session,
     cluster_conf,
@@ -125,7 +126,7 @@ def assert_paused(scaler: Any, checker: str) -> dict:
 
 
 def test_executor_id_is_found_in_an_ancestor_command_line() -> None:
-    probe = ("import sys; from sparkscale_listener.testing_source import current_executor_id as f; "
+    probe = ("import sys; from sparkscale_listener.testing.source import current_executor_id as f; "
              "print(f(), f())")
     # sh stays the parent (the trailing `true` prevents an exec): the id is in its command line.
     out = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "{probe}"; true', "sh", "--executor-id", "7"],

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from sparkscale_listener.decisions import Decision
-from sparkscale_listener.demo import StreamingJob, build_session, cluster_conf, wait_for
 from sparkscale_listener.metrics import ClusterMetrics, MetricSample, QueryMetrics
+from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
 from sparkscale_listener.ui import UiPublisher
 
 GAUGE_PREFIX = "driver_plugin_io_sparkscale_bridge_SparkscalePlugin_"
@@ -91,7 +91,7 @@ def test_publisher_collapses_idle_decisions_and_bounds_the_timeline() -> None:
         action = "scale_up" if i == 4 else "none"
         decision = Decision(float(i), action, 1, 2 if action != "none" else 1, f"reason {i} <b>&",
                             applied=action != "none")
-        publisher.observe(scaler, _sample(float(i), rows=100 * i, backlog=10.0 * i), decision)  # type: ignore[arg-type]
+        publisher.observe(scaler, _sample(float(i), rows=100 * i, backlog=10.0 * i), [decision])  # type: ignore[arg-type]
     doc = json.loads(sink.documents[-1])
     collapsed = [(d["action"], d["count"]) for d in doc["decisions"]]
     assert collapsed == [("none", 4), ("scale_up", 1), ("none", 3)]
@@ -106,8 +106,8 @@ def test_publisher_collapses_idle_decisions_and_bounds_the_timeline() -> None:
 def test_publisher_never_raises() -> None:
     publisher = UiPublisher(_Sink(fail=True))
     scaler = _FakeAutoscaler()
-    publisher.observe(scaler, _sample(1.0, 1, 1.0), None)  # type: ignore[arg-type]
-    publisher.observe(object(), None, None)  # type: ignore[arg-type]
+    publisher.observe(scaler, _sample(1.0, 1, 1.0), [])  # type: ignore[arg-type]
+    publisher.observe(object(), None, [])  # type: ignore[arg-type]
     assert publisher.published == 0
 
 

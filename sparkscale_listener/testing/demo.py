@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import testing_source
+from . import source as testing_source
 
 # Fast settings for a demo: seconds where production defaults are minutes.
 DEMO_SPARKSCALE_CONF: dict[str, str] = {
@@ -64,7 +64,7 @@ def build_session(app_name: str, conf: dict[str, str]) -> Any:
     """The user's one line, with the demo's settings."""
     from pyspark.sql import SparkSession
 
-    from . import autoscale
+    from .. import autoscale
 
     builder = SparkSession.builder.appName(app_name)
     for key, value in conf.items():
@@ -229,7 +229,7 @@ def quiet_executor_removal_noise(spark: Any) -> None:
 def run_demo(workdir: Path | None = None) -> int:
     import logging
 
-    from . import autoscaler
+    from .. import autoscaler
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("sparkscale").setLevel(logging.INFO)

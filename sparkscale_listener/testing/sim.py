@@ -38,17 +38,18 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .checking import RollbackGuard, ScalingChecker, build_checkers
-from .collection import MetricCollector
-from .config import AutoscalerConfig
-from .control_loop import Autoscaler
-from .decisions import Decision, ScalingRecord
-from .evaluation import BusyTimeEvaluator, MetricEvaluator
-from .events import AutoscalerEvent, EventDispatcher, EventHandler
-from .metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
-from .policy import ScalingPolicy
-from .realization import ClusterBackend, ExecutorRealizer, ScalingRealizer
-from .state import InMemoryStateStore, StateStore
+from ..checking import ScalingChecker, build_checkers
+from ..collection import MetricCollector
+from ..config import AutoscalerConfig
+from ..control_loop import Autoscaler
+from ..decisions import Decision, ScalingRecord
+from ..evaluation import BusyTimeEvaluator, MetricEvaluator
+from ..events import AutoscalerEvent, EventDispatcher, EventHandler
+from ..metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from ..policy import ScalingPolicy
+from ..realization import ClusterBackend, ExecutorRealizer, ScalingRealizer
+from ..rollback import RollbackGuard
+from ..state import InMemoryStateStore, StateStore
 
 _EPS = 1e-9
 IDLE_POLL_S = 1.0  # how often a query with the default trigger looks for new data when idle
@@ -732,7 +733,7 @@ class Simulation:
 
     def _tick(self) -> None:
         seen = len(self.recorder.events)
-        decision = self.autoscaler.step()
+        decisions = self.autoscaler.step()
         if self.strict:
             errors = [e for e in self.recorder.events[seen:] if e.kind == "error"]
             if errors:
@@ -740,20 +741,9 @@ class Simulation:
         status = self.autoscaler.status()
         scaling = status["last_scaling"]
         if scaling is not None and scaling != self._last_scaling:
-            record = ScalingRecord(**scaling)
-            self.result.records.append(record)
-            if record.action == "rollback":
-                # A rollback is not what step() returns (that is the "paused" decision after it)
-                # but it is in decisions(), just before.
-                d = next(d for d in reversed(self.autoscaler.decisions())
-                         if d["action"] == "rollback" and d["time"] == record.time)
-                rollback = Decision(d["time"], "rollback", d["from_executors"], d["to_executors"],
-                                    d["reason"], applied=d["applied"])
-                self.result.decisions.append(rollback)
-                if rollback.applied:
-                    self.result.actions.append(rollback)
+            self.result.records.append(ScalingRecord(**scaling))
         self._last_scaling = scaling
-        if decision is not None:
+        for decision in decisions:
             if decision.applied:
                 self.result.actions.append(decision)
             self.result.decisions.append(decision)
