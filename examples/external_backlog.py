@@ -5,7 +5,7 @@ through foreachBatch). If something else knows it (the broker's admin API, a mon
 a file a sidecar writes), a collector can add it as an external metric named
 ``backlog.<query name>``; the built-in evaluator uses it exactly like a reported backlog.
 
-    spark.sparkscale.metrics.collector.class = examples.external_backlog.FileBacklogCollector
+    spark.sparkscale.collector.class         = examples.external_backlog.FileBacklogCollector
     spark.sparkscale.collector.backlogFile   = /var/run/orders-backlog.json
 
 The file holds ``{"<query name>": <rows waiting>, ...}`` and is re-read every control tick; an
@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 from sparkscale_listener.collection import SparkMetricCollector
+from sparkscale_listener.config import Option, Text
+from sparkscale_listener.plugins import PluginContext
 
 log = logging.getLogger("sparkscale")
 
@@ -40,16 +41,16 @@ def read_backlog_file(path: str | Path) -> dict[str, float]:
 class FileBacklogCollector(SparkMetricCollector):
     """The built-in collector plus ``backlog.<query>`` external metrics read from a JSON file."""
 
-    def __init__(self, spark: Any, bridge: Any, recorder: Any, config: Any) -> None:
-        module = config.module("collector.")
-        self.backlog_file = module.string("backlogFile", "")
-        module.check_all_read()
+    options = (Option("backlogFile", Text(), "", "JSON file {query name: rows waiting}"),)
+
+    def __init__(self, context: PluginContext) -> None:
+        self.backlog_file = context.options.read(self.options)["backlogFile"]
         if not self.backlog_file:
             from sparkscale_listener.config import ConfigError
 
             raise ConfigError("spark.sparkscale.collector.backlogFile is empty; expected the path of "
                               "a JSON file {query name: backlog}")
-        super().__init__(spark, bridge, recorder, config)
+        super().__init__(context)
 
     def query_external_metrics(self, now: float) -> dict[str, float]:
         return read_backlog_file(self.backlog_file)

@@ -1,6 +1,6 @@
 """Two complete plugins: an evaluator and a realizer, chosen by configuration.
 
-    spark.sparkscale.metrics.evaluator.class = examples.plugins.BusinessHoursFloorEvaluator
+    spark.sparkscale.evaluator.class         = examples.plugins.BusinessHoursFloorEvaluator
     spark.sparkscale.evaluator.floor         = 4
     spark.sparkscale.evaluator.hours         = 08:00-18:00
 
@@ -16,12 +16,12 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from sparkscale_listener.config import AutoscalerConfig, parse_excluded_periods
+from sparkscale_listener.config import DailyWindows, Integer, Option
 from sparkscale_listener.decisions import Evaluation, ScalingContext
 from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
 from sparkscale_listener.metrics import MetricSample
+from sparkscale_listener.plugins import PluginContext
 from sparkscale_listener.realization import (
-    ClusterBackend,
     ExecutorRealizer,
     RealizationResult,
     ScalingRealizer,
@@ -37,11 +37,16 @@ class BusinessHoursFloorEvaluator(MetricEvaluator):
     ``HH:MM-HH:MM`` windows, local time).
     """
 
-    def __init__(self, config: AutoscalerConfig) -> None:
-        module = config.module("evaluator.")
-        self.floor = module.integer("floor", config.min_executors, minimum=0)
-        self.hours = module.parsed("hours", (), parse_excluded_periods)
-        module.check_all_read()  # a typo under evaluator.* fails at startup
+    options = (
+        Option("floor", Integer(minimum=0), None, "executors kept during the hours (default: "
+               "minExecutors)"),
+        Option("hours", DailyWindows(), (), "daily HH:MM-HH:MM windows, local time"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        o = context.options.read(self.options)  # a typo under evaluator.* fails at startup
+        self.floor = context.config.min_executors if o["floor"] is None else o["floor"]
+        self.hours = o["hours"]
         self.inner = BusyTimeEvaluator()
 
     def evaluate(self, history: Sequence[MetricSample], context: ScalingContext) -> Evaluation:
@@ -70,10 +75,11 @@ class GradualRealizer(ScalingRealizer):
     Keys (under ``spark.sparkscale.realizer.``): ``maxStep`` (default 1).
     """
 
-    def __init__(self, config: AutoscalerConfig, backend: ClusterBackend) -> None:
-        module = config.module("realizer.")
-        self.max_step = module.integer("maxStep", 1, minimum=1)
-        module.check_all_read()
+    options = (Option("maxStep", Integer(minimum=1), 1, "executors added or removed per tick"),)
+
+    def __init__(self, context: PluginContext) -> None:
+        config, backend = context.config, context.backend
+        self.max_step = context.options.read(self.options)["maxStep"]
         self.inner = ExecutorRealizer(backend, config.min_executors, config.decommission)
         self.backend = backend
 

@@ -1,11 +1,8 @@
-"""Checkers that judge a scaling after it was applied, and the guard that rolls a bad one back.
+"""Checkers: each judges, after a scaling was applied, whether the application is still healthy.
 
-This is FLINK-37411 ("rollback mechanism for the autoscaler"), which Flink proposed and never
-built. After every applied scaling the control loop keeps feeding the :class:`RollbackGuard` with
-the samples collected since; the guard runs every configured :class:`ScalingChecker`. If one of
-them finds the application unhealthy, the guard asks for a rollback to the last healthy executor
-target (``rollback.target=last``) or to the initial one (``initial``), then pauses automatic
-scaling; too many rollbacks stop it until :meth:`RollbackGuard.resume`.
+The rollback guard (:mod:`sparkscale_listener.rollback`) runs every configured
+:class:`ScalingChecker` once per tick while it watches a scaling, and rolls the scaling back when
+one of them finds the application unhealthy.
 
 Writing your own checker
 ------------------------
@@ -15,10 +12,13 @@ Subclass :class:`ScalingChecker` and name the class by its Python path in
     class LatencyChecker(ScalingChecker):
         name = "latency"  # its keys live under spark.sparkscale.checker.latency.*
 
-        def __init__(self, config, module_config):
-            super().__init__(config, module_config)
-            self.max_ms = module_config.number("maxBatchMs", 30_000.0, low=0.0)
-            self.window_s = module_config.duration("window", 120.0)
+        options = (Option("maxBatchMs", Number(low=0.0), 30_000.0, "slowest batch allowed"),
+                   Option("window", Duration(), 120.0, "trailing window"))
+
+        def __init__(self, context):
+            super().__init__(context)
+            o = context.options.read(self.options)
+            self.max_ms, self.window_s = o["maxBatchMs"], o["window"]
 
         def check(self, context):
             last = context.samples[-1] if context.samples else None
@@ -40,14 +40,14 @@ Rules a checker must follow:
   a checker can never crash the control loop nor cause a rollback by failing itself.
 
 A class that does not subclass :class:`ScalingChecker` is accepted when it has a callable
-``check(context) -> CheckResult``; it is constructed with ``(config, module_config)`` if its
-constructor takes two arguments, else without arguments. A class without a ``name`` attribute
+``check(context) -> CheckResult``. Every checker is constructed like every other plugin:
+``cls(context)`` with a :class:`~sparkscale_listener.plugins.PluginContext` whose ``options``
+hold its keys, or ``cls()`` when the constructor takes no argument. A class without a ``name`` attribute
 gets its class name as written in the path (keys under ``checker.<ClassName>.``).
 """
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
 from abc import ABC, abstractmethod
@@ -55,10 +55,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .config import BUILTIN_CHECKERS, PREFIX, AutoscalerConfig, ConfigError, ModuleConfig
+from .config import (
+    BUILTIN_CHECKERS,
+    PREFIX,
+    AutoscalerConfig,
+    Boolean,
+    ConfigError,
+    Duration,
+    Integer,
+    Names,
+    Number,
+    Option,
+)
 from .decisions import ScalingRecord
 from .metrics import ExecutorInfo, MetricSample, QueryMetrics
-from .plugins import load_class
+from .plugins import PluginContext, construct, load_class
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +112,16 @@ class CheckResult:
 class ScalingChecker(ABC):
     """Judges whether the application is still healthy after a scaling.
 
-    Subclasses set ``name`` (their keys live under ``spark.sparkscale.checker.<name>.``), read
-    their keys in ``__init__`` through ``module_config`` (typed getters with defaults; unknown
-    keys fail at startup), set ``window_s`` and implement :meth:`check`.
+    Subclasses set ``name`` (their keys live under ``spark.sparkscale.checker.<name>.``), declare
+    their keys as ``options`` and read them in ``__init__`` with ``context.options.read(...)``
+    (unknown keys fail at startup), set ``window_s`` and implement :meth:`check`.
     """
 
     name: str = ""
+    options: tuple[Option, ...] = ()
 
-    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
-        self.config = config
+    def __init__(self, context: PluginContext) -> None:
+        self.config = context.config
         # How long after a scaling this checker needs to judge it; the guard watches a scaling
         # for the longest window of its checkers.
         self.window_s: float = 0.0
@@ -207,12 +219,23 @@ class TaskFailuresChecker(ScalingChecker):
 
     name = "taskFailures"
 
-    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
-        super().__init__(config, module_config)
-        self.max_failures = module_config.integer("maxFailures", 3, minimum=0)
-        self.max_ratio = module_config.number("maxFailureRatio", 0.1, low=0.0, high=1.0)
-        self.new_share = module_config.number("newExecutorShare", 0.8, low=0.0, high=1.0)
-        self.window_s = module_config.duration("window", 120.0)
+    options = (
+        Option("maxFailures", Integer(minimum=0), 3, "unhealthy only if failed tasks in the window "
+               "exceed this **and** the failure ratio exceeds `maxFailureRatio`"),
+        Option("maxFailureRatio", Number(0.0, 1.0), 0.1, "failed / (finished + failed) tasks in the window"),
+        Option("newExecutorShare", Number(0.0, 1.0), 0.8, "also unhealthy when more than `maxFailures` "
+               "failures sit on executors the scaling added and make up this share of all failures "
+               "(0 disables)"),
+        Option("window", Duration(), 120.0, "trailing window (never reaches back before the scaling)"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.max_failures = o["maxFailures"]
+        self.max_ratio = o["maxFailureRatio"]
+        self.new_share = o["newExecutorShare"]
+        self.window_s = o["window"]
 
     def check(self, context: CheckContext) -> CheckResult:
         scaling = context.scaling
@@ -268,13 +291,24 @@ class ExecutorFailuresChecker(ScalingChecker):
 
     name = "executorFailures"
 
-    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
-        super().__init__(config, module_config)
-        self.max_lost = module_config.integer("maxLost", 1, minimum=0)
-        self.window = module_config.duration("window", 300.0)
-        reasons = module_config.string("ignoreReasons", "killed by driver,decommission")
-        self.ignore = tuple(r.strip().lower() for r in reasons.split(",") if r.strip())
-        self.check_provisioning = module_config.boolean("checkProvisioning", True)
+    options = (
+        Option("maxLost", Integer(minimum=0), 1, "unhealthy if more executors than this are lost in "
+               "the window (deliberate removals excluded)"),
+        Option("ignoreReasons", Names(), ("killed by driver", "decommission"), "substrings of removal "
+               "reasons that are deliberate"),
+        Option("checkProvisioning", Boolean(), True, "unhealthy if live < requested for longer than "
+               "`provisioningTimeout`"),
+        Option("window", Duration(), 300.0, "window for lost executors"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        config = context.config
+        o = context.options.read(self.options)
+        self.max_lost = o["maxLost"]
+        self.window = o["window"]
+        self.ignore = tuple(r.lower() for r in o["ignoreReasons"])
+        self.check_provisioning = o["checkProvisioning"]
         # Watch at least until a shortfall could have outlasted the provisioning timeout.
         extra = config.provisioning_timeout_s + config.interval_s if self.check_provisioning else 0.0
         self.window_s = max(self.window, extra)
@@ -339,10 +373,17 @@ class QueryFailureChecker(ScalingChecker):
 
     name = "queryFailure"
 
-    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
-        super().__init__(config, module_config)
-        self.max_failed_batches = module_config.integer("maxFailedBatches", 0, minimum=0)
-        self.window_s = module_config.duration("window", 300.0)
+    options = (
+        Option("maxFailedBatches", Integer(minimum=0), 0, "unhealthy if a query terminates with an "
+               "exception or its failed batches grow by more than this"),
+        Option("window", Duration(), 300.0, "trailing window"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.max_failed_batches = o["maxFailedBatches"]
+        self.window_s = o["window"]
 
     def check(self, context: CheckContext) -> CheckResult:
         span = trailing_window(context, self.window_s)
@@ -375,12 +416,22 @@ class GcPressureChecker(ScalingChecker):
 
     name = "gcPressure"
 
-    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
-        super().__init__(config, module_config)
-        self.window_s = module_config.duration("window", 120.0)
-        self.min_run_s = module_config.duration("minRunTime", 60.0)
-        self.scale_ups = module_config.boolean("scaleUps", False)
-        self.threshold = config.gc_pressure_threshold
+    options = (
+        Option("threshold", Number(0.0, 1.0, low_open=True), 0.3, "GC time / task run time over the "
+               "window above this is unhealthy"),
+        Option("window", Duration(), 120.0, "averages out a single GC spike"),
+        Option("minRunTime", Duration(), 60.0, "task run time needed in the window before GC is judged"),
+        Option("scaleUps", Boolean(), False, "judge scale-ups too (rolling a scale-up back cannot "
+               "relieve memory pressure)"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.threshold = o["threshold"]
+        self.window_s = o["window"]
+        self.min_run_s = o["minRunTime"]
+        self.scale_ups = o["scaleUps"]
 
     def check(self, context: CheckContext) -> CheckResult:
         scaling = context.scaling
@@ -409,13 +460,24 @@ class HeapUsageChecker(ScalingChecker):
 
     name = "heapUsage"
 
-    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
-        super().__init__(config, module_config)
-        self.window_s = module_config.duration("window", 120.0)
-        self.min_fraction = module_config.number("minFraction", 0.5, low=0.0, high=1.0)
-        self.min_samples = module_config.integer("minSamples", 3, minimum=1)
-        self.scale_ups = module_config.boolean("scaleUps", False)
-        self.threshold = config.heap_usage_threshold
+    options = (
+        Option("threshold", Number(0.0, 1.0, low_open=True), 0.95, "heap used / heap max on any "
+               "executor above this is high"),
+        Option("minFraction", Number(0.0, 1.0), 0.5, "unhealthy only if this fraction of the window's "
+               "samples are above the threshold"),
+        Option("minSamples", Integer(minimum=1), 3, "heap readings needed before judging"),
+        Option("window", Duration(), 120.0, "trailing window"),
+        Option("scaleUps", Boolean(), False, "as for gcPressure"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.threshold = o["threshold"]
+        self.window_s = o["window"]
+        self.min_fraction = o["minFraction"]
+        self.min_samples = o["minSamples"]
+        self.scale_ups = o["scaleUps"]
 
     def check(self, context: CheckContext) -> CheckResult:
         scaling = context.scaling
@@ -450,14 +512,27 @@ class ThroughputRegressionChecker(ScalingChecker):
 
     name = "throughputRegression"
 
-    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
-        super().__init__(config, module_config)
-        self.max_drop = module_config.number("maxDrop", 0.3, low=0.0, high=1.0)
-        self.window = module_config.duration("window", 180.0)
-        self.settle = module_config.duration("settle", config.stabilization_interval_s)
+    options = (
+        Option("maxDrop", Number(0.0, 1.0), 0.3, "unhealthy if rows/s after the scaling fall more than "
+               "this below the rate before **and** the query no longer keeps up (backlog growing or "
+               "above `backlogThreshold`)"),
+        Option("window", Duration(), 180.0, "judged only over a full window"),
         # With only a few long batches in the window, one batch more or less looks like a 30 %
         # change in rate: such a query is not judged.
-        self.min_batches = module_config.integer("minBatches", 5, minimum=1)
+        Option("minBatches", Integer(minimum=1), 5, "a query with fewer completed batches in the "
+               "window is not judged (one batch more or less would look like a big change in rate)"),
+        Option("settle", Duration(until="stabilizationInterval"), None, "warm-up after the scaling "
+               "that the window skips"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.max_drop = o["maxDrop"]
+        self.window = o["window"]
+        settle = o["settle"]
+        self.settle = context.config.stabilization_interval_s if settle is None else settle
+        self.min_batches = o["minBatches"]
         self.window_s = self.settle + self.window
 
     def check(self, context: CheckContext) -> CheckResult:
@@ -562,9 +637,8 @@ assert tuple(BUILTIN_CHECKER_CLASSES) == BUILTIN_CHECKERS, "keep config.BUILTIN_
 class _DuckChecker(ScalingChecker):
     """Adapts an object that only has a ``check`` method to the ScalingChecker interface."""
 
-    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig, target: Any,
-                 name: str) -> None:
-        super().__init__(config, module_config)
+    def __init__(self, context: PluginContext, target: Any, name: str) -> None:
+        super().__init__(context)
         self.target = target
         self.name = name
         self.window_s = float(getattr(target, "window_s", 0.0) or 0.0)
@@ -593,10 +667,7 @@ def build_checkers(config: AutoscalerConfig) -> list[ScalingChecker]:
         if any(c.name == name for c in checkers):
             raise ConfigError(f"{CHECKERS_KEY}={value!r} names checker {name!r} twice; {accepted}, "
                               "each once")
-        module_config = config.module(f"checker.{name}.")
-        checker = _construct(cls, name, config, module_config, value)
-        module_config.check_all_read()  # typos under checker.<name>. fail at startup
-        checkers.append(checker)
+        checkers.append(_construct(cls, name, config, value))
     _check_orphan_keys(config, {c.name for c in checkers})
     return checkers
 
@@ -611,27 +682,22 @@ def _import_class(entry: str, value: str, accepted: str) -> type:
                       accepted_names=BUILTIN_CHECKERS)
 
 
-def _construct(cls: type, name: str, config: AutoscalerConfig, module_config: ModuleConfig,
-               value: str) -> ScalingChecker:
+def _construct(cls: type, name: str, config: AutoscalerConfig, value: str) -> ScalingChecker:
+    context = PluginContext(config, config.module(f"checker.{name}."))
     try:
-        if issubclass(cls, ScalingChecker):
-            checker = cls(config, module_config)
-            if not getattr(checker, "name", ""):
-                checker.name = name
-            return checker
-        try:
-            inspect.signature(cls).bind(config, module_config)
-            takes_config = True
-        except (TypeError, ValueError):  # ValueError: no signature available
-            takes_config = False
-        target = cls(config, module_config) if takes_config else cls()
-        return _DuckChecker(config, module_config, target, name)
-    except ConfigError:
-        raise  # a bad checker.<name>.* value: the message already names the key
-    except Exception as e:
+        plugin = construct(cls, context, CHECKERS_KEY)  # typos under checker.<name>. fail here
+    except ConfigError as e:
+        if str(e).startswith(f"{PREFIX}checker."):
+            raise  # a bad checker.<name>.* value: the message already names the key
+        cause = e.__cause__ or e
         raise ConfigError(f"{CHECKERS_KEY}={value!r}: checker {name!r} ({cls.__module__}."
-                          f"{cls.__qualname__}) could not be constructed: {type(e).__name__}: {e}"
-                          ) from e
+                          f"{cls.__qualname__}) could not be constructed: {type(cause).__name__}: "
+                          f"{cause}") from e
+    if isinstance(plugin, ScalingChecker):
+        if not getattr(plugin, "name", ""):
+            plugin.name = name
+        return plugin
+    return _DuckChecker(context, plugin, name)
 
 
 def _check_orphan_keys(config: AutoscalerConfig, enabled: set[str]) -> None:
@@ -648,9 +714,7 @@ def _check_orphan_keys(config: AutoscalerConfig, enabled: set[str]) -> None:
         names.add(name)
     for name in sorted(names - enabled):
         if name in BUILTIN_CHECKER_CLASSES:
-            module_config = config.module(f"checker.{name}.")
-            BUILTIN_CHECKER_CLASSES[name](config, module_config)
-            module_config.check_all_read()
+            construct(BUILTIN_CHECKER_CLASSES[name], PluginContext(config, config.module(f"checker.{name}.")))
             continue
         key = next(k for k in sorted(config.raw) if k.startswith(f"checker.{name}."))
         raise ConfigError(f"{PREFIX}{key}={config.raw[key]!r} configures checker {name!r}, which is "

@@ -31,10 +31,10 @@ import logging
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sparkscale_listener.metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from sparkscale_listener.plugins import PluginContext
 from sparkscale_listener.progress import ProgressRecorder, QueryProgress
 
 log = logging.getLogger(__name__)
@@ -69,16 +69,6 @@ class MetricCollector(ABC):
         """Release whatever the collector registered. Default: nothing."""
 
 
-@dataclass(frozen=True)
-class TaskFailure:
-    """One failed task, as the JVM listener saw it (for the failure checkers)."""
-
-    time: float  # seconds
-    executor_id: str | None
-    query_id: str | None
-    reason: str
-
-
 def _f(value: Any, default: float = 0.0) -> float:
     """A snapshot number -> float; missing, null or non-finite -> ``default``."""
     try:
@@ -108,16 +98,18 @@ def _heap_ratio(executor: Mapping[str, Any]) -> float | None:
 class SparkMetricCollector(MetricCollector):
     """The built-in collector: the JVM bridge's snapshot plus the progress recorder.
 
-    ``bridge`` is anything with ``snapshot() -> dict`` in the JVM bridge's schema (epoch ms);
-    ``recorder`` is attached to ``spark.streams`` here if it is not already, and detached by
-    :meth:`close`.
+    Constructed like every plugin, from a :class:`~sparkscale_listener.plugins.PluginContext`:
+    ``context.bridge`` is anything with ``snapshot() -> dict`` in the JVM bridge's schema (epoch
+    ms); ``context.recorder`` (a new one if None) is attached to ``spark.streams`` here if it is
+    not already, and detached by :meth:`close`.
     """
 
-    def __init__(self, spark: Any, bridge: Any, recorder: ProgressRecorder, config: Any) -> None:
-        self.spark = spark
-        self.bridge = bridge
-        self.recorder = recorder
-        self.config = config
+    def __init__(self, context: PluginContext) -> None:
+        self.spark = context.spark
+        self.bridge = context.bridge
+        self.recorder: ProgressRecorder = context.recorder or ProgressRecorder()
+        self.config = context.config
+        spark, recorder = self.spark, self.recorder
         # Per query: batch id -> busy ms already added to the running total, and the total.
         # Running totals keep batches that aged out of the JVM's last-64 window.
         self._batch_busy_added: dict[str, dict[int, float]] = {}
@@ -152,21 +144,6 @@ class SparkMetricCollector(MetricCollector):
 
     def close(self) -> None:
         self.recorder.detach()
-
-    def recent_task_failures(self) -> tuple[TaskFailure, ...]:
-        """Failed tasks the JVM listener still remembers, from the last collected snapshot
-        (a fresh one if nothing was collected yet)."""
-        snapshot = self._last_snapshot or (self.bridge.snapshot() or {})
-        failures = []
-        for item in snapshot.get("recentTaskFailures") or ():
-            if not isinstance(item, Mapping):
-                continue
-            failures.append(TaskFailure(
-                time=_seconds(item.get("timeMs")) or 0.0,
-                executor_id=None if item.get("executorId") is None else str(item.get("executorId")),
-                query_id=None if item.get("queryId") is None else str(item.get("queryId")),
-                reason=str(item.get("reason") or "")))
-        return tuple(failures)
 
     # --- pieces ------------------------------------------------------------------------------
 

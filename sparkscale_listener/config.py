@@ -11,10 +11,12 @@ them through :class:`ModuleConfig`, which validates the same way and reports key
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TypeVar
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 PREFIX = "spark.sparkscale."
 T = TypeVar("T")
@@ -132,121 +134,319 @@ BUILTIN_CHECKERS = (
     "throughputRegression",
 )
 
+# Old key -> new key. The old names keep working, with a deprecation warning naming the new one.
+DEPRECATED_KEYS: dict[str, str] = {
+    "metrics.collector.class": "collector.class",
+    "metrics.evaluator.class": "evaluator.class",
+    "memory.gcPressureThreshold": "checker.gcPressure.threshold",
+    "memory.heapUsageThreshold": "checker.heapUsage.threshold",
+    "eventHandlers.jsonl.path": "eventHandler.jsonl.path",
+    "stateStore.path": "stateStore.sqlite.path",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Value types: how a key's text is parsed, and what a typed value may be
+# ---------------------------------------------------------------------------------------------
+
+
+class ValueType:
+    """Parses a key's text and checks a typed value; ``accepts`` says in words what is accepted."""
+
+    accepts = "a value"
+
+    def parse(self, key: str, text: str) -> Any:
+        value = self.convert(key, text)
+        self.check(key, value)
+        return value
+
+    def convert(self, key: str, text: str) -> Any:
+        return text
+
+    def check(self, key: str, value: Any) -> None:
+        """Raise ConfigError when ``value`` (already typed) is out of range."""
+
+    def render(self, value: Any) -> str:
+        """The value as a user writes it (for the docs)."""
+        return "" if value is None else str(value)
+
+    def _reject(self, key: str, value: Any, problem: str = "is not accepted") -> ConfigError:
+        return ConfigError(f"{key}={value!r} {problem}; expected {self.accepts}")
+
+
+class Text(ValueType):
+    accepts = "a string"
+
+    def convert(self, key: str, text: str) -> str:
+        return str(text).strip()
+
+
+class Boolean(ValueType):
+    accepts = "true or false"
+
+    def convert(self, key: str, text: str) -> bool:
+        return parse_bool(key, text)
+
+    def check(self, key: str, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise self._reject(key, value, "is not a boolean")
+
+    def render(self, value: Any) -> str:
+        return "true" if value else "false"
+
+
+class Integer(ValueType):
+    def __init__(self, minimum: int | None = None, optional: bool = False) -> None:
+        self.minimum = minimum
+        self.optional = optional  # empty text -> None
+        self.accepts = "a whole number" + (f" >= {minimum}" if minimum is not None else "") \
+            + (", or empty" if optional else "")
+
+    def convert(self, key: str, text: str) -> int | None:
+        if self.optional and not str(text).strip():
+            return None
+        return parse_int(key, text, self.minimum)
+
+    def check(self, key: str, value: Any) -> None:
+        if value is None and self.optional:
+            return
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._reject(key, value, "is not an integer")
+        if self.minimum is not None and value < self.minimum:
+            raise self._reject(key, value, "is out of range")
+
+
+class Number(ValueType):
+    def __init__(self, low: float | None = None, high: float | None = None, low_open: bool = False,
+                 high_open: bool = False) -> None:
+        self.bounds = (low, high, low_open, high_open)
+        self.accepts = _range_text(low, high, low_open, high_open)
+
+    def convert(self, key: str, text: str) -> float:
+        return parse_float(key, text, *self.bounds)
+
+    def check(self, key: str, value: Any) -> None:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+            raise self._reject(key, value, "is not a number")
+        parse_float(key, str(value), *self.bounds)
+
+    def render(self, value: Any) -> str:
+        return f"{value:g}" if isinstance(value, float) and not value.is_integer() else str(value)
+
+
+class Duration(ValueType):
+    """Seconds, written as ``500ms``, ``30s``, ``2min``, ``1h``; ``until`` names a word that means
+    "no end" (None), e.g. ``untilRestart``."""
+
+    def __init__(self, positive: bool = False, until: str | None = None) -> None:
+        self.positive = positive
+        self.until = until
+        self.accepts = DURATION_ACCEPTS + (", above zero" if positive else "") \
+            + (f", or {until}" if until else "")
+
+    def convert(self, key: str, text: str) -> float | None:
+        if self.until is not None and str(text).strip() == self.until:
+            return None
+        if self.until is not None and not _DURATION_RE.match(str(text).lower()):
+            raise ConfigError(f"{key}={text!r} is not accepted; expected {self.accepts}")
+        return parse_duration(key, text)
+
+    def check(self, key: str, value: Any) -> None:
+        if value is None and self.until is not None:
+            return
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+            raise self._reject(key, value, "is not a duration")
+        if self.positive and value <= 0:
+            raise self._reject(key, value, "must be greater than zero")
+
+    def render(self, value: Any) -> str:
+        if value is None:
+            return self.until or ""
+        for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+            if value >= size and value % size == 0:
+                return f"{value / size:g}{unit}"
+        return f"{value * 1000:g}ms"
+
+
+class Choice(ValueType):
+    def __init__(self, *choices: str) -> None:
+        self.choices = choices
+        self.accepts = "one of: " + ", ".join(choices)
+
+    def convert(self, key: str, text: str) -> str:
+        return parse_choice(key, str(text).strip(), self.choices)
+
+    def check(self, key: str, value: Any) -> None:
+        if value not in self.choices:
+            raise self._reject(key, value)
+
+
+class Names(ValueType):
+    """A comma-separated list of names or class paths."""
+
+    accepts = "a comma-separated list"
+
+    def convert(self, key: str, text: str) -> tuple[str, ...]:
+        return parse_list(text)
+
+    def check(self, key: str, value: Any) -> None:
+        if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+            raise self._reject(key, value, "is not a tuple of names")
+
+    def render(self, value: Any) -> str:
+        return ",".join(value)
+
+
+class DailyWindows(ValueType):
+    accepts = "comma-separated HH:MM-HH:MM windows in local time"
+
+    def convert(self, key: str, text: str) -> tuple[tuple[int, int], ...]:
+        return parse_excluded_periods(key, text)
+
+    def check(self, key: str, value: Any) -> None:
+        ok = isinstance(value, tuple) and all(
+            isinstance(w, tuple) and len(w) == 2 and all(isinstance(m, int) and 0 <= m < 1440 for m in w)
+            for w in value)
+        if not ok:
+            raise self._reject(key, value, "is not a tuple of (start, end) minutes")
+
+    def render(self, value: Any) -> str:
+        return ",".join(f"{a // 60:02d}:{a % 60:02d}-{b // 60:02d}:{b % 60:02d}" for a, b in value)
+
 
 @dataclass(frozen=True)
-class Key:
-    name: str  # after the prefix
-    default: str
-    doc: str  # one line for the README table: what it does and why this default
+class Option:
+    """One configuration key, declared once: name (after the prefix), value type and range,
+    default, and the line the README shows. Parsing, validation, the defaults of
+    :class:`AutoscalerConfig` and the README tables all come from these declarations."""
+
+    key: str
+    type: ValueType
+    default: Any
+    doc: str
+
+    def parse(self, text: str, prefix: str = "") -> Any:
+        return self.type.parse(PREFIX + prefix + self.key, text)
+
+    def check(self, value: Any, prefix: str = "") -> None:
+        self.type.check(PREFIX + prefix + self.key, value)
+
+    def default_text(self) -> str:
+        return self.type.render(self.default)
 
 
-# The single source of truth for the core keys: defaults, and the README table.
-CORE_KEYS: tuple[Key, ...] = (
-    Key("enabled", "true", "Master switch. false: the session starts without the autoscaler."),
-    Key("mode", "autoscale", "autoscale: apply decisions. recommend: compute and publish them, never "
-        "apply. reactive: take every executor the cluster gives, up to maxExecutors (FLIP-159)."),
-    Key("minExecutors", "1", "Never scale below this. 1 keeps every query runnable."),
-    Key("initialExecutors", "", "Executor target set at startup (idle extras are removed). Empty: "
-        "whatever the cluster manager started with."),
-    Key("maxExecutors", "10", "Never scale above this. Bounded by default so a mis-estimate cannot "
-        "flood a shared cluster; raise it for big jobs."),
-    Key("interval", "10s", "Control-loop period: how often metrics are sampled and evaluated."),
-    Key("metricsWindow", "60s", "Rates are computed over this window of cumulative counters; long "
-        "enough to cover several micro-batches."),
-    Key("stabilizationInterval", "30s", "After a change, wait until requested executors registered "
-        "plus this long before collecting a new window; new executors need a batch or two to warm up."),
-    Key("utilization.target", "0.7", "Busy fraction of task slots to size for; 30 % headroom absorbs "
-        "bursts and micro-batch jitter."),
-    Key("utilization.min", "0.4", "Below this projected utilization, scale down (after "
-        "scaleDownInterval)."),
-    Key("utilization.max", "0.9", "Above this projected utilization, scale up."),
-    Key("catchUpDuration", "5min", "A backlog should be worked off within this time; sets how much "
-        "extra capacity a backlog asks for."),
-    Key("scaleDownInterval", "5min", "A scale-down must be recommended this long before it is "
-        "applied, at the largest recommendation seen; stops flapping."),
-    Key("scaleUp.maxFactor", "4.0", "One scale-up multiplies executors by at most this."),
-    Key("scaleDown.maxFactor", "0.5", "One scale-down removes at most this fraction of executors."),
-    Key("backlogThreshold", "60s", "While the backlog exceeds this many seconds of input, never "
-        "scale down: catching up needs the capacity."),
-    Key("scaleUp.ineffectiveThreshold", "0.1", "If a scale-up delivered less than this fraction of "
-        "the throughput it promised, block further scale-ups for that query. 0 disables."),
-    Key("excludedPeriods", "", "Daily HH:MM-HH:MM windows (local time, comma-separated) in which "
-        "decisions are published but not applied."),
-    Key("provisioningTimeout", "2min", "Requested executors that have not registered after this "
-        "long count as failed to launch."),
-    Key("scaleDown.decommission", "false", "true: remove executors by graceful decommission "
-        "(needs spark.decommission.enabled=true); false: kill idle executors."),
-    Key("checkers", ",".join(BUILTIN_CHECKERS), "Checkers run after each scaling: built-in names or "
-        "Python class paths, comma-separated. Empty disables rollback."),
-    Key("memory.gcPressureThreshold", "0.3", "gcPressure checker: GC time / task run time above this "
-        "after a scaling is unhealthy."),
-    Key("memory.heapUsageThreshold", "0.95", "heapUsage checker: heap used / heap max on any executor "
-        "above this after a scaling is unhealthy."),
-    Key("rollback.target", "last", "last: roll back to the last healthy target. initial: to the "
-        "target the autoscaler started with."),
-    Key("rollback.pauseDuration", "30min", "After a rollback, do not scale for this long; "
-        "'untilRestart' pauses until the application restarts."),
-    Key("rollback.maxRollbacks", "3", "This many rollbacks within rollback.window stop automatic "
-        "scaling until resume() is called."),
-    Key("rollback.window", "1h", "Window for rollback.maxRollbacks."),
-    Key("metrics.collector.class", "", "Python class path of a custom MetricCollector; empty: built-in."),
-    Key("metrics.evaluator.class", "", "Python class path of a custom MetricEvaluator; empty: built-in."),
-    Key("realizer.class", "", "Python class path of a custom ScalingRealizer; empty: built-in."),
-    Key("stateStore.class", "memory", "memory, sqlite, or a Python class path of a StateStore."),
-    Key("stateStore.path", "", "SQLite file for stateStore.class=sqlite."),
-    Key("eventHandlers", "logging,listenerBus", "Event handlers: logging, listenerBus, jsonl, or Python "
-        "class paths, comma-separated."),
-    Key("eventHandlers.jsonl.path", "", "File the jsonl event handler appends to."),
-    Key("events.throttleInterval", "60s", "Identical repeated events are reported at most once per "
-        "this interval."),
-)
-_CORE_BY_NAME = {k.name: k for k in CORE_KEYS}
+def option(key: str, type_: ValueType, default: Any, doc: str) -> Any:
+    """A field of :class:`AutoscalerConfig` declared by its key (see :class:`Option`)."""
+    return field(default=default, metadata={"option": Option(key, type_, default, doc)})
 
 
 @dataclass(frozen=True)
 class AutoscalerConfig:
-    enabled: bool = True
-    mode: str = "autoscale"
-    min_executors: int = 1
-    max_executors: int = 10
-    initial_executors: int | None = None  # None: keep what the cluster manager started with
-    interval_s: float = 10.0
-    metrics_window_s: float = 60.0
-    stabilization_interval_s: float = 30.0
-    utilization_target: float = 0.7
-    utilization_min: float = 0.4
-    utilization_max: float = 0.9
-    catch_up_duration_s: float = 300.0
-    scale_down_interval_s: float = 300.0
-    scale_up_max_factor: float = 4.0
-    scale_down_max_factor: float = 0.5
-    backlog_threshold_s: float = 60.0
-    ineffective_scale_up_threshold: float = 0.1
-    excluded_periods: tuple[tuple[int, int], ...] = ()
-    provisioning_timeout_s: float = 120.0
-    decommission: bool = False
-    checkers: tuple[str, ...] = BUILTIN_CHECKERS
-    gc_pressure_threshold: float = 0.3
-    heap_usage_threshold: float = 0.95
-    rollback_target: str = "last"
-    rollback_pause_s: float | None = 1800.0  # None: until the application restarts
-    rollback_max: int = 3
-    rollback_window_s: float = 3600.0
-    collector_class: str = ""
-    evaluator_class: str = ""
-    realizer_class: str = ""
-    state_store: str = "memory"
-    state_store_path: str = ""
-    event_handlers: tuple[str, ...] = ("logging", "listenerBus")
-    jsonl_path: str = ""
-    event_throttle_s: float = 60.0
-    # Every spark.sparkscale.* key as given (prefix stripped), for modules' own keys.
+    """The core keys. Constructed from Spark's conf (:meth:`from_spark_conf`) or directly (tests,
+    the simulator); either way every value is validated, so no invalid config exists."""
+
+    enabled: bool = option("enabled", Boolean(), True,
+                           "Master switch. false: the session starts without the autoscaler.")
+    mode: str = option("mode", Choice("autoscale", "recommend", "reactive"), "autoscale",
+                       "autoscale: apply decisions. recommend: compute and publish them, never apply. "
+                       "reactive: take every executor the cluster gives, up to maxExecutors (FLIP-159).")
+    min_executors: int = option("minExecutors", Integer(minimum=1), 1,
+                                "Never scale below this. 1 keeps every query runnable.")
+    initial_executors: int | None = option(
+        "initialExecutors", Integer(minimum=1, optional=True), None,
+        "Executor target set at startup (idle extras are removed). Empty: whatever the cluster "
+        "manager started with.")
+    max_executors: int = option("maxExecutors", Integer(minimum=1), 10,
+                                "Never scale above this. Bounded by default so a mis-estimate cannot "
+                                "flood a shared cluster; raise it for big jobs.")
+    interval_s: float = option("interval", Duration(positive=True), 10.0,
+                               "Control-loop period: how often metrics are sampled and evaluated.")
+    metrics_window_s: float = option("metricsWindow", Duration(positive=True), 60.0,
+                                     "Rates are computed over this window of cumulative counters; long "
+                                     "enough to cover several micro-batches.")
+    stabilization_interval_s: float = option(
+        "stabilizationInterval", Duration(), 30.0,
+        "After a change, wait until requested executors registered plus this long before collecting "
+        "a new window; new executors need a batch or two to warm up.")
+    utilization_target: float = option("utilization.target", Number(0.0, 1.0, low_open=True), 0.7,
+                                       "Busy fraction of task slots to size for; 30 % headroom absorbs "
+                                       "bursts and micro-batch jitter.")
+    utilization_min: float = option("utilization.min", Number(0.0, 1.0), 0.4,
+                                    "Below this projected utilization, scale down (after "
+                                    "scaleDownInterval).")
+    utilization_max: float = option("utilization.max", Number(0.0, 1.0, low_open=True), 0.9,
+                                    "Above this projected utilization, scale up.")
+    catch_up_duration_s: float = option("catchUpDuration", Duration(positive=True), 300.0,
+                                        "A backlog should be worked off within this time; sets how "
+                                        "much extra capacity a backlog asks for.")
+    scale_down_interval_s: float = option("scaleDownInterval", Duration(), 300.0,
+                                          "A scale-down must be recommended this long before it is "
+                                          "applied, at the largest recommendation seen; stops "
+                                          "flapping.")
+    scale_up_max_factor: float = option("scaleUp.maxFactor", Number(1.0, None, low_open=True), 4.0,
+                                        "One scale-up multiplies executors by at most this.")
+    scale_down_max_factor: float = option("scaleDown.maxFactor", Number(0.0, 1.0, low_open=True), 0.5,
+                                          "One scale-down removes at most this fraction of executors.")
+    backlog_threshold_s: float = option("backlogThreshold", Duration(), 60.0,
+                                        "While the backlog exceeds this many seconds of input, never "
+                                        "scale down: catching up needs the capacity.")
+    ineffective_scale_up_threshold: float = option(
+        "scaleUp.ineffectiveThreshold", Number(0.0, 1.0), 0.1,
+        "If a scale-up delivered less than this fraction of the throughput it promised, block "
+        "further scale-ups for that query. 0 disables.")
+    excluded_periods: tuple[tuple[int, int], ...] = option(
+        "excludedPeriods", DailyWindows(), (),
+        "Daily HH:MM-HH:MM windows (local time, comma-separated) in which decisions are published "
+        "but not applied.")
+    provisioning_timeout_s: float = option("provisioningTimeout", Duration(positive=True), 120.0,
+                                           "Requested executors that have not registered after this "
+                                           "long count as failed to launch.")
+    decommission: bool = option("scaleDown.decommission", Boolean(), False,
+                                "true: remove executors by graceful decommission (needs "
+                                "spark.decommission.enabled=true); false: kill idle executors.")
+    checkers: tuple[str, ...] = option("checkers", Names(), BUILTIN_CHECKERS,
+                                       "Checkers run after each scaling: built-in names or Python class "
+                                       "paths, comma-separated. Empty disables rollback.")
+    rollback_target: str = option("rollback.target", Choice("last", "initial"), "last",
+                                  "last: roll back to the last healthy target. initial: to the target "
+                                  "the autoscaler started with.")
+    rollback_pause_s: float | None = option("rollback.pauseDuration", Duration(until="untilRestart"), 1800.0,
+                                            "After a rollback, do not scale for this long; "
+                                            "'untilRestart' pauses until the application restarts.")
+    rollback_max: int = option("rollback.maxRollbacks", Integer(minimum=1), 3,
+                               "This many rollbacks within rollback.window stop automatic scaling until "
+                               "resume() is called.")
+    rollback_window_s: float = option("rollback.window", Duration(positive=True), 3600.0,
+                                      "Window for rollback.maxRollbacks.")
+    collector_class: str = option("collector.class", Text(), "",
+                                  "Python class path of a custom MetricCollector; empty: built-in.")
+    evaluator_class: str = option("evaluator.class", Text(), "",
+                                  "Python class path of a custom MetricEvaluator; empty: built-in.")
+    realizer_class: str = option("realizer.class", Text(), "",
+                                 "Python class path of a custom ScalingRealizer; empty: built-in.")
+    state_store: str = option("stateStore.class", Text(), "memory",
+                              "memory, sqlite, or a Python class path of a StateStore.")
+    event_handlers: tuple[str, ...] = option("eventHandlers", Names(), ("logging", "listenerBus"),
+                                             "Event handlers: logging, listenerBus, jsonl, or Python "
+                                             "class paths, comma-separated.")
+    event_throttle_s: float = option("events.throttleInterval", Duration(), 60.0,
+                                     "Identical repeated events are reported at most once per this "
+                                     "interval.")
+    # Every spark.sparkscale.* key as given (prefix stripped, deprecated names renamed), for the
+    # modules' own keys.
     raw: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            declared = f.metadata.get("option")
+            if declared is not None:
+                declared.check(getattr(self, f.name))
+        self._check_relations()
 
     def module(self, prefix: str) -> ModuleConfig:
         """The keys under ``prefix`` (e.g. ``"checker.taskFailures."``), for a module to read."""
         return ModuleConfig(prefix, {k[len(prefix):]: v for k, v in self.raw.items()
-                                     if k.startswith(prefix) and k not in _CORE_BY_NAME})
+                                     if k.startswith(prefix) and k not in _CORE_BY_KEY})
 
     @classmethod
     def from_spark_conf(cls, conf: Mapping[str, str]) -> AutoscalerConfig:
@@ -257,72 +457,15 @@ class AutoscalerConfig:
     @classmethod
     def from_keys(cls, raw: Mapping[str, str]) -> AutoscalerConfig:
         """Build from keys with the prefix stripped: {"minExecutors": "2", ...}."""
+        raw = renamed_deprecated_keys(raw)
         for key in raw:
-            if key not in _CORE_BY_NAME and not key.startswith(MODULE_PREFIXES):
-                known = ", ".join(sorted(_CORE_BY_NAME))
+            if key not in _CORE_BY_KEY and not key.startswith(MODULE_PREFIXES):
+                known = ", ".join(sorted(_CORE_BY_KEY))
                 raise ConfigError(
                     f"{PREFIX}{key}={raw[key]!r} is not a known key; accepted keys: {known}, and "
                     f"module keys under {', '.join(PREFIX + p + '*' for p in MODULE_PREFIXES)}")
-
-        def get(name: str) -> tuple[str, str]:
-            return PREFIX + name, raw.get(name, _CORE_BY_NAME[name].default)
-
-        def dur(name: str, positive: bool = False) -> float:
-            key, value = get(name)
-            seconds = parse_duration(key, value)
-            if positive and seconds <= 0:
-                raise ConfigError(f"{key}={value!r} must be greater than zero; expected "
-                                  f"{DURATION_ACCEPTS}, above zero")
-            return seconds
-
-        pause_key, pause_value = get("rollback.pauseDuration")
-        pause = None if pause_value.strip() == "untilRestart" else parse_duration(
-            pause_key, pause_value) if _DURATION_RE.match(pause_value.lower()) else None
-        if pause is None and pause_value.strip() != "untilRestart":
-            raise ConfigError(f"{pause_key}={pause_value!r} is not accepted; expected "
-                              f"{DURATION_ACCEPTS}, or untilRestart")
-
-        cfg = cls(
-            enabled=parse_bool(*get("enabled")),
-            mode=parse_choice(*get("mode"), ("autoscale", "recommend", "reactive")),
-            min_executors=parse_int(*get("minExecutors"), minimum=1),
-            max_executors=parse_int(*get("maxExecutors"), minimum=1),
-            initial_executors=(parse_int(*get("initialExecutors"), minimum=1)
-                               if get("initialExecutors")[1].strip() else None),
-            interval_s=dur("interval", positive=True),
-            metrics_window_s=dur("metricsWindow", positive=True),
-            stabilization_interval_s=dur("stabilizationInterval"),
-            utilization_target=parse_float(*get("utilization.target"), 0.0, 1.0, low_open=True),
-            utilization_min=parse_float(*get("utilization.min"), 0.0, 1.0),
-            utilization_max=parse_float(*get("utilization.max"), 0.0, 1.0, low_open=True),
-            catch_up_duration_s=dur("catchUpDuration", positive=True),
-            scale_down_interval_s=dur("scaleDownInterval"),
-            scale_up_max_factor=parse_float(*get("scaleUp.maxFactor"), 1.0, None, low_open=True),
-            scale_down_max_factor=parse_float(*get("scaleDown.maxFactor"), 0.0, 1.0, low_open=True),
-            backlog_threshold_s=dur("backlogThreshold"),
-            ineffective_scale_up_threshold=parse_float(*get("scaleUp.ineffectiveThreshold"), 0.0, 1.0),
-            excluded_periods=parse_excluded_periods(*get("excludedPeriods")),
-            provisioning_timeout_s=dur("provisioningTimeout", positive=True),
-            decommission=parse_bool(*get("scaleDown.decommission")),
-            checkers=parse_list(get("checkers")[1]),
-            gc_pressure_threshold=parse_float(*get("memory.gcPressureThreshold"), 0.0, 1.0, low_open=True),
-            heap_usage_threshold=parse_float(*get("memory.heapUsageThreshold"), 0.0, 1.0, low_open=True),
-            rollback_target=parse_choice(*get("rollback.target"), ("last", "initial")),
-            rollback_pause_s=pause,
-            rollback_max=parse_int(*get("rollback.maxRollbacks"), minimum=1),
-            rollback_window_s=dur("rollback.window", positive=True),
-            collector_class=get("metrics.collector.class")[1].strip(),
-            evaluator_class=get("metrics.evaluator.class")[1].strip(),
-            realizer_class=get("realizer.class")[1].strip(),
-            state_store=get("stateStore.class")[1].strip() or "memory",
-            state_store_path=get("stateStore.path")[1].strip(),
-            event_handlers=parse_list(get("eventHandlers")[1]),
-            jsonl_path=get("eventHandlers.jsonl.path")[1].strip(),
-            event_throttle_s=dur("events.throttleInterval"),
-            raw=dict(raw),
-        )
-        cfg._check_relations()
-        return cfg
+        values = {name: opt.parse(raw[opt.key]) for name, opt in _CORE_OPTIONS.items() if opt.key in raw}
+        return cls(**values, raw=dict(raw))
 
     def _check_relations(self) -> None:
         p = PREFIX
@@ -341,25 +484,53 @@ class AutoscalerConfig:
                 f"{p}utilization.min={self.utilization_min:g}, {p}utilization.target="
                 f"{self.utilization_target:g}, {p}utilization.max={self.utilization_max:g}: "
                 "expected utilization.min <= utilization.target <= utilization.max")
-        if self.state_store == "sqlite" and not self.state_store_path:
-            raise ConfigError(f"{p}stateStore.class=sqlite needs {p}stateStore.path "
-                              "(the SQLite file to use)")
-        if "jsonl" in self.event_handlers and not self.jsonl_path:
-            raise ConfigError(f"{p}eventHandlers includes jsonl but {p}eventHandlers.jsonl.path "
-                              "is empty; expected the file to append events to")
+
+
+def renamed_deprecated_keys(raw: Mapping[str, str]) -> dict[str, str]:
+    """``raw`` with deprecated key names replaced by their new names (a warning for each). A key
+    given under both names is an error: which one was meant is unknowable."""
+    out = dict(raw)
+    for old, new in DEPRECATED_KEYS.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ConfigError(f"{PREFIX}{old} and {PREFIX}{new} are both set; {PREFIX}{old} is the "
+                              f"deprecated name of {PREFIX}{new}: keep only {PREFIX}{new}")
+        message = f"{PREFIX}{old} is deprecated; use {PREFIX}{new}"
+        warnings.warn(message, DeprecationWarning, stacklevel=3)
+        logging.getLogger("sparkscale").warning("sparkscale: %s", message)
+        out[new] = out.pop(old)
+    return out
+
+
+_CORE_OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(AutoscalerConfig)
+                                    if "option" in f.metadata}
+CORE_OPTIONS: tuple[Option, ...] = tuple(_CORE_OPTIONS.values())
+_CORE_BY_KEY = {o.key: o for o in CORE_OPTIONS}
 
 
 class ModuleConfig:
     """The keys of one pluggable module (prefix stripped), read with validation.
 
-    A module calls the typed getters for each key it knows; :meth:`check_all_read` then rejects
-    any key under its prefix that it did not read, so typos fail at startup.
+    A built-in module declares its keys as :class:`Option` s (a class attribute ``options``) and
+    reads them all with :meth:`read`; a custom one may do the same or call the typed getters for
+    each key it knows. :meth:`check_all_read` then rejects any key under its prefix that it did
+    not read, so typos fail at startup.
     """
 
     def __init__(self, prefix: str, values: Mapping[str, str]) -> None:
         self.prefix = prefix
         self.values = dict(values)
         self._read: set[str] = set()
+
+    def read(self, options: Sequence[Option]) -> dict[str, Any]:
+        """Every declared option's value (its default when the key is not set), by key."""
+        values = {}
+        for opt in options:
+            self._read.add(opt.key)
+            values[opt.key] = (opt.parse(self.values[opt.key], self.prefix) if opt.key in self.values
+                               else opt.default)
+        return values
 
     def _get(self, name: str, default: T, parse: Callable[[str, str], T]) -> T:
         self._read.add(name)
@@ -396,12 +567,13 @@ class ModuleConfig:
                 f"keys under {PREFIX}{self.prefix}: {', '.join(sorted(self._read)) or '(none)'}")
 
 
-def markdown_table() -> str:
-    """The README's configuration table, generated from :data:`CORE_KEYS` so it cannot drift."""
+def markdown_table(options: Sequence[Option] = CORE_OPTIONS, prefix: str = "") -> str:
+    """A README table of ``options`` (keys under ``prefix``), generated so it cannot drift."""
     lines = ["| key | default | what it does, and why this default |", "|---|---|---|"]
-    for key in CORE_KEYS:
-        default = f"`{key.default}`" if key.default else "(empty)"
-        lines.append(f"| `{PREFIX}{key.name}` | {default} | {key.doc} |")
+    for opt in options:
+        default = opt.default_text()
+        lines.append(f"| `{PREFIX}{prefix}{opt.key}` | {f'`{default}`' if default else '(empty)'} "
+                     f"| {opt.doc} |")
     return "\n".join(lines)
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .config import PREFIX, AutoscalerConfig, ConfigError
-from .plugins import accepted_text, instantiate, load_class
+from .config import PREFIX, AutoscalerConfig, ConfigError, Option, Text
+from .plugins import PluginContext, accepted_text, construct, load_class
 
 # Event kinds. "scaling" is an applied scale_up / scale_down; "recommendation" a decision that was
 # published but not applied (recommend mode, excluded period); "rollback", "pause", "resume",
@@ -170,6 +170,9 @@ class JsonLinesEventHandler(EventHandler):
     buffer, and a rotated or removed file is simply recreated.
     """
 
+    options = (Option("path", Text(), "", "file the jsonl event handler appends to (needed when "
+                      "`eventHandlers` includes jsonl)"),)
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         if not self.path:
@@ -294,7 +297,9 @@ class EventDispatcher:
 
 def build_event_handlers(config: AutoscalerConfig, bridge: Any = None) -> list[EventHandler]:
     """The handlers named by ``spark.sparkscale.eventHandlers``: logging, listenerBus, jsonl or
-    Python class paths (a class with ``handle(event)``, constructed with ``(config)`` or ``()``).
+    Python class paths (a class with ``handle(event)``, constructed as every plugin is: with a
+    :class:`~sparkscale_listener.plugins.PluginContext` whose options are its keys under
+    ``eventHandler.<class name>.``).
 
     listenerBus without a bridge (pure-Python tests, no JVM) is skipped with a warning.
     """
@@ -303,7 +308,7 @@ def build_event_handlers(config: AutoscalerConfig, bridge: Any = None) -> list[E
     canonical = {name.lower(): name for name in BUILTIN_EVENT_HANDLERS}
     handlers: list[EventHandler] = []
     seen: set[str] = set()
-    custom = False
+    custom: set[str] = set()
     for item in config.event_handlers:
         name = canonical.get(item.lower(), item)
         if name in seen:  # "logging,logging" would print every line twice
@@ -318,25 +323,34 @@ def build_event_handlers(config: AutoscalerConfig, bridge: Any = None) -> list[E
                 continue
             handlers.append(ListenerBusEventHandler(bridge))
         elif name == "jsonl":
-            if not config.jsonl_path:
-                raise ConfigError(f"{key} includes jsonl but {PREFIX}eventHandlers.jsonl.path is empty; "
+            options = config.module("eventHandler.jsonl.")
+            path = options.read(JsonLinesEventHandler.options)["path"]
+            options.check_all_read()
+            if not path:
+                raise ConfigError(f"{key} includes jsonl but {PREFIX}eventHandler.jsonl.path is empty; "
                                   "expected the file to append events to")
             try:
-                handlers.append(JsonLinesEventHandler(config.jsonl_path))
+                handlers.append(JsonLinesEventHandler(path))
             except OSError as err:
-                raise ConfigError(f"{PREFIX}eventHandlers.jsonl.path={config.jsonl_path!r}: cannot "
-                                  f"create its directory ({err}); expected a writable file path") from err
+                raise ConfigError(f"{PREFIX}eventHandler.jsonl.path={path!r}: cannot create its "
+                                  f"directory ({err}); expected a writable file path") from err
         elif "." in name:
-            custom = True
             cls = load_class("eventHandlers", name, EventHandler, ("handle",),
                              accepted_names=BUILTIN_EVENT_HANDLERS)
-            handler = instantiate(cls, config, "eventHandlers")
+            short = name.replace(":", ".").rpartition(".")[2]
+            custom.add(short)
+            context = PluginContext(config, config.module(f"eventHandler.{short}."), bridge=bridge)
+            handler = construct(cls, context, "eventHandlers")
             handlers.append(handler if isinstance(handler, EventHandler) else _DuckEventHandler(handler))
         else:
             raise ConfigError(
                 f"{key}={value!r}: {item!r} is not accepted; expected a comma-separated list of "
                 f"{accepted_text(EventHandler, ('handle',), BUILTIN_EVENT_HANDLERS)}")
-    if not custom:
-        # Built-in handlers own no keys under eventHandler.*: anything there is a typo.
-        config.module("eventHandler.").check_all_read()
+    # Keys under eventHandler.<name>. of a handler that is not configured are typos.
+    for raw_key in config.raw:
+        if raw_key.startswith("eventHandler."):
+            owner = raw_key[len("eventHandler."):].partition(".")[0]
+            if owner not in custom and not (owner == "jsonl" and "jsonl" in seen):
+                raise ConfigError(f"{PREFIX}{raw_key}={config.raw[raw_key]!r} configures event handler "
+                                  f"{owner!r}, which is not in {key}={value!r}")
     return handlers

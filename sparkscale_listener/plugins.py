@@ -11,9 +11,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
-from .config import PREFIX, ConfigError
+from .config import PREFIX, AutoscalerConfig, ConfigError, ModuleConfig
 
 # Which key each loaded class came from, so that instantiate() can name it without the caller
 # passing it again (weak: a class that nobody uses any more must not be kept alive by us).
@@ -124,36 +125,61 @@ def load_class(key: str, value: str, base: type, required_methods: tuple[str, ..
     return obj
 
 
-def _constructor_arity(cls: type) -> int | None:
-    """1: ``cls(config)`` binds; 0: only ``cls()`` does; None: neither binds."""
+@dataclass(frozen=True)
+class PluginContext:
+    """What every pluggable module is constructed with: ``cls(context)``, or ``cls()`` when its
+    constructor takes no argument. That is the one convention for collectors, evaluators,
+    realizers, checkers, state stores and event handlers.
+
+    ``options`` holds the module's own keys (under its prefix, e.g. ``checker.<name>.``); keys
+    there that the module does not read fail at startup. The rest is what a module may need:
+    the session and the JVM bridge (None in the simulator), the cluster backend (for a
+    realizer) and the progress recorder (for a collector).
+    """
+
+    config: AutoscalerConfig
+    options: ModuleConfig
+    spark: Any = None
+    bridge: Any = None
+    backend: Any = None
+    recorder: Any = None
+
+
+def _takes_context(cls: type) -> bool | None:
+    """True: ``cls(context)`` binds; False: only ``cls()`` does; None: neither binds."""
     try:
         signature = inspect.signature(cls)
     except (TypeError, ValueError):  # some C-implemented classes expose no signature: assume ()
-        return 0
-    for args in ((object(),), ()):
+        return False
+    for takes, args in ((True, (object(),)), (False, ())):
         try:
             signature.bind(*args)
         except TypeError:
             continue
-        return len(args)
+        return takes
     return None
 
 
-def instantiate(cls: type, config: Any, key: str | None = None) -> Any:
-    """Construct a loaded class: ``cls(config)`` if its constructor takes one argument, else
-    ``cls()``. Any exception from the constructor becomes a :class:`ConfigError` naming the key
-    (``key``, or the one ``cls`` was loaded for by :func:`load_class`) and the underlying error."""
+def construct(cls: type, context: PluginContext, key: str | None = None) -> Any:
+    """Construct a plugin class by the one convention (see :class:`PluginContext`), then reject
+    keys under its prefix that it did not read. Any exception from the constructor becomes a
+    :class:`ConfigError` naming the key (``key``, or the one ``cls`` was loaded for by
+    :func:`load_class`) and the underlying error."""
     try:
         loaded_key, value = _LOADED_FROM.get(cls, (None, _qualname(cls)))
     except TypeError:  # not weakly referenceable, so never recorded
         loaded_key, value = None, _qualname(cls)
     name = full_key(key) if key else loaded_key or "(plugin)"
-    arity = _constructor_arity(cls)
-    if arity is None:
+    takes = _takes_context(cls)
+    if takes is None:
         raise ConfigError(f"{name}={value!r}: the constructor of {_qualname(cls)} accepts neither "
-                          "(config) nor (); expected __init__(self, config) or __init__(self)")
+                          "(context) nor (); expected __init__(self, context) or __init__(self)")
     try:
-        return cls(config) if arity == 1 else cls()
+        plugin = cls(context) if takes else cls()
+    except ConfigError:
+        raise  # a bad value of the module's own key: the message already names it
     except Exception as err:
         raise ConfigError(f"{name}={value!r}: constructing {_qualname(cls)} failed: "
                           f"{type(err).__name__}: {err}") from err
+    context.options.check_all_read()
+    return plugin

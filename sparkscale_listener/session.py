@@ -23,7 +23,7 @@ from .control_loop import Autoscaler, ControlLoop
 from .evaluation import BusyTimeEvaluator, MetricEvaluator
 from .events import AutoscalerEvent, EventDispatcher, build_event_handlers
 from .gauges import GaugePublisher
-from .plugins import instantiate, load_class
+from .plugins import PluginContext, construct, load_class
 from .policy import ScalingPolicy
 from .progress import ProgressRecorder
 from .realization import ExecutorRealizer, ScalingRealizer, SparkClusterBackend
@@ -156,10 +156,7 @@ def _attach(spark: SparkSession) -> SparkSession:
 def validate_modules(config: AutoscalerConfig) -> None:
     """Check every module choice and module key that can be checked without a SparkContext."""
     build_checkers(config)
-    for key, value, base, methods in (
-            ("metrics.collector.class", config.collector_class, MetricCollector, ("collect",)),
-            ("metrics.evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",)),
-            ("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"))):
+    for key, value, base, methods in _custom_modules(config):
         if value:
             load_class(key, value, base, methods)
     # Built-in collector/evaluator/realizer have no keys of their own: any key under their
@@ -170,42 +167,33 @@ def validate_modules(config: AutoscalerConfig) -> None:
             config.module(prefix).check_all_read()
 
 
+def _custom_modules(config: AutoscalerConfig) -> tuple[tuple[str, str, type, tuple[str, ...]], ...]:
+    return (("collector.class", config.collector_class, MetricCollector, ("collect",)),
+            ("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",)),
+            ("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline")))
+
+
 def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmBridge) -> Autoscaler:
     """Construct every module from the configuration; any misfit fails here, at startup."""
     sc = spark.sparkContext
-    app_name = sc.appName
-
-    recorder = ProgressRecorder()
-    collector: MetricCollector
-    if config.collector_class:
-        cls = load_class("metrics.collector.class", config.collector_class, MetricCollector, ("collect",))
-        if issubclass(cls, SparkMetricCollector):
-            collector = cls(spark, bridge, recorder, config)
-        else:
-            collector = instantiate(cls, config, "metrics.collector.class")
-    else:
-        collector = SparkMetricCollector(spark, bridge, recorder, config)
-
-    evaluator: MetricEvaluator
-    if config.evaluator_class:
-        cls = load_class("metrics.evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",))
-        evaluator = instantiate(cls, config, "metrics.evaluator.class")
-    else:
-        evaluator = BusyTimeEvaluator()
-
-    backend = SparkClusterBackend(sc, bridge)
-    realizer: ScalingRealizer
-    if config.realizer_class:
-        cls = load_class("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"))
-        try:
-            realizer = cls(config, backend)
-        except Exception as exc:
-            raise ConfigError(f"{PREFIX}realizer.class={config.realizer_class!r}: constructing it as "
-                              f"cls(config, backend) failed: {exc}") from exc
-    else:
-        realizer = ExecutorRealizer(backend, config.min_executors, config.decommission)
-
     validate_modules(config)
+    recorder = ProgressRecorder()
+    backend = SparkClusterBackend(sc, bridge)
+
+    def plugin(key: str, value: str, base: type, methods: tuple[str, ...], default: Any) -> Any:
+        """The module named by ``key`` (constructed by the plugin convention), else ``default``."""
+        context = PluginContext(config, config.module(key.partition(".")[0] + "."), spark=spark,
+                                bridge=bridge, backend=backend, recorder=recorder)
+        if not value:
+            return default(context)
+        return construct(load_class(key, value, base, methods), context, key)
+
+    collector = plugin("collector.class", config.collector_class, MetricCollector, ("collect",),
+                       SparkMetricCollector)
+    evaluator = plugin("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",),
+                       lambda _: BusyTimeEvaluator())
+    realizer = plugin("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"),
+                      lambda _: ExecutorRealizer(backend, config.min_executors, config.decommission))
     guard = RollbackGuard(config, build_checkers(config))
     events = EventDispatcher(build_event_handlers(config, bridge), config.event_throttle_s)
 
@@ -215,7 +203,6 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmB
                                     details={"mode": config.mode}))
 
     store = build_state_store(config, on_fallback=store_fell_back)
-    scaler = Autoscaler(config, collector, evaluator, ScalingPolicy(), realizer, guard, events,
-                        store, app_name, gauges=GaugePublisher(bridge.set_gauge),
-                        observers=[UiPublisher(bridge)] if bridge.ui_tab_attached() else [])
-    return scaler
+    return Autoscaler(config, collector, evaluator, ScalingPolicy(), realizer, guard, events,
+                      store, sc.appName, gauges=GaugePublisher(bridge.set_gauge),
+                      observers=[UiPublisher(bridge)] if bridge.ui_tab_attached() else [])

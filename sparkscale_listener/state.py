@@ -24,8 +24,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .config import PREFIX, AutoscalerConfig, ConfigError
-from .plugins import accepted_text, instantiate, load_class
+from .config import PREFIX, AutoscalerConfig, ConfigError, Integer, Option, Text
+from .plugins import PluginContext, accepted_text, construct, load_class
 
 try:  # POSIX only: serialises the "move a corrupt file aside" step between processes.
     import fcntl
@@ -437,32 +437,39 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
+# Keys of the built-in stores, under stateStore.
+STATE_STORE_OPTIONS = (
+    Option("maxRecords", Integer(minimum=1), DEFAULT_MAX_RECORDS, "history rows kept per "
+           "application, scope and kind by the built-in stores"),
+    Option("sqlite.path", Text(), "", "SQLite file for `stateStore.class=sqlite` (needed then)"),
+)
+
+
 def build_state_store(config: AutoscalerConfig,
                       on_fallback: Callable[[str], None] | None = None) -> StateStore:
     """The store named by ``spark.sparkscale.stateStore.class``: memory, sqlite (at
-    ``stateStore.path``) or a Python class path (constructed with ``(config)`` or ``()``).
-
-    Built-in stores also read ``stateStore.maxRecords`` (history rows kept per application, scope
-    and kind; default 1000) and reject unknown ``stateStore.*`` keys.
+    ``stateStore.sqlite.path``) or a Python class path, constructed as every plugin is (its
+    options are the keys under ``stateStore.``).
     """
     key = f"{PREFIX}stateStore.class"
     name = config.state_store.strip()
+    options = config.module("stateStore.")
     if name.lower() in BUILTIN_STATE_STORES:
-        module = config.module("stateStore.")
-        path = config.state_store_path  # core keys (class, path) are not in the module's view
-        max_records = module.integer("maxRecords", DEFAULT_MAX_RECORDS, minimum=1)
-        module.check_all_read()
+        values = options.read(STATE_STORE_OPTIONS)
+        options.check_all_read()
         if name.lower() == "memory":
-            return InMemoryStateStore(max_records)
-        if not path:
-            raise ConfigError(f"{key}=sqlite needs {PREFIX}stateStore.path (the SQLite file to use)")
-        return SqliteStateStore(path, max_records=max_records, on_fallback=on_fallback)
+            return InMemoryStateStore(values["maxRecords"])
+        if not values["sqlite.path"]:
+            raise ConfigError(f"{key}=sqlite needs {PREFIX}stateStore.sqlite.path (the SQLite file "
+                              "to use)")
+        return SqliteStateStore(values["sqlite.path"], max_records=values["maxRecords"],
+                                on_fallback=on_fallback)
     if "." not in name:
         raise ConfigError(f"{key}={name!r} is not accepted; expected "
                           f"{accepted_text(StateStore, STATE_STORE_METHODS, BUILTIN_STATE_STORES)}")
     cls = load_class("stateStore.class", name, StateStore, STATE_STORE_METHODS,
                      accepted_names=BUILTIN_STATE_STORES)
-    return instantiate(cls, config, "stateStore.class")
+    return construct(cls, PluginContext(config, options), "stateStore.class")
 
 
 class AutoscalerState:

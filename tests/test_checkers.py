@@ -24,13 +24,14 @@ from sparkscale_listener.checking import (
     ThroughputRegressionChecker,
     build_checkers,
 )
-from sparkscale_listener.config import BUILTIN_CHECKERS, AutoscalerConfig, ConfigError, ModuleConfig
+from sparkscale_listener.config import BUILTIN_CHECKERS, AutoscalerConfig, ConfigError
+from sparkscale_listener.plugins import PluginContext
 from sparkscale_listener.rollback import RollbackGuard
 
 
 def make(cls: type[ScalingChecker], config: AutoscalerConfig | None = None) -> ScalingChecker:
     config = config or cfg()
-    return cls(config, config.module(f"checker.{cls.name}."))
+    return cls(PluginContext(config, config.module(f"checker.{cls.name}.")))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -222,7 +223,7 @@ def test_gc_pressure_ignores_scale_ups_unless_asked() -> None:
 def test_gc_pressure_uses_configured_threshold() -> None:
     sim, history = warm_sim(executors=4)
     samples = [sim.tick(gc_ratio=0.45) for _ in range(12)]
-    checker = make(GcPressureChecker, cfg(**{"memory.gcPressureThreshold": "0.5"}))
+    checker = make(GcPressureChecker, cfg(**{"checker.gcPressure.threshold": "0.5"}))
     assert checker.check(context(record("scale_down", 4, 2), history[-1], samples)).healthy
 
 
@@ -363,10 +364,10 @@ def test_throughput_regression_needs_enough_batches_to_judge() -> None:
 class _Custom(ScalingChecker):
     name = "custom"
 
-    def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
-        super().__init__(config, module_config)
-        self.limit = module_config.integer("limit", 5, minimum=0)
-        self.window_s = module_config.duration("window", 42.0)
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        self.limit = context.options.integer("limit", 5, minimum=0)
+        self.window_s = context.options.duration("window", 42.0)
 
     def check(self, context: CheckContext) -> CheckResult:
         return self.healthy(f"limit {self.limit}")
@@ -442,7 +443,7 @@ def test_checker_constructor_errors_fail_clearly(plugins: str) -> None:
     class Fragile(ScalingChecker):
         name = "fragile"
 
-        def __init__(self, config: AutoscalerConfig, module_config: ModuleConfig) -> None:
+        def __init__(self, context: PluginContext) -> None:
             raise RuntimeError("needs a database")
 
         def check(self, context: CheckContext) -> CheckResult:

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from sparkscale_listener.collection import MetricCollector, SparkMetricCollector, TaskFailure
+from sparkscale_listener.collection import MetricCollector, SparkMetricCollector
 from sparkscale_listener.config import AutoscalerConfig
 from sparkscale_listener.metrics import MetricSample, SourceBacklog
+from sparkscale_listener.plugins import PluginContext
 from sparkscale_listener.progress import (
     MAX_BATCH_IDS,
     ProgressRecorder,
@@ -276,7 +277,9 @@ class FakeBridge:
 def make_collector(snap: dict[str, Any]) -> tuple[SparkMetricCollector, ProgressRecorder, FakeBridge]:
     recorder = ProgressRecorder()
     bridge = FakeBridge(snap)
-    return SparkMetricCollector(None, bridge, recorder, AutoscalerConfig()), recorder, bridge
+    config = AutoscalerConfig()
+    context = PluginContext(config, config.module("collector."), bridge=bridge, recorder=recorder)
+    return SparkMetricCollector(context), recorder, bridge
 
 
 def test_sample_cluster_from_snapshot() -> None:
@@ -295,7 +298,6 @@ def test_sample_cluster_from_snapshot() -> None:
     assert c.heap_used_ratio == 0.75  # max over live only: the removed one had 1000/1024
     assert (c.slot_ms, c.busy_ms, c.tasks_finished, c.tasks_failed) == (5000.0, 1234.0, 40, 2)
     assert (c.gc_ms, c.run_ms, c.executors_added, c.executors_removed) == (20.0, 1100.0, 5, 2)
-    assert collector.recent_task_failures() == (TaskFailure(995.0, "2", QID, "OOM"),)
 
 
 def test_cores_fall_back_to_executor_cores() -> None:
@@ -344,10 +346,15 @@ def test_external_metrics_and_their_failures(caplog: pytest.LogCaptureFixture) -
         def query_external_metrics(self, now: float) -> dict[str, float]:
             raise ConnectionError("queue service down")
 
-    ok = External(None, FakeBridge(snapshot()), ProgressRecorder(), AutoscalerConfig())
+    def context() -> PluginContext:
+        config = AutoscalerConfig()
+        return PluginContext(config, config.module("collector."), bridge=FakeBridge(snapshot()),
+                             recorder=ProgressRecorder())
+
+    ok = External(context())
     with caplog.at_level(logging.WARNING):
         assert ok.collect(now=1.0).external == {"backlog.proto": 12.0}
-        sample = Failing(None, FakeBridge(snapshot()), ProgressRecorder(), AutoscalerConfig()).collect(1.0)
+        sample = Failing(context()).collect(1.0)
     assert sample.external == {} and sample.cluster.live_executors == 3
     assert "queue service down" in caplog.text
 
@@ -380,7 +387,9 @@ def test_close_detaches_listener() -> None:
         streams = Streams()
 
     recorder = ProgressRecorder()
-    collector = SparkMetricCollector(Spark(), FakeBridge(snapshot()), recorder, AutoscalerConfig())
+    config = AutoscalerConfig()
+    collector = SparkMetricCollector(PluginContext(config, config.module("collector."), spark=Spark(),
+                                                   bridge=FakeBridge(snapshot()), recorder=recorder))
     assert Spark.streams.listeners == [recorder]
     recorder.record_progress(progress(0, 1), now=1.0)
     assert collector.collect(now=1.0).queries[QID].trigger_interval_ms is None  # lookup failure ignored

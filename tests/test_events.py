@@ -271,7 +271,7 @@ def test_build_defaults_without_bridge(caplog: pytest.LogCaptureFixture) -> None
 
 def test_build_all_builtins(tmp_path: Path) -> None:
     config = AutoscalerConfig.from_keys({"eventHandlers": "logging, listenerbus,jsonl,logging",
-                                         "eventHandlers.jsonl.path": str(tmp_path / "e.jsonl")})
+                                         "eventHandler.jsonl.path": str(tmp_path / "e.jsonl")})
     bridge = FakeBridge()
     handlers = build_event_handlers(config, bridge)
     assert [type(h) for h in handlers] == [LoggingEventHandler, ListenerBusEventHandler,
@@ -308,8 +308,8 @@ def test_build_custom_classes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         SEEN = []
 
         class WithConfig(EventHandler):
-            def __init__(self, config):
-                self.url = config.module("eventHandler.webhook.").string("url", "")
+            def __init__(self, context):
+                self.url = context.options.string("url", "")
             def handle(self, event):
                 SEEN.append(("with_config", self.url, event.kind))
 
@@ -323,7 +323,7 @@ def test_build_custom_classes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.syspath_prepend(str(tmp_path))
     config = AutoscalerConfig.from_keys({
         "eventHandlers": "sparkscale_test_handlers.WithConfig,sparkscale_test_handlers.Duck",
-        "eventHandler.webhook.url": "http://hook",
+        "eventHandler.WithConfig.url": "http://hook",
     })
     handlers = build_event_handlers(config, None)
     assert all(isinstance(h, EventHandler) for h in handlers)

@@ -12,7 +12,7 @@ from examples.plugins import BusinessHoursFloorEvaluator, GradualRealizer
 from harness import SteadyQuery, scaling_context, series
 from sparkscale_listener.config import AutoscalerConfig, ConfigError
 from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
-from sparkscale_listener.plugins import instantiate, load_class
+from sparkscale_listener.plugins import PluginContext, construct, load_class
 from sparkscale_listener.realization import ScalingRealizer
 from sparkscale_listener.testing.sim import SimCluster
 
@@ -42,10 +42,10 @@ def test_missing_or_malformed_backlog_file_gives_no_metrics(tmp_path: Path) -> N
 
 def test_evaluator_plugin_loads_by_class_path_and_applies_its_floor() -> None:
     config = AutoscalerConfig.from_keys({
-        "maxExecutors": "20", "metrics.evaluator.class": "examples.plugins.BusinessHoursFloorEvaluator",
+        "maxExecutors": "20", "evaluator.class": "examples.plugins.BusinessHoursFloorEvaluator",
         "evaluator.floor": "6", "evaluator.hours": "00:00-00:00"})  # start == end: the whole day
-    cls = load_class("metrics.evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",))
-    evaluator = instantiate(cls, config, "metrics.evaluator.class")
+    cls = load_class("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",))
+    evaluator = construct(cls, PluginContext(config, config.module("evaluator.")), "evaluator.class")
     assert isinstance(evaluator, BusinessHoursFloorEvaluator)
     evaluator.hours = ((0, 24 * 60),)
     quiet = SteadyQuery("q1", rate=10.0, cost=0.01)
@@ -57,7 +57,7 @@ def test_evaluator_plugin_loads_by_class_path_and_applies_its_floor() -> None:
 def test_evaluator_plugin_rejects_unknown_keys_at_startup() -> None:
     config = AutoscalerConfig.from_keys({"evaluator.flor": "6"})
     with pytest.raises(ConfigError, match=r"spark\.sparkscale\.evaluator\.flor"):
-        BusinessHoursFloorEvaluator(config)
+        construct(BusinessHoursFloorEvaluator, PluginContext(config, config.module("evaluator.")))
 
 
 def test_realizer_plugin_moves_at_most_max_step_per_call() -> None:
@@ -65,7 +65,7 @@ def test_realizer_plugin_moves_at_most_max_step_per_call() -> None:
                                          "realizer.maxStep": "2"})
     cls = load_class("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"))
     cluster = SimCluster(cores_per_executor=1, provisioning_delay_s=0.0, initial_executors=1)
-    realizer = cls(config, cluster)
+    realizer = construct(cls, PluginContext(config, config.module("realizer."), backend=cluster))
     assert isinstance(realizer, GradualRealizer)
     realizer.baseline(1)
     steps = [realizer.realize(7).requested_total for _ in range(4)]

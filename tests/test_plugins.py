@@ -10,7 +10,7 @@ import pytest
 
 from sparkscale_listener.config import AutoscalerConfig, ConfigError
 from sparkscale_listener.events import EventHandler
-from sparkscale_listener.plugins import instantiate, load_class
+from sparkscale_listener.plugins import PluginContext, construct, load_class
 
 # A base class the generated plugin module can import whatever the test-module import mode is.
 Base = EventHandler
@@ -18,12 +18,16 @@ BASE_NAME = "sparkscale_listener.events.EventHandler"
 
 _counter = itertools.count()
 
+def context(config: AutoscalerConfig) -> PluginContext:
+    return PluginContext(config, config.module("evaluator."))
+
+
 PLUGIN_SOURCE = textwrap.dedent("""
     from sparkscale_listener.events import EventHandler as Base
 
     class Good(Base):
-        def __init__(self, config):
-            self.config = config
+        def __init__(self, context):
+            self.config = context.config
         def handle(self, event=None):
             return "good"
 
@@ -42,13 +46,13 @@ PLUGIN_SOURCE = textwrap.dedent("""
         pass
 
     class Exploding(Base):
-        def __init__(self, config):
+        def __init__(self, context):
             raise RuntimeError("no broker at localhost:9092")
         def handle(self, event=None):
             return ""
 
     class TwoArgs(Base):
-        def __init__(self, config, other):
+        def __init__(self, context, other):
             pass
         def handle(self, event=None):
             return ""
@@ -85,21 +89,21 @@ def assert_names(err: pytest.ExceptionInfo[ConfigError], key: str, value: str, *
         assert text in message, message
 
 
-def test_loads_subclass_and_instantiates_with_config(plugin_module: str) -> None:
-    cls = load_class("metrics.evaluator.class", f"{plugin_module}.Good", Base)
+def test_loads_subclass_and_constructs_it_with_the_context(plugin_module: str) -> None:
+    cls = load_class("evaluator.class", f"{plugin_module}.Good", Base)
     config = AutoscalerConfig()
-    obj = instantiate(cls, config)
+    obj = construct(cls, context(config))
     assert obj.handle() == "good" and obj.config is config
 
 
-def test_no_arg_constructor_called_without_config(plugin_module: str) -> None:
+def test_no_arg_constructor_called_without_the_context(plugin_module: str) -> None:
     cls = load_class("realizer.class", f"{plugin_module}.NoArgs", Base)
-    assert instantiate(cls, AutoscalerConfig()).handle() == "noargs"
+    assert construct(cls, context(AutoscalerConfig())).handle() == "noargs"
 
 
 def test_duck_typed_class_accepted_when_it_has_required_methods(plugin_module: str) -> None:
     cls = load_class("realizer.class", f"{plugin_module}.Duck", Base, ("handle",))
-    assert instantiate(cls, AutoscalerConfig()).handle() == "duck"
+    assert construct(cls, context(AutoscalerConfig())).handle() == "duck"
 
 
 def test_nested_class_and_colon_form(plugin_module: str) -> None:
@@ -117,8 +121,8 @@ def test_not_a_class_path(value: str) -> None:
 def test_module_not_found() -> None:
     value = "no_such_package_xyz.module.Thing"
     with pytest.raises(ConfigError) as err:
-        load_class("metrics.collector.class", value, Base)
-    assert_names(err, "metrics.collector.class", value, "no module named 'no_such_package_xyz'")
+        load_class("collector.class", value, Base)
+    assert_names(err, "collector.class", value, "no module named 'no_such_package_xyz'")
 
 
 def test_module_that_fails_to_import(plugin_module: str) -> None:
@@ -180,11 +184,11 @@ def test_accepted_names_listed(plugin_module: str) -> None:
 
 def test_constructor_that_raises(plugin_module: str) -> None:
     value = f"{plugin_module}.Exploding"
-    cls = load_class("metrics.collector.class", value, Base)
+    cls = load_class("collector.class", value, Base)
     with pytest.raises(ConfigError) as err:
-        instantiate(cls, AutoscalerConfig())
+        construct(cls, context(AutoscalerConfig()))
     message = str(err.value)
-    assert "spark.sparkscale.metrics.collector.class" in message and repr(value) in message
+    assert "spark.sparkscale.collector.class" in message and repr(value) in message
     assert "RuntimeError: no broker at localhost:9092" in message
     assert isinstance(err.value.__cause__, RuntimeError)
 
@@ -192,16 +196,16 @@ def test_constructor_that_raises(plugin_module: str) -> None:
 def test_constructor_with_wrong_arity(plugin_module: str) -> None:
     cls = load_class("realizer.class", f"{plugin_module}.TwoArgs", Base)
     with pytest.raises(ConfigError, match=r"spark\.sparkscale\.realizer\.class=.*accepts neither"):
-        instantiate(cls, AutoscalerConfig())
+        construct(cls, context(AutoscalerConfig()))
 
 
-def test_instantiate_explicit_key_for_class_not_loaded_here() -> None:
+def test_construct_explicit_key_for_class_not_loaded_here() -> None:
     class Local:
         def __init__(self) -> None:
             raise ValueError("bad")
 
     with pytest.raises(ConfigError, match=r"spark\.sparkscale\.checkers=.*ValueError: bad"):
-        instantiate(Local, AutoscalerConfig(), "checkers")
+        construct(Local, context(AutoscalerConfig()), "checkers")
 
 
 def test_duck_class_missing_one_method(plugin_module: str) -> None:

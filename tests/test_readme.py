@@ -2,22 +2,28 @@
 
 from pathlib import Path
 
-from sparkscale_listener.config import CORE_KEYS, PREFIX, markdown_table
+from sparkscale_listener.config import CORE_OPTIONS, DEPRECATED_KEYS, PREFIX
+from sparkscale_listener.reference import module_options, rewrite
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 
 
-def test_configuration_table_is_current() -> None:
-    start = README.index("<!-- config-table:start")
-    start = README.index("-->", start) + 3
-    end = README.index("<!-- config-table:end -->")
-    assert README[start:end].strip() == markdown_table(), \
-        "README config table is stale: regenerate with `python -m sparkscale_listener.config`"
+def test_configuration_tables_are_current() -> None:
+    assert rewrite(README) == README, \
+        "README configuration tables are stale: run `python -m sparkscale_listener.reference README.md`"
 
 
 def test_every_key_is_documented() -> None:
-    for key in CORE_KEYS:
-        assert f"`{PREFIX}{key.name}`" in README
+    for opt in CORE_OPTIONS:
+        assert f"`{PREFIX}{opt.key}`" in README
+    for prefix, options in module_options():
+        for opt in options:
+            assert f"`{PREFIX}{prefix}{opt.key}`" in README
+
+
+def test_deprecated_keys_are_listed_with_their_new_names() -> None:
+    for old, new in DEPRECATED_KEYS.items():
+        assert f"`{old}`" in README and f"`{new}`" in README
 
 
 def test_readme_names_the_two_commands() -> None:

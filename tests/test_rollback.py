@@ -12,6 +12,7 @@ from harness import QID, T0, cfg, context, noisy, record, scale_up, warm_sim
 from sparkscale_listener.checking import CheckContext, CheckResult, ScalingChecker
 from sparkscale_listener.config import AutoscalerConfig, ModuleConfig
 from sparkscale_listener.metrics import MetricSample
+from sparkscale_listener.plugins import PluginContext
 from sparkscale_listener.rollback import GuardOutcome, RollbackGuard
 
 
@@ -21,7 +22,7 @@ class Scripted(ScalingChecker):
     name = "scripted"
 
     def __init__(self, window_s: float = 60.0, name: str = "scripted") -> None:
-        super().__init__(cfg(), ModuleConfig("checker.scripted.", {}))
+        super().__init__(PluginContext(cfg(), ModuleConfig("checker.scripted.", {})))
         self.name = name
         self.window_s = window_s
         self.healthy_now = True
@@ -37,7 +38,7 @@ class Exploding(ScalingChecker):
     name = "exploding"
 
     def __init__(self) -> None:
-        super().__init__(cfg(), ModuleConfig("checker.exploding.", {}))
+        super().__init__(PluginContext(cfg(), ModuleConfig("checker.exploding.", {})))
 
     def check(self, context: CheckContext) -> CheckResult:
         raise RuntimeError("bug")

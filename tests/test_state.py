@@ -279,7 +279,7 @@ def test_build_memory_default() -> None:
 
 def test_build_sqlite_with_max_records(tmp_path: Path) -> None:
     config = AutoscalerConfig.from_keys({"stateStore.class": "sqlite",
-                                         "stateStore.path": str(tmp_path / "s.db"),
+                                         "stateStore.sqlite.path": str(tmp_path / "s.db"),
                                          "stateStore.maxRecords": "2"})
     s = build_state_store(config)
     assert isinstance(s, SqliteStateStore) and s.max_records == 2 and s.fell_back is None
@@ -287,7 +287,7 @@ def test_build_sqlite_with_max_records(tmp_path: Path) -> None:
 
 
 def test_build_rejects_unknown_store_key(tmp_path: Path) -> None:
-    config = AutoscalerConfig.from_keys({"stateStore.class": "sqlite", "stateStore.path": "x.db",
+    config = AutoscalerConfig.from_keys({"stateStore.class": "sqlite", "stateStore.sqlite.path": "x.db",
                                          "stateStore.pth": "typo.db"})
     with pytest.raises(ConfigError, match=r"sparkscale\.stateStore\.pth='typo\.db' is not a known key"):
         build_state_store(config)
@@ -313,9 +313,9 @@ def test_build_custom_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         from sparkscale_listener.state import InMemoryStateStore
 
         class MyStore(InMemoryStateStore):
-            def __init__(self, config):
+            def __init__(self, context):
                 super().__init__()
-                self.config = config
+                self.config = context.config
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     config = AutoscalerConfig.from_keys({"stateStore.class": "sparkscale_test_custom_store.MyStore"})

@@ -17,6 +17,7 @@ import pytest
 
 from sparkscale_listener.collection import SparkMetricCollector
 from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.plugins import PluginContext
 from sparkscale_listener.progress import ProgressRecorder, QueryProgress
 from sparkscale_listener.testing.source import register, set_rate
 
@@ -99,7 +100,9 @@ def test_recorder_sees_batches_rows_and_backlog(spark: Any, recorder: ProgressRe
         ids = [r.id for r in spark.sql(f"SELECT id FROM {name} ORDER BY id").collect()]
         assert ids == list(range(len(ids))) and len(ids) >= p.input_rows
 
-        collector = SparkMetricCollector(spark, FakeBridge(), recorder, AutoscalerConfig())
+        config = AutoscalerConfig()
+        collector = SparkMetricCollector(PluginContext(config, config.module("collector."), spark=spark,
+                                                       bridge=FakeBridge(), recorder=recorder))
         q = collector.collect(time.time()).queries[qid]
         assert q.trigger_interval_ms == 500.0
         assert q.backlog is not None and q.backlog > 0 and q.input_rows >= p.input_rows
