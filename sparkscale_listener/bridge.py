@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from py4j.java_gateway import JavaClass
@@ -58,6 +58,7 @@ class JvmBridge:
     """
 
     def __init__(self, spark_context: Any) -> None:
+        self._sc = spark_context
         self._jvm = spark_context._jvm
         self._gateway = spark_context._gateway
         cls: Any = self._jvm
@@ -129,6 +130,48 @@ class JvmBridge:
     def ui_tab_attached(self) -> bool:
         """The Autoscaler tab is on the driver UI (False with ``spark.ui.enabled=false``)."""
         return bool(self._bridge().uiTabAttached())
+
+    # --- SparkContext calls that need no bridge class (plain py4j, kept here so that the bridge is
+    # --- the only way into the JVM)
+
+    def executor_ids(self) -> list[str]:
+        """The scheduler's own list of executors it can schedule on (driver excluded)."""
+        text = self._sc._jsc.sc().getExecutorIds().mkString(",")
+        return [e for e in text.split(",") if e]
+
+    def kill_idle_executors(self, ids: Sequence[str]) -> list[str]:
+        """Kill with force=false: the scheduler itself skips an executor that picked up a task
+        since we looked, so a busy executor is never killed (its tasks would be re-run)."""
+        seq = self._jvm.org.apache.spark.api.python.PythonUtils.toSeq(list(ids))
+        backend = self._sc._jsc.sc().schedulerBackend()
+        # (ids, adjustTargetNumExecutors, countFailures, force)
+        killed = backend.killExecutors(seq, True, False, False)
+        return [e for e in killed.mkString(",").split(",") if e]
+
+    @staticmethod
+    def trigger_interval_ms(streaming_query: Any) -> float:
+        """The processing-time trigger interval of a pyspark ``StreamingQuery`` (not in its
+        progress JSON); raises for other triggers."""
+        return float(streaming_query._jsq.streamingQuery().trigger().intervalMs())
+
+    def context_stopped(self) -> bool:
+        """The SparkContext is gone or stopped (the application ended)."""
+        return self._sc._jsc is None or bool(self._sc._jsc.sc().isStopped())
+
+    @staticmethod
+    def clear_system_properties(prefix: str, keep: Collection[str]) -> None:
+        """Before a new SparkContext in a process whose driver JVM already ran one: drop the JVM
+        system properties under ``prefix`` that the new session does not set. PySpark keeps the
+        first session's conf as system properties, which a new SparkConf would inherit."""
+        from pyspark import SparkContext
+
+        jvm = SparkContext._jvm
+        if jvm is None or SparkContext._active_spark_context is not None:
+            return  # no JVM yet, or getOrCreate() will return the running session as it is
+        system = jvm.java.lang.System
+        for key in list(system.getProperties().stringPropertyNames()):
+            if key.startswith(prefix) and key not in keep:
+                system.clearProperty(key)
 
     def _bridge(self) -> Any:
         if self._cls is None:

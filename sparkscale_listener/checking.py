@@ -71,7 +71,7 @@ from .decisions import ScalingRecord
 from .metrics import ExecutorInfo, MetricSample, QueryMetrics
 from .plugins import PluginContext, construct, load_class
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("sparkscale")
 
 CHECKERS_KEY = PREFIX + "checkers"
 
@@ -183,16 +183,6 @@ def added_executor_ids(context: CheckContext) -> set[str]:
             if executor.executor_id not in known and executor.added_time >= context.scaling.time:
                 added.add(executor.executor_id)
     return added
-
-
-def query_backlog(sample: MetricSample, query: QueryMetrics) -> float | None:
-    """The query's backlog: its sources' report, else a custom collector's ``backlog.<name|id>``."""
-    if query.backlog is not None:
-        return query.backlog
-    for key in (query.name, query.query_id):
-        if key and f"backlog.{key}" in sample.external:
-            return sample.external[f"backlog.{key}"]
-    return None
 
 
 def _label(query: QueryMetrics) -> str:
@@ -603,7 +593,7 @@ class ThroughputRegressionChecker(ScalingChecker):
                         start: QueryMetrics, query: QueryMetrics, rate_before: float) -> str | None:
         """A short description when the query no longer keeps up, "" when it does, None when
         there is no way to tell."""
-        b0, b1 = query_backlog(base, start), query_backlog(last, query)
+        b0, b1 = base.backlog_of(start)[0], last.backlog_of(query)[0]
         if b0 is not None and b1 is not None:
             # One control interval of input absorbs the micro-batch sawtooth of the backlog.
             tolerance = rate_before * context.config.interval_s

@@ -33,11 +33,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from sparkscale_listener.metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from sparkscale_listener.metrics import (
+    ClusterMetrics,
+    ExecutorInfo,
+    MetricSample,
+    QueryMetrics,
+    executor_id_order,
+    finite_float,
+)
 from sparkscale_listener.plugins import PluginContext
 from sparkscale_listener.progress import ProgressRecorder, QueryProgress
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("sparkscale")
 
 # Removed executors stay in the sample this long (seconds), so checkers can see recent losses.
 REMOVED_EXECUTOR_RETENTION_S = 600.0
@@ -69,27 +76,19 @@ class MetricCollector(ABC):
         """Release whatever the collector registered. Default: nothing."""
 
 
-def _f(value: Any, default: float = 0.0) -> float:
-    """A snapshot number -> float; missing, null or non-finite -> ``default``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return default
-    return number if math.isfinite(number) else default
-
-
 def _i(value: Any, default: int = 0) -> int:
-    number = _f(value, math.nan)
+    number = finite_float(value, math.nan)
     return default if math.isnan(number) else int(number)
 
 
 def _seconds(ms: Any) -> float | None:
-    number = _f(ms, math.nan)
+    number = finite_float(ms, math.nan)
     return None if math.isnan(number) else number / 1000.0
 
 
 def _heap_ratio(executor: Mapping[str, Any]) -> float | None:
-    used, peak = _f(executor.get("heapUsedBytes"), -1.0), _f(executor.get("heapMaxBytes"), -1.0)
+    used = finite_float(executor.get("heapUsedBytes"), -1.0)
+    peak = finite_float(executor.get("heapMaxBytes"), -1.0)
     if used < 0 or peak <= 0:
         return None  # not reported yet (the JVM uses -1)
     return used / peak
@@ -175,15 +174,15 @@ class SparkMetricCollector(MetricCollector):
         return ClusterMetrics(
             live_executors=len(live),
             cores_per_executor=cores,
-            executors=tuple(sorted(executors, key=_executor_order)),
-            slot_ms=_f(totals.get("slotMs")),
-            busy_ms=_f(totals.get("busyMs")),
+            executors=tuple(sorted(executors, key=lambda e: executor_id_order(e.executor_id))),
+            slot_ms=finite_float(totals.get("slotMs")),
+            busy_ms=finite_float(totals.get("busyMs")),
             tasks_finished=_i(totals.get("tasksFinished")),
             tasks_failed=_i(totals.get("tasksFailed")),
             executors_added=_i(totals.get("executorsAdded")),
             executors_removed=_i(totals.get("executorsRemoved")),
-            gc_ms=_f(totals.get("gcMs")),
-            run_ms=_f(totals.get("runMs")),
+            gc_ms=finite_float(totals.get("gcMs")),
+            run_ms=finite_float(totals.get("runMs")),
             heap_used_ratio=max(ratios) if ratios else None)
 
     def _batch_busy(self, progress: QueryProgress, jvm_batches: Mapping[str, Any]) -> float:
@@ -193,7 +192,7 @@ class SparkMetricCollector(MetricCollector):
         total = self._batch_busy_total.get(qid, 0.0)
         window = set(progress.batch_ids)
         for batch_id in progress.batch_ids:
-            busy = _f(jvm_batches.get(str(batch_id)), math.nan)
+            busy = finite_float(jvm_batches.get(str(batch_id)), math.nan)
             if math.isnan(busy):
                 continue
             # The JVM listener queue can lag the streams queue: a batch's last task ends may land
@@ -223,7 +222,7 @@ class SparkMetricCollector(MetricCollector):
             last_batch_duration_ms=p.last_batch_duration_ms,
             trigger_interval_ms=p.trigger_interval_ms,
             last_progress_time=p.last_progress_time,
-            busy_ms=_f(jvm.get("busyMs")),
+            busy_ms=finite_float(jvm.get("busyMs")),
             tasks_finished=_i(jvm.get("tasksFinished")),
             tasks_failed=_i(jvm.get("tasksFailed")),
             max_stage_tasks=_i(max_stage) if _i(max_stage) > 0 else None,
@@ -246,8 +245,7 @@ class SparkMetricCollector(MetricCollector):
                 query = self.spark.streams.get(qid)
                 if query is None:
                     continue
-                trigger = query._jsq.streamingQuery().trigger()
-                self.recorder.set_trigger_interval(qid, float(trigger.intervalMs()))
+                self.recorder.set_trigger_interval(qid, self.bridge.trigger_interval_ms(query))
                 found = True
             except Exception:  # not a processing-time trigger, Connect, or the query just ended
                 log.debug("no trigger interval for query %s", qid, exc_info=True)
@@ -263,14 +261,9 @@ class SparkMetricCollector(MetricCollector):
             return {}
         external = {}
         for key, value in items:
-            number = _f(value, math.nan)
+            number = finite_float(value, math.nan)
             if math.isnan(number):
                 log.warning("sparkscale: external metric %r=%r is not a number; ignored", key, value)
                 continue
             external[str(key)] = number
         return external
-
-
-def _executor_order(e: ExecutorInfo) -> tuple[int, int | str]:
-    # Numeric ids in numeric order ("2" before "10"), others after.
-    return (0, int(e.executor_id)) if e.executor_id.isdigit() else (1, e.executor_id)

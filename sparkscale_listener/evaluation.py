@@ -103,20 +103,8 @@ def _label(q: QueryMetrics) -> str:
     return f"'{q.name}'" if q.name else q.query_id
 
 
-def _backlog(sample: MetricSample, q: QueryMetrics) -> tuple[float | None, str]:
-    """The query's backlog at this sample, and where it came from ("" if the query reported it)."""
-    if q.backlog is not None:
-        return q.backlog, ""
-    for key in (q.name, q.query_id):
-        if key and f"backlog.{key}" in sample.external:
-            return sample.external[f"backlog.{key}"], f"backlog.{key}"
-    return None, ""
-
-
 def _batch_start(q: QueryMetrics) -> float | None:
     """Start of the query's latest completed batch (its progress time is the completion)."""
-    if q.last_batch_start is not None:
-        return q.last_batch_start
     if q.last_progress_time is None:
         return None
     return q.last_progress_time - (q.last_batch_duration_ms or 0.0) / 1000.0
@@ -315,8 +303,8 @@ class BusyTimeEvaluator(MetricEvaluator):
             span = min(max(span, 0.5 * dt), dt + period)
         input_rate = rows / span if span > 0 else 0.0
 
-        backlog, source = _backlog(last, q)
-        backlog0, _ = _backlog(first_sample, q0)
+        backlog, source = last.backlog_of(q)
+        backlog0, _ = first_sample.backlog_of(q0)
         if backlog is None:
             notes.append("no backlog reported")
         elif source:

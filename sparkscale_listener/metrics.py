@@ -9,7 +9,25 @@ evaluator and the checkers without Spark.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
+
+
+def finite_float(value: Any, default: float = 0.0) -> float:
+    """A number from a snapshot or a progress event; missing, null, text or non-finite ->
+    ``default`` (the JVM and Spark's JSON use -1, null and "NaN" for "unknown")."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    return number if math.isfinite(number) else default
+
+
+def executor_id_order(executor_id: str) -> tuple[int, int | str]:
+    """Sort key: numeric ids in numeric order ("2" before "10"), others after. Every cluster
+    manager Spark ships uses numeric ids, but nothing guarantees it."""
+    return (0, int(executor_id)) if executor_id.isdigit() else (1, executor_id)
 
 
 @dataclass(frozen=True)
@@ -40,7 +58,6 @@ class QueryMetrics:
     last_batch_duration_ms: float | None = None
     trigger_interval_ms: float | None = None  # None: default trigger (next batch at once)
     last_progress_time: float | None = None  # seconds, same clock as MetricSample.time
-    last_batch_start: float | None = None  # when the last completed batch started (progress timestamp)
     # --- from the JVM listener, attributed through the job property sql.streaming.queryId
     busy_ms: float = 0.0  # task time, finished tasks plus the elapsed part of running ones
     tasks_finished: int = 0
@@ -97,6 +114,16 @@ class MetricSample:
     time: float  # seconds; wall clock in Spark, simulated time in the simulator
     cluster: ClusterMetrics
     queries: dict[str, QueryMetrics] = field(default_factory=dict)
-    # Extra metrics from a custom collector (the seed's queryExternalMetrics), for example
-    # {"backlog.<query name or id>": 1234.0}; the default evaluator reads "backlog.*" keys.
+    # Extra metrics from a custom collector, for example {"backlog.<query name or id>": 1234.0};
+    # the default evaluator and the checkers read "backlog.*" keys.
     external: dict[str, float] = field(default_factory=dict)
+
+    def backlog_of(self, query: QueryMetrics) -> tuple[float | None, str]:
+        """The query's backlog at this sample, and where it came from: "" when its sources
+        reported it, else the ``backlog.<name|id>`` external metric a custom collector added."""
+        if query.backlog is not None:
+            return query.backlog, ""
+        for key in (query.name, query.query_id):
+            if key and f"backlog.{key}" in self.external:
+                return self.external[f"backlog.{key}"], f"backlog.{key}"
+        return None, ""

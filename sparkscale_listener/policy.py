@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import time as _time
 from dataclasses import dataclass
-from typing import Any
 
 from .config import AutoscalerConfig
 from .decisions import Decision, Evaluation, QueryEvaluation, ScalingContext, ScalingRecord
@@ -131,38 +130,13 @@ class ScalingPolicy:
         """Queries whose scale-ups are blocked (ineffective scale-up), with the reason."""
         return {qid: b.reason for qid, b in self._blocked.items()}
 
-    def last_notes(self) -> list[str]:
-        """Block / unblock notes of the latest :meth:`decide`, each worth one event."""
-        return list(self._notes)
-
     def pending_scale_down(self) -> tuple[float, int] | None:
         """(since, target) of the scale-down waiting for scaleDownInterval, if any."""
         return (self._pending.since, self._pending.to_executors) if self._pending else None
 
-    def reset(self) -> None:
-        """Forget the pending scale-down and every block (e.g. after a rollback or restart)."""
-        self._pending = None
-        self._blocked = {}
-        self._checked_record = None
-        self._notes = []
-
-    def snapshot(self) -> dict[str, Any]:
-        """JSON-serializable memory, for a state store."""
-        p = self._pending
-        return {
-            "pending": None if p is None else [p.since, p.from_executors, p.to_executors,
-                                               p.limited_by, p.reason],
-            "blocked": {qid: [b.reason, b.target_rate, b.since] for qid, b in self._blocked.items()},
-            "checked": None if self._checked_record is None else list(self._checked_record),
-        }
-
-    def restore(self, state: dict[str, Any]) -> None:
-        p = state.get("pending")
-        self._pending = _PendingScaleDown(float(p[0]), int(p[1]), int(p[2]), p[3], p[4]) if p else None
-        self._blocked = {qid: _Block(b[0], float(b[1]), float(b[2]))
-                         for qid, b in (state.get("blocked") or {}).items()}
-        c = state.get("checked")
-        self._checked_record = (float(c[0]), int(c[1]), int(c[2])) if c else None
+    def last_notes(self) -> list[str]:
+        """Block / unblock notes of the latest :meth:`decide`, each worth one event."""
+        return list(self._notes)
 
     # -- the decision -------------------------------------------------------------------------
 

@@ -31,9 +31,9 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryListener,
 )
 
-from sparkscale_listener.metrics import SourceBacklog
+from sparkscale_listener.metrics import SourceBacklog, finite_float
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("sparkscale")
 
 # Batch ids remembered per query: enough to attribute per-batch busy time for several control
 # intervals (the JVM keeps the last 64 batches), while staying bounded.
@@ -62,12 +62,12 @@ def _parse_offset(value: Any) -> Any:
     return value
 
 
-def _is_number(value: Any) -> bool:
+def _isfinite_float(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _numeric_leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], float]]:
-    if _is_number(value):
+    if _isfinite_float(value):
         yield path, float(value)
     elif isinstance(value, Mapping):
         for key, item in value.items():
@@ -83,7 +83,7 @@ def offset_difference(end: Any, latest: Any) -> float | None:
     """
     if end is None or latest is None:
         return None
-    if _is_number(end) and _is_number(latest):
+    if _isfinite_float(end) and _isfinite_float(latest):
         return max(0.0, float(latest) - float(end))
     if not (isinstance(end, Mapping) and isinstance(latest, Mapping)):
         return None
@@ -224,16 +224,6 @@ class _QueryState:
             started_time=self.started_time, terminated_time=self.terminated_time)
 
 
-def _number(value: Any, default: float = 0.0) -> float:
-    if _is_number(value):
-        return float(value)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return default
-    return number if math.isfinite(number) else default
-
-
 class ProgressRecorder(StreamingQueryListener):
     """Records streaming query progress for the collector. Register with :meth:`attach`.
 
@@ -300,10 +290,10 @@ class ProgressRecorder(StreamingQueryListener):
         query_id = str(progress_json.get("id"))
         backlog, sources = query_backlog(progress_json.get("sources"))
         durations = progress_json.get("durationMs") or {}
-        duration = _number(durations.get("triggerExecution"), math.nan) if isinstance(
+        duration = finite_float(durations.get("triggerExecution"), math.nan) if isinstance(
             durations, Mapping) else math.nan
         batch_id_raw = progress_json.get("batchId")
-        batch_id = int(batch_id_raw) if _is_number(batch_id_raw) else None
+        batch_id = int(batch_id_raw) if _isfinite_float(batch_id_raw) else None
         with self._lock:
             state = self._state(query_id)
             if progress_json.get("name") is not None:
@@ -314,8 +304,8 @@ class ProgressRecorder(StreamingQueryListener):
             if state.terminated_time is None:
                 state.active = True
             state.last_progress_time = now
-            state.input_rate = _number(progress_json.get("inputRowsPerSecond"))
-            state.processed_rate = _number(progress_json.get("processedRowsPerSecond"))
+            state.input_rate = finite_float(progress_json.get("inputRowsPerSecond"))
+            state.processed_rate = finite_float(progress_json.get("processedRowsPerSecond"))
             state.backlog = backlog
             state.backlog_sources = sources
             if not math.isnan(duration):
@@ -325,7 +315,7 @@ class ProgressRecorder(StreamingQueryListener):
             if batch_id is not None and batch_id in state.batch_ids:
                 return
             state.batches += 1
-            state.input_rows += int(_number(progress_json.get("numInputRows")))
+            state.input_rows += int(finite_float(progress_json.get("numInputRows")))
             if not math.isnan(duration):
                 state.batch_duration_ms += duration
             if batch_id is not None:

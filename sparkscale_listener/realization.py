@@ -7,6 +7,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .metrics import executor_id_order
+
 
 class ClusterBackend(ABC):
     """The executor API of the cluster manager: SparkContext in production, a model in the
@@ -109,7 +111,7 @@ class ExecutorRealizer(ScalingRealizer):
         # every cluster manager Spark ships, but do not rely on it).
         running = self.backend.running_tasks()
         idle = sorted((e for e in live if running.get(e, 0) == 0 and e not in removed),
-                      key=_executor_sort_key, reverse=True)
+                      key=executor_id_order, reverse=True)
         victims = idle[: excess - len(removed)]
         if victims:
             removed += (self.backend.decommission(victims) if self.decommission
@@ -132,21 +134,14 @@ class ExecutorRealizer(ScalingRealizer):
                                  message="" if ok else f"the cluster manager refused a target of {total}")
 
 
-def _executor_sort_key(executor_id: str) -> tuple[int, int | str]:
-    return (0, int(executor_id)) if executor_id.isdigit() else (1, executor_id)
-
-
 class SparkClusterBackend(ClusterBackend):
-    """The SparkContext's executor API, reached through py4j and the JVM bridge."""
+    """The SparkContext's executor API, reached through the JVM bridge."""
 
-    def __init__(self, spark_context: Any, bridge: Any) -> None:
-        self._sc = spark_context
+    def __init__(self, bridge: Any) -> None:
         self._bridge = bridge
 
     def executor_ids(self) -> list[str]:
-        # The scheduler's own list: executors it can schedule on (driver excluded).
-        text = self._sc._jsc.sc().getExecutorIds().mkString(",")
-        return [e for e in text.split(",") if e]
+        return list(self._bridge.executor_ids())
 
     def running_tasks(self) -> dict[str, int]:
         snapshot = self._bridge.snapshot()
@@ -160,17 +155,7 @@ class SparkClusterBackend(ClusterBackend):
     def kill(self, executor_ids: Sequence[str], force: bool = False) -> list[str]:
         if force:
             return list(self._bridge.kill_executors(list(executor_ids)))
-        return self._kill_idle(executor_ids)
+        return list(self._bridge.kill_idle_executors(list(executor_ids)))
 
     def decommission(self, executor_ids: Sequence[str]) -> list[str]:
         return list(self._bridge.decommission_executors(list(executor_ids)))
-
-    def _kill_idle(self, executor_ids: Sequence[str]) -> list[str]:
-        """Kill with force=false: the scheduler itself skips an executor that picked up a task
-        since we looked, so a busy executor is never killed (its tasks would be re-run)."""
-        jvm = self._sc._jvm
-        seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq(list(executor_ids))
-        backend = self._sc._jsc.sc().schedulerBackend()
-        # (ids, adjustTargetNumExecutors, countFailures, force)
-        killed = backend.killExecutors(seq, True, False, False)
-        return [e for e in killed.mkString(",").split(",") if e]

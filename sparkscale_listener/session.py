@@ -52,7 +52,9 @@ def autoscale(session_or_builder: Any) -> SparkSession:
         raise BridgeNotInstalledError(
             f"the sparkscale JVM bridge jar is missing at {jar}; build it with `make bridge` "
             "(needs a JDK 17: javac and jar)")
-    _forget_earlier_session_settings(options)
+    # This session's autoscaler takes its settings from its builder only, not from an earlier
+    # session's leftovers in the same driver JVM (say, a test's maxRollbacks).
+    JvmBridge.clear_system_properties(PREFIX, options)
     builder.config("spark.jars", _append_csv(options.get("spark.jars"), str(jar)))
     builder.config("spark.plugins", _append_csv(options.get("spark.plugins"), PLUGIN_CLASS))
     return _attach(builder.getOrCreate())
@@ -83,21 +85,6 @@ def refuse_dynamic_allocation(conf: dict[str, str]) -> None:
             "autoscaler's executor target and refuse its kills. Set spark.dynamicAllocation.enabled="
             f"false (sparkscale replaces it for streaming), or {PREFIX}enabled=false to keep dynamic "
             "allocation")
-
-
-def _forget_earlier_session_settings(options: dict[str, str]) -> None:
-    """A second session in one Python process reuses the driver JVM, whose system properties still
-    hold the first session's settings; a new SparkConf would inherit its spark.sparkscale.* keys
-    (say, a test's maxRollbacks). This session's autoscaler takes them from its builder only."""
-    from pyspark import SparkContext
-
-    jvm = SparkContext._jvm
-    if jvm is None or SparkContext._active_spark_context is not None:
-        return  # no JVM yet, or getOrCreate() will return the running session as it is
-    system = jvm.java.lang.System
-    for key in list(system.getProperties().stringPropertyNames()):
-        if key.startswith(PREFIX) and key not in options:
-            system.clearProperty(key)
 
 
 def _append_csv(existing: str | None, item: str) -> str:
@@ -142,7 +129,7 @@ def _attach(spark: SparkSession) -> SparkSession:
                                            details={"mode": config.mode}))
 
     def alive() -> bool:
-        return sc._jsc is not None and not sc._jsc.sc().isStopped()
+        return not bridge.context_stopped()
 
     loop = ControlLoop(scaler, config.interval_s, alive)
     with _lock:
@@ -178,7 +165,7 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmB
     sc = spark.sparkContext
     validate_modules(config)
     recorder = ProgressRecorder()
-    backend = SparkClusterBackend(sc, bridge)
+    backend = SparkClusterBackend(bridge)
 
     def plugin(key: str, value: str, base: type, methods: tuple[str, ...], default: Any) -> Any:
         """The module named by ``key`` (constructed by the plugin convention), else ``default``."""

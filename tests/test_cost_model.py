@@ -37,7 +37,7 @@ def _series(rows_per_batch: list[int], alpha: float, beta: float, live: int) -> 
             rows += 2 * size
             busy += 2 * (alpha + beta * size) * 1000.0
         q = QueryMetrics("q", batches=batches, input_rows=rows, batch_busy_ms=busy, backlog=0.0,
-                         last_progress_time=t, last_batch_start=t - 0.5, last_batch_duration_ms=500.0,
+                         last_progress_time=t, last_batch_duration_ms=500.0,
                          busy_ms=busy, trigger_interval_ms=1000.0)
         samples.append(MetricSample(t, ClusterMetrics(live, 1, busy_ms=busy), {"q": q}))
     return samples
@@ -70,7 +70,7 @@ def test_the_first_batches_of_a_query_are_not_measured() -> None:
             rows += 40
             busy += 40 * (0.5 if batches <= WARMUP_BATCHES else 0.01) * 1000.0
         q = QueryMetrics("q", batches=batches, input_rows=rows, batch_busy_ms=busy, backlog=0.0,
-                         last_progress_time=t, last_batch_start=t - 0.4, last_batch_duration_ms=400.0,
+                         last_progress_time=t, last_batch_duration_ms=400.0,
                          busy_ms=busy, trigger_interval_ms=2000.0)
         samples.append(MetricSample(t, ClusterMetrics(1, 1, busy_ms=busy), {"q": q}))
     config = AutoscalerConfig(max_executors=4, metrics_window_s=20.0)

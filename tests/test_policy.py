@@ -318,16 +318,3 @@ def test_scaling_record_promises_what_the_new_slots_allow() -> None:
     assert rec.promised_rate["slow"] == pytest.approx(2500.0)  # 1000 x 20/8 slots, under 3500
     assert rec.promised_rate["fine"] == 200.0  # already keeping up: no increase promised
     assert rec.promised_rate["capped"] == pytest.approx(600.0)  # 400 x 12/8: the cap binds
-
-
-def test_snapshot_and_restore_keep_the_memory() -> None:
-    policy = ScalingPolicy()
-    decide(policy, 0, 12, required_slots=20.0)
-    record = _record(before=1000.0, promised=2000.0)
-    queries = {"q": qe(input_rate=1000.0, target_rate=3000.0, required=40.0)}
-    policy.decide(evaluation(1300, current=4, required_slots=40.0, utilization=1.6, queries=queries),
-                  context(1300, 4, window_start=1035, last=record))
-    copy = ScalingPolicy()
-    copy.restore(policy.snapshot())
-    assert copy.blocked_queries() == policy.blocked_queries()
-    assert copy.pending_scale_down() == policy.pending_scale_down()

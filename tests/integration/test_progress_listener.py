@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from sparkscale_listener.bridge import JvmBridge
 from sparkscale_listener.collection import SparkMetricCollector
 from sparkscale_listener.config import AutoscalerConfig
 from sparkscale_listener.plugins import PluginContext
@@ -64,6 +65,10 @@ def recorder(spark: Any) -> Iterator[ProgressRecorder]:
 
 
 class FakeBridge:
+    """The JVM bridge without its jar: no executors, but the real trigger lookup."""
+
+    trigger_interval_ms = staticmethod(JvmBridge.trigger_interval_ms)
+
     def snapshot(self) -> dict[str, Any]:
         return {"timeMs": time.time() * 1000, "coresPerExecutor": 1, "executors": {}, "totals": {},
                 "queries": {}}
