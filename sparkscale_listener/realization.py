@@ -12,7 +12,8 @@ from .metrics import executor_id_order
 
 class ClusterBackend(ABC):
     """The executor API of the cluster manager: SparkContext in production, a model in the
-    simulator. Absolute targets only (see the empty-target trap in DESIGN-NOTES)."""
+    simulator. Absolute targets only: if nothing was ever requested, Spark's first kill sets the
+    cluster manager's target to zero and no executor is ever replaced (the empty-target trap)."""
 
     @abstractmethod
     def executor_ids(self) -> list[str]: ...

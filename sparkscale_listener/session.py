@@ -8,6 +8,7 @@ classpath before the JVM starts, so it is added to the builder, not to a running
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -60,6 +61,22 @@ def autoscale(session_or_builder: Any) -> SparkSession:
     return _attach(builder.getOrCreate())
 
 
+def show_logs_by_default() -> None:
+    """Every scaling action, rollback and pause is one line on the ``sparkscale`` logger; with no
+    logging set up (Python's default), those lines would go nowhere. Give the logger a stderr
+    handler at INFO (stderr is the driver log under spark-submit) unless the application has
+    configured logging itself (a handler on the root or the ``sparkscale`` logger)."""
+    logger = logging.getLogger("sparkscale")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
+                                           "%y/%m/%d %H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # a root handler added later must not print every line twice
+
+
 def autoscaler(spark: SparkSession) -> Autoscaler:
     app_id = spark.sparkContext.applicationId
     with _lock:
@@ -107,6 +124,7 @@ def _attach(spark: SparkSession) -> SparkSession:
     with _lock:
         if sc.applicationId in _running:
             return spark
+    show_logs_by_default()
     bridge = JvmBridge(sc)
     if not bridge.installed():
         raise BridgeNotInstalledError(

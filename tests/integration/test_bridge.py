@@ -253,7 +253,8 @@ def test_decommission_refused_without_decommission_enabled(env: Env) -> None:
 
 
 def test_kill_idle_executor_is_seen_removed(env: Env) -> None:
-    # Baseline first (the empty-target trap in DESIGN-NOTES), then kill one idle executor.
+    # Baseline first (a kill before any request would leave the cluster manager a target of
+    # zero: the empty-target trap), then kill one idle executor.
     assert env.bridge.request_total_executors(2) is True
     snap = wait_for(env.bridge.snapshot, lambda s: len(live(s)) == 2, "2 live executors")
     victim = next(k for k, e in live(snap).items() if e["runningTasks"] == 0)
