@@ -4,8 +4,10 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
-JAR := sparkscale_listener/jars/sparkscale-bridge.jar
-JAVA_SOURCES := $(shell find jvm-bridge/src -name '*.java' 2>/dev/null)
+# One bridge jar per supported Spark line; sparkscale_listener/bridge_jars.py picks the one that fits.
+JAR := $(patsubst %,sparkscale_listener/jars/sparkscale-bridge-%.jar,spark3.5_2.12 spark3.5_2.13 spark4_2.13)
+JAVA_SOURCES := $(shell find jvm-bridge/src -name '*.java' 2>/dev/null) \
+  $(wildcard jvm-bridge/pom.xml jvm-bridge/lines/*/pom.xml jvm-bridge/.mvn/*.config)
 
 .PHONY: env bridge test test-fast demo lint bench clean check-java browser
 
@@ -25,9 +27,16 @@ check-java:
 
 bridge: $(JAR)
 
-$(JAR): $(VENV)/.installed $(JAVA_SOURCES) jvm-bridge/build.sh
+# One Maven run builds all the jars (&: a grouped target, the recipe runs once for all of them), only when a
+# source or pom changed; Maven itself needs no Python. The venv is an order-only prerequisite: `test` and
+# `demo` get their environment through this rule, but a reinstalled venv does not make the jars stale.
+$(JAR) &: $(JAVA_SOURCES) | $(VENV)/.installed
 	@$(MAKE) --no-print-directory check-java
-	bash jvm-bridge/build.sh "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" $(JAR)
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "error: 'mvn' not found. The JVM bridge is built with Maven 3.8+ (and a JDK 17)." >&2; \
+	  echo "       Debian/Ubuntu: apt-get install maven" >&2; exit 1; }
+	mvn --batch-mode --quiet -Dstyle.color=never -f jvm-bridge/pom.xml package
+	@touch $(JAR)
 
 # Unit and simulator tests first (seconds), then each real-Spark file in its own process: a
 # driver JVM keeps the first session's settings as system properties, which later sessions in the
@@ -59,4 +68,4 @@ bench: $(JAR)
 	$(PY) benchmarks/bench_listener_overhead.py
 
 clean:
-	rm -rf jvm-bridge/build $(JAR) .pytest_cache
+	rm -rf jvm-bridge/build sparkscale_listener/jars .pytest_cache

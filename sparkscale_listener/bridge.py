@@ -4,16 +4,13 @@ The Java plugin aggregates scheduler events inside the driver JVM (one py4j roun
 far too much) and this wrapper polls it: :meth:`JvmBridge.snapshot` returns cumulative counters, from which
 the collector derives rates by differencing two snapshots.
 
-Enabling it::
+Enabling it: ``autoscale(builder)`` adds the jar of the running Spark line (see :mod:`.bridge_jars`) to
+``spark.jars`` and the plugin to ``spark.plugins``.
 
-    SparkSession.builder
-        .config("spark.jars", str(JvmBridge.jar_path()))
-        .config("spark.plugins", PLUGIN_CLASS)
-
-Classpath caveat: pyspark starts ONE driver JVM per Python process, with the configuration of the first
-session/context. ``spark.jars`` given then is on the driver's classpath (spark-submit puts it there) and the
-plugin loads; ``spark.jars`` given to a later session in the same process only reaches executors
-(``addJar``), so the bridge class stays invisible to py4j and :meth:`JvmBridge.installed` is False.
+Classpath caveat: pyspark starts ONE driver JVM per Python process. When it starts it for this session,
+``spark.jars`` is on the driver's classpath. When the JVM already runs (spark-submit and the pyspark shell
+start it before the user's code; an earlier session may have left it), ``spark.jars`` only reaches the
+executors, so :meth:`JvmBridge.add_to_driver_classpath` adds the jar to the driver's class loader first.
 
 Snapshot schema (times epoch ms, durations ms, counters cumulative since the driver started)::
 
@@ -33,6 +30,7 @@ with ``removedMs`` set; ``heapUsedBytes`` is -1 until a heartbeat or task end re
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -68,9 +66,32 @@ class JvmBridge:
         self._cls: Any = cls if isinstance(cls, JavaClass) else None
 
     @staticmethod
-    def jar_path() -> pathlib.Path:
-        """Where the packaged bridge jar lives (built by ``jvm-bridge/build.sh``; may not exist)."""
-        return pathlib.Path(__file__).resolve().parent / "jars" / "sparkscale-bridge.jar"
+    def running_jvm() -> Any | None:
+        """The py4j view of a driver JVM that runs with no active SparkContext yet (spark-submit
+        and the pyspark shell start it before the user's code; an earlier session may have left
+        it), or None when pyspark will launch a fresh one."""
+        from pyspark import SparkContext
+
+        if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+            return None  # no JVM yet: pyspark passes spark.jars to the spark-submit it launches
+        SparkContext._ensure_initialized()  # connects to the running JVM; never launches one here
+        return SparkContext._jvm
+
+    @staticmethod
+    def add_to_driver_classpath(jvm: Any, jar: pathlib.Path) -> None:
+        """Add the bridge jar to the class loader spark-submit gave the driver (Spark's
+        ``MutableURLClassLoader``, the context class loader of the py4j threads): Spark loads
+        ``spark.plugins`` classes and py4j looks classes up through it. Idempotent."""
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        mutable = jvm.org.apache.spark.util.MutableURLClassLoader._java_lang_class
+        if not mutable.isInstance(loader):
+            raise BridgeNotInstalledError(
+                f"the driver JVM was started before this code and its class loader "
+                f"({loader.getClass().getName()}) cannot take the sparkscale bridge jar; start the "
+                f"application with `--jars {jar} --conf spark.plugins={PLUGIN_CLASS}`")
+        url = jvm.java.io.File(str(jar)).toURI().toURL()
+        if url.toString() not in [u.toString() for u in loader.getURLs()]:
+            loader.addURL(url)
 
     def installed(self) -> bool:
         """The class is on the driver classpath AND the plugin initialised with a live SparkContext."""
@@ -176,8 +197,8 @@ class JvmBridge:
     def _bridge(self) -> Any:
         if self._cls is None:
             raise BridgeNotInstalledError(
-                f"{BRIDGE_CLASS} is not on the driver classpath: set spark.jars={self.jar_path()} on the "
-                "first SparkSession of the process"
+                f"{BRIDGE_CLASS} is not on the driver classpath: create the session with "
+                "sparkscale_listener.autoscale(SparkSession.builder...)"
             )
         return self._cls
 

@@ -113,10 +113,10 @@ def installed_versions(spark_home: str | os.PathLike[str] | None = None) -> tupl
     both). Its ``jars/spark-core_<scala>-<spark>.jar`` names both versions; a distribution's version wins over
     ``pyspark.__version__``, which may differ when ``SPARK_HOME`` points to another Spark than the pip one.
 
-    Fallbacks, in order: a source build's ``assembly/target/scala-*/jars``; then ``pyspark.__version__`` with
-    the Scala version of the home's ``scala-library`` jar or, with no jar at all, the line's default Scala
-    (2.13 for Spark 4, the only one it has; 2.12 for Spark 3.5, the Scala of its pip package and default
-    distribution).
+    Fallbacks, in order: a source build's ``assembly/target/scala-*/jars``; the pip package when
+    ``SPARK_HOME`` holds no Spark jars; then ``pyspark.__version__`` with the Scala version of a
+    ``scala-library`` jar or, with no jar at all, the line's default Scala (2.13 for Spark 4, the only one it
+    has; 2.12 for Spark 3.5, the Scala of its pip package and default distribution).
     """
     homes = _candidate_homes(spark_home)
     for home in homes:

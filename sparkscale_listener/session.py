@@ -8,6 +8,7 @@ classpath before the JVM starts, so it is added to the builder, not to a running
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from . import bridge_jars
 from .bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
 from .checking import build_checkers
 from .collection import MetricCollector, SparkMetricCollector
@@ -38,7 +40,19 @@ _running: dict[str, tuple[Autoscaler, ControlLoop]] = {}
 _lock = threading.Lock()
 
 
+class UnsupportedSessionError(RuntimeError):
+    """The session gives no access to the driver JVM (Spark Connect, shared-access notebooks)."""
+
+
+NO_JVM_ADVICE = (
+    "sparkscale runs inside the driver: it needs the driver JVM (a SparkContext) to read scheduler "
+    "events and to add and remove executors, and a Spark Connect client has neither. It works with a "
+    "classic session: spark-submit, the pyspark shell, a notebook on a single-user (dedicated) "
+    "cluster, or a job that builds its own SparkSession")
+
+
 def autoscale(session_or_builder: Any) -> SparkSession:
+    refuse_connect(session_or_builder)
     if isinstance(session_or_builder, SparkSession):
         return _attach(session_or_builder)
     builder = session_or_builder
@@ -48,17 +62,32 @@ def autoscale(session_or_builder: Any) -> SparkSession:
         return builder.getOrCreate()
     refuse_dynamic_allocation(options)
     validate_modules(config)
-    jar = JvmBridge.jar_path()
-    if not jar.exists():
-        raise BridgeNotInstalledError(
-            f"the sparkscale JVM bridge jar is missing at {jar}; build it with `make bridge` "
-            "(needs a JDK 17: javac and jar)")
-    # This session's autoscaler takes its settings from its builder only, not from an earlier
-    # session's leftovers in the same driver JVM (say, a test's maxRollbacks).
-    JvmBridge.clear_system_properties(PREFIX, options)
+    jvm = JvmBridge.running_jvm()
+    jar = bridge_jars.bridge_jar(jvm)  # the jar of the Spark that runs (or will run) the driver
+    if jvm is not None:
+        # spark-submit, the pyspark shell, or an earlier session started the driver JVM before this
+        # code: spark.jars would reach the executors but not the driver, so add the jar to the
+        # driver's class loader here (Spark loads plugins, and py4j finds classes, through it).
+        JvmBridge.add_to_driver_classpath(jvm, jar)
+        # This session's autoscaler takes its settings from its builder only, not from an earlier
+        # session's leftovers in the same driver JVM (say, a test's maxRollbacks).
+        JvmBridge.clear_system_properties(PREFIX, options)
+    # Executors load every spark.plugins class too (an executor without it exits): they get the
+    # jar through spark.jars.
     builder.config("spark.jars", _append_csv(options.get("spark.jars"), str(jar)))
     builder.config("spark.plugins", _append_csv(options.get("spark.plugins"), PLUGIN_CLASS))
     return _attach(builder.getOrCreate())
+
+
+def refuse_connect(session_or_builder: Any) -> None:
+    """Raise :class:`UnsupportedSessionError` for a Spark Connect session or builder."""
+    options = getattr(session_or_builder, "_options", None) or {}
+    module = type(session_or_builder).__module__ or ""
+    remote = (module.startswith("pyspark.sql.connect") or "spark.remote" in options
+              or (not isinstance(session_or_builder, SparkSession)
+                  and (os.environ.get("SPARK_CONNECT_MODE_ENABLED") == "1" or "SPARK_REMOTE" in os.environ)))
+    if remote:
+        raise UnsupportedSessionError(f"this is a Spark Connect session; {NO_JVM_ADVICE}")
 
 
 def show_logs_by_default() -> None:
@@ -70,7 +99,7 @@ def show_logs_by_default() -> None:
     if logger.handlers or logging.getLogger().handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
                                            "%y/%m/%d %H:%M:%S"))
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -112,7 +141,12 @@ def _append_csv(existing: str | None, item: str) -> str:
 
 
 def _attach(spark: SparkSession) -> SparkSession:
-    sc = spark.sparkContext
+    try:
+        sc = spark.sparkContext
+        sc._jsc.sc()
+    except Exception as err:  # shared-access clusters refuse JVM access with their own error
+        raise UnsupportedSessionError(f"this session gives no access to the driver JVM ({err}); "
+                                      f"{NO_JVM_ADVICE}") from err
     conf = {k: v for k, v in sc.getConf().getAll()}
     config = AutoscalerConfig.from_spark_conf(conf)
     if not config.enabled:
@@ -127,11 +161,13 @@ def _attach(spark: SparkSession) -> SparkSession:
     show_logs_by_default()
     bridge = JvmBridge(sc)
     if not bridge.installed():
+        jar = bridge_jars.bridge_jar(sc._jvm)
         raise BridgeNotInstalledError(
-            "this SparkSession was started without the sparkscale JVM bridge. Create it with "
-            "sparkscale_listener.autoscale(SparkSession.builder...) before any other session in this "
-            f"process, or start it with spark.jars={JvmBridge.jar_path()} and "
-            f"spark.plugins={PLUGIN_CLASS}")
+            "this SparkSession was started without the sparkscale JVM bridge (plugins load only when "
+            "the SparkContext starts). Either let sparkscale create the session: stop it and call "
+            "sparkscale_listener.autoscale(SparkSession.builder...); or start the application with "
+            f"`--jars {jar} --conf spark.plugins={PLUGIN_CLASS}` (spark-submit, pyspark, or the "
+            "notebook kernel's PYSPARK_SUBMIT_ARGS)")
 
     master = sc.master or ""
     fallback_note = None

@@ -31,8 +31,33 @@ def test_scaling_lines_are_visible_without_any_logging_setup(capfd: pytest.Captu
         show_logs_by_default()  # idempotent: one handler
         assert len(logger.handlers) == 1
         logger.info("sparkscale scale_up 1 -> 3: test line")
-        assert "INFO sparkscale: sparkscale scale_up 1 -> 3: test line" in capfd.readouterr().err
+        assert "INFO sparkscale scale_up 1 -> 3: test line" in capfd.readouterr().err
     finally:
         logger.handlers[:], root.handlers[:] = saved[0], saved[3]
         logger.setLevel(saved[1])
         logger.propagate = saved[2]
+
+
+def test_spark_connect_is_refused_with_what_works_instead(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark.sql import SparkSession
+
+    from sparkscale_listener import autoscale
+    from sparkscale_listener.session import UnsupportedSessionError
+
+    builder = SparkSession.builder.remote("sc://127.0.0.1:15002")
+    try:
+        with pytest.raises(UnsupportedSessionError, match="Spark Connect session; sparkscale runs inside "
+                                                          "the driver: it needs the driver JVM"):
+            autoscale(builder)
+    finally:
+        builder._options.pop("spark.remote", None)  # the builder is shared by the whole process
+
+    class ConnectSession:  # what pyspark.sql.connect.session.SparkSession looks like to us
+        pass
+
+    ConnectSession.__module__ = "pyspark.sql.connect.session"
+    with pytest.raises(UnsupportedSessionError, match="spark-submit, the pyspark shell"):
+        autoscale(ConnectSession())
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
+    with pytest.raises(UnsupportedSessionError):
+        autoscale(SparkSession.builder)

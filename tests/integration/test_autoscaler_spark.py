@@ -95,7 +95,10 @@ def test_running_session_without_the_bridge_is_refused_with_the_fix() -> None:
         with pytest.raises(BridgeNotInstalledError) as err:
             autoscale(spark)
         message = str(err.value)
-        assert "autoscale(SparkSession.builder" in message and "spark.plugins=" in message
+        assert "autoscale(SparkSession.builder" in message
+        # The exact flags to add, with the jar of this Spark line.
+        assert "--jars " in message and "sparkscale-bridge-spark4_2.13.jar" in message
+        assert "--conf spark.plugins=io.sparkscale.bridge.SparkscalePlugin" in message
     finally:
         spark.stop()
 

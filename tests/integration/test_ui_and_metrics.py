@@ -74,8 +74,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         probe = SparkContext._jvm.io.sparkscale.bridge.AutoscalerTab
         if not isinstance(probe, JavaClass):
             pytest.skip("a driver JVM without the current bridge jar already runs in this process")
-    if not JvmBridge.jar_path().exists():
-        pytest.skip("the bridge jar is missing: run `make bridge`")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the UI and the cluster stay on loopback
     workdir = tmp_path_factory.mktemp("ui")
     conf = cluster_conf(workdir, extra={

@@ -5,23 +5,16 @@ import java.util.Map;
 
 import org.apache.spark.scheduler.SparkListenerEvent;
 
-/** Anything else the autoscaler reports (pause, rollback, blocked scale-up, error...). Same conventions as ScalingEvent. */
-public class AutoscalerEvent implements SparkListenerEvent {
-  public String kind;
-  public String severity;
-  public String reason;
-  public Map<String, Object> details = new LinkedHashMap<>();
-  public long timestampMs;
+/**
+ * Anything else the autoscaler reports (pause, rollback, blocked scale-up, error...). Same conventions as
+ * {@link ScalingEvent}.
+ */
+public record AutoscalerEvent(String kind, String severity, String reason, Map<String, Object> details,
+                              long timestampMs) implements SparkListenerEvent {
 
-  public AutoscalerEvent() {
-  }
-
-  public AutoscalerEvent(String kind, String severity, String reason, Map<String, Object> details, long timestampMs) {
-    this.kind = kind;
-    this.severity = severity;
-    this.reason = reason;
-    this.details = details;
-    this.timestampMs = timestampMs;
+  /** An event read back without details (or posted with null) has an empty object, as before records. */
+  public AutoscalerEvent {
+    details = details == null ? new LinkedHashMap<>() : details;
   }
 
   @Override

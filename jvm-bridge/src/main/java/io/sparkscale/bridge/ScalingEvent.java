@@ -7,33 +7,19 @@ import org.apache.spark.scheduler.SparkListenerEvent;
 
 /**
  * An executor change decided by the autoscaler, posted on the listener bus. Spark's JsonProtocol writes events it
- * does not know with Jackson ({@code {"Event": "<class>", ...public fields}}), so public fields are the event-log
- * schema, and the no-arg constructor lets the history server read it back (the jar must be on its classpath).
+ * does not know with Jackson ({@code {"Event": "<class>", ...components}}), so the record components are the
+ * event-log schema; Jackson reads a record back through its canonical constructor, which is what the history
+ * server does (the jar must be on its classpath).
+ *
+ * @param details a JSON object, embedded as such in the event log (not an escaped string)
  */
-public class ScalingEvent implements SparkListenerEvent {
-  public String action;
-  public int fromExecutors;
-  public int toExecutors;
-  public String reason;
-  public boolean applied;
-  public String mode;
-  /** A JSON object, embedded as such in the event log (not an escaped string). */
-  public Map<String, Object> details = new LinkedHashMap<>();
-  public long timestampMs;
+public record ScalingEvent(String action, int fromExecutors, int toExecutors, String reason, boolean applied,
+                           String mode, Map<String, Object> details, long timestampMs)
+    implements SparkListenerEvent {
 
-  public ScalingEvent() {
-  }
-
-  public ScalingEvent(String action, int fromExecutors, int toExecutors, String reason, boolean applied, String mode,
-                      Map<String, Object> details, long timestampMs) {
-    this.action = action;
-    this.fromExecutors = fromExecutors;
-    this.toExecutors = toExecutors;
-    this.reason = reason;
-    this.applied = applied;
-    this.mode = mode;
-    this.details = details;
-    this.timestampMs = timestampMs;
+  /** An event read back without details (or posted with null) has an empty object, as before records. */
+  public ScalingEvent {
+    details = details == null ? new LinkedHashMap<>() : details;
   }
 
   @Override

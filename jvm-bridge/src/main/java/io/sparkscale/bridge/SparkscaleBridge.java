@@ -1,9 +1,7 @@
 package io.sparkscale.bridge;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -19,10 +17,14 @@ import org.apache.spark.ExecutorAllocationClient;
 import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.ExecutorDecommissionInfo;
 import org.apache.spark.scheduler.SchedulerBackend;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import scala.Option;
 import scala.Tuple2;
-import scala.jdk.javaapi.CollectionConverters;
+import scala.collection.Iterator;
+import scala.collection.immutable.List;
+import scala.collection.immutable.List$;
 
 /**
  * Static entry points for Python (py4j). Everything is safe to call when the plugin is not installed or the
@@ -34,6 +36,7 @@ public final class SparkscaleBridge {
   public static final String[] DEFAULT_GAUGES = {
       "targetExecutors", "liveExecutors", "pendingExecutors", "utilization", "paused", "backlog"};
 
+  private static final Logger LOG = LoggerFactory.getLogger(SparkscaleBridge.class);
   private static final ObjectMapper MAPPER = new ObjectMapper();
   // Python's json.dumps writes NaN/Infinity tokens; Jackson writes them back out as strings by default.
   private static final ObjectMapper LENIENT = JsonMapper.builder()
@@ -72,7 +75,7 @@ public final class SparkscaleBridge {
     } catch (RuntimeException | LinkageError e) {
       // The tab is a convenience: a UI that cannot take it must not stop the application or the autoscaler.
       tab = null;
-      System.err.println("sparkscale: could not attach the Autoscaler UI tab: " + e);
+      LOG.warn("could not attach the Autoscaler UI tab: {}", e.toString());
     }
   }
 
@@ -141,7 +144,10 @@ public final class SparkscaleBridge {
     status = json;
   }
 
-  /** An absolute executor target (never a delta: see the empty-target trap in DESIGN-NOTES). */
+  /**
+   * An absolute executor target, never a delta: the cluster manager keeps the last target it was given, and a kill
+   * before any request would leave it a target of zero, so no lost executor would ever be replaced.
+   */
   public static boolean requestTotalExecutors(int total) {
     SparkContext c = activeContext();
     if (c == null) {
@@ -157,7 +163,7 @@ public final class SparkscaleBridge {
     if (c == null || ids == null || ids.length == 0) {
       return NONE;
     }
-    boolean ok = c.killExecutors(CollectionConverters.asScala(Arrays.asList(ids)).toSeq());
+    boolean ok = c.killExecutors(scalaList(ids));
     return ok ? ids.clone() : NONE;
   }
 
@@ -182,9 +188,13 @@ public final class SparkscaleBridge {
     for (int i = 0; i < ids.length; i++) {
       pairs[i] = new Tuple2<>(ids[i], info);
     }
-    scala.collection.immutable.Seq<String> done =
+    // scala.collection.Seq: what Scala 2.12 builds return, and a supertype of 2.13's immutable.Seq.
+    scala.collection.Seq<String> done =
         ((ExecutorAllocationClient) backend).decommissionExecutors(pairs, false, false);
-    List<String> out = new ArrayList<>(CollectionConverters.asJava(done));
+    ArrayList<String> out = new ArrayList<>(done.size());
+    for (Iterator<String> it = done.iterator(); it.hasNext(); ) {
+      out.add(it.next());
+    }
     return out.toArray(NONE);
   }
 
@@ -219,6 +229,19 @@ public final class SparkscaleBridge {
   }
 
   // ---------------------------------------------------------------- helpers
+
+  /**
+   * A Scala List, built without Scala's collection converters (their Java API differs between Scala 2.12 and
+   * 2.13). A List is a {@code scala.collection.Seq} (what 2.12 builds of Spark take) and a
+   * {@code scala.collection.immutable.Seq} (2.13), so one source compiles and links against both.
+   */
+  static List<String> scalaList(String[] items) {
+    List<String> out = List$.MODULE$.empty();
+    for (int i = items.length - 1; i >= 0; i--) {
+      out = out.$colon$colon(items[i]);
+    }
+    return out;
+  }
 
   private static SparkContext activeContext() {
     SparkContext c = sc;

@@ -79,29 +79,16 @@ public class SparkscaleListener extends SparkListener {
     };
   }
 
-  /** The streaming query / batch a stage or task belongs to. */
-  static final class Tag {
-    final String queryId;
-    final String batchId; // null when the job was not a micro-batch job
-    final int jobId;
-
-    Tag(String queryId, String batchId, int jobId) {
-      this.queryId = queryId;
-      this.batchId = batchId;
-      this.jobId = jobId;
-    }
+  /**
+   * The streaming query / batch a stage or task belongs to.
+   *
+   * @param batchId null when the job was not a micro-batch job
+   */
+  record Tag(String queryId, String batchId, int jobId) {
   }
 
-  static final class RunningTask {
-    final String executorId;
-    final long launchMs;
-    final Tag tag; // may be null
-
-    RunningTask(String executorId, long launchMs, Tag tag) {
-      this.executorId = executorId;
-      this.launchMs = launchMs;
-      this.tag = tag;
-    }
+  /** @param tag null when the task's stage belongs to no streaming query */
+  record RunningTask(String executorId, long launchMs, Tag tag) {
   }
 
   private final long heapMaxBytes;
@@ -220,9 +207,9 @@ public class SparkscaleListener extends SparkListener {
       return;
     }
     // Only drop stages still owned by this job: a stage can be shared with a later job.
-    stageTags.values().removeIf(t -> t.jobId == event.jobId());
+    stageTags.values().removeIf(t -> t.jobId() == event.jobId());
     if (event.jobResult() != JobSucceeded$.MODULE$) {
-      query(tag.queryId).jobsFailed++;
+      query(tag.queryId()).jobsFailed++;
     }
   }
 
@@ -237,7 +224,7 @@ public class SparkscaleListener extends SparkListener {
       }
     }
     // Only stages that really run count toward the useful-parallelism cap (skipped stages are never submitted).
-    Query q = query(tag.queryId);
+    Query q = query(tag.queryId());
     q.stageTasks[q.stagesSeen % MAX_STAGES_PER_QUERY] = info.numTasks();
     q.stagesSeen++;
   }
@@ -272,7 +259,7 @@ public class SparkscaleListener extends SparkListener {
     if (rt != null && e.runningTasks > 0) {
       e.runningTasks--;
     }
-    Tag tag = rt != null && rt.tag != null ? rt.tag : stageTags.get(event.stageId());
+    Tag tag = rt != null && rt.tag() != null ? rt.tag() : stageTags.get(event.stageId());
 
     long finish = info.finishTime() > 0 ? info.finishTime() : System.currentTimeMillis();
     double busy = Math.max(0L, finish - info.launchTime());
@@ -309,7 +296,7 @@ public class SparkscaleListener extends SparkListener {
     }
 
     if (tag != null) {
-      Query q = query(tag.queryId);
+      Query q = query(tag.queryId());
       q.busyMs += busy;
       q.runMs += run;
       if (ok) {
@@ -317,8 +304,8 @@ public class SparkscaleListener extends SparkListener {
       } else if (!killed) {
         q.tasksFailed++;
       }
-      if (tag.batchId != null) {
-        q.batches.merge(tag.batchId, busy, Double::sum);
+      if (tag.batchId() != null) {
+        q.batches.merge(tag.batchId(), busy, Double::sum);
       }
     }
   }
@@ -334,13 +321,13 @@ public class SparkscaleListener extends SparkListener {
       HashMap<String, Double> inflightByQuery = new HashMap<>();
       double inflight = 0;
       for (RunningTask rt : running.values()) {
-        Executor e = executors.get(rt.executorId);
+        Executor e = executors.get(rt.executorId());
         long end = e != null && e.removedMs != null ? Math.min(now, e.removedMs) : now;
-        double elapsed = Math.max(0L, end - rt.launchMs);
+        double elapsed = Math.max(0L, end - rt.launchMs());
         inflight += elapsed;
-        inflightByExec.merge(rt.executorId, elapsed, Double::sum);
-        if (rt.tag != null) {
-          inflightByQuery.merge(rt.tag.queryId, elapsed, Double::sum);
+        inflightByExec.merge(rt.executorId(), elapsed, Double::sum);
+        if (rt.tag() != null) {
+          inflightByQuery.merge(rt.tag().queryId(), elapsed, Double::sum);
         }
       }
 
@@ -459,7 +446,7 @@ public class SparkscaleListener extends SparkListener {
     Map<String, Object> f = new LinkedHashMap<>();
     f.put("timeMs", timeMs);
     f.put("executorId", executorId);
-    f.put("queryId", tag != null ? tag.queryId : null);
+    f.put("queryId", tag != null ? tag.queryId() : null);
     f.put("reason", describe(reason));
     failures.addLast(f);
     while (failures.size() > MAX_FAILURES) {

@@ -1,0 +1,132 @@
+"""Installed and run the way users deploy: the built wheel in a fresh virtualenv outside the
+source tree, a job submitted with ``spark-submit`` (no ``--jars``, no ``--conf spark.plugins``) to
+a standalone Master and Worker started as separate daemon processes.
+
+The Worker hands the application every free core at start (3 one-core executors); the autoscaler
+gives back what the low load does not need, scales up when the load steps up, and down after it
+falls; every row reaches the sink exactly once, and the ScalingEvents are in the event log.
+Every wait is a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sparkscale_listener.testing.demo import read_event_log, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+WORKER_CORES = 3
+pytestmark = pytest.mark.spark
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the wheel built from this tree (``python -m build``) installed."""
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
+                   check=True, capture_output=True, text=True)
+    [wheel] = out.glob("sparkscale_listener-*.whl")
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    import pyspark
+
+    # The cluster's own pyspark stays what it is: install the same version next to the wheel.
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(wheel),
+                    f"pyspark=={pyspark.__version__}"], check=True)
+    return venv
+
+
+@dataclass
+class Standalone:
+    master_url: str
+    web_url: str
+
+
+def _wait_for_worker(web_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{web_url}/json/", timeout=5) as response:
+            return json.load(response).get("aliveworkers", 0) >= 1
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def standalone(wheel_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    """A Master and one Worker, each its own daemon process, on loopback ports of their own."""
+    work = tmp_path_factory.mktemp("standalone")
+    spark_class = str(wheel_venv / "bin" / "spark-class")
+    port, web, worker_web = free_port(), free_port(), free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(work),
+           "SPARK_WORKER_DIR": str(work / "worker")}
+    logs = [open(work / name, "w") for name in ("master.log", "worker.log")]
+    master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(web)],
+                              env=env, stdout=logs[0], stderr=subprocess.STDOUT)
+    worker = subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker",
+                               f"spark://127.0.0.1:{port}", "--cores", str(WORKER_CORES), "--memory", "3g",
+                               "--webui-port", str(worker_web), "--work-dir", str(work / "worker")],
+                              env=env, stdout=logs[1], stderr=subprocess.STDOUT)
+    web_url = f"http://127.0.0.1:{web}"
+    try:
+        wait_for(lambda: _wait_for_worker(web_url), 120, what="the Worker to register with the Master")
+        yield Standalone(f"spark://127.0.0.1:{port}", web_url)
+    finally:
+        for process in (worker, master):
+            process.terminate()
+        for process in (worker, master):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for log in logs:
+            log.close()
+
+
+def test_submitted_job_from_the_installed_wheel_scales_down_up_and_down(
+        wheel_venv: Path, standalone: Standalone, tmp_path: Path) -> None:
+    job = tmp_path / "job.py"  # a copy outside the source tree: only the wheel is importable
+    shutil.copy(REPO / "sparkscale_listener" / "testing" / "submitted_job.py", job)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(wheel_venv / "bin" / "python"))
+    started = time.monotonic()
+    run = subprocess.run([str(wheel_venv / "bin" / "spark-submit"), "--master", standalone.master_url,
+                          "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",
+                          str(job), str(work)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    print(run.stdout[-4000:])
+    result_lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    assert result_lines, f"no RESULT line; exit {run.returncode}\n{run.stderr[-4000:]}"
+    result = json.loads(result_lines[-1][len("RESULT "):])
+    applied = [(a["action"], a["from_executors"], a["to_executors"]) for a in result["applied"]]
+    print(f"applied {applied} in {time.monotonic() - started:.0f}s; rows {result['rows']}")
+    # The bridge came in through the one line: a scaling line is in the driver log by default.
+    assert "sparkscale scale_" in run.stderr
+    # Started with every core the Worker had, and gave back what the low load did not need.
+    assert applied[0][0] == "scale_down" and applied[0][1] == WORKER_CORES, applied
+    ups = [i for i, a in enumerate(applied) if a[0] == "scale_up"]
+    assert ups and any(a[0] == "scale_down" for a in applied[ups[0]:]), applied
+    assert result["exactly_once"] and result["rows"] > 0
+    assert run.returncode == 0, run.stderr[-4000:]
+    events = [e for e in read_event_log(work / "events")
+              if e.get("Event") == "io.sparkscale.bridge.ScalingEvent" and e.get("applied")]
+    assert [(e["action"], e["fromExecutors"], e["toExecutors"]) for e in events] == applied
