@@ -19,7 +19,6 @@ Snapshot schema (times epoch ms, durations ms, counters cumulative since the dri
                         "tasksFinished", "tasksFailed", "gcMs", "runMs", "heapUsedBytes", "heapMaxBytes"}},
      "totals": {"slotMs", "busyMs", "tasksFinished", "tasksFailed", "gcMs", "runMs",
                 "executorsAdded", "executorsRemoved"},
-     "recentTaskFailures": [{"timeMs", "executorId", "queryId", "reason"}],
      "queries": {queryId: {"busyMs", "tasksFinished", "tasksFailed", "runMs", "jobsFailed",
                            "maxStageTasks", "batches": {batchId: busyMs}}}}
 
@@ -76,6 +75,14 @@ class JvmBridge:
             return None  # no JVM yet: pyspark passes spark.jars to the spark-submit it launches
         SparkContext._ensure_initialized()  # connects to the running JVM; never launches one here
         return SparkContext._jvm
+
+    @staticmethod
+    def submitted_conf(jvm: Any) -> dict[str, str]:
+        """The ``spark.*`` settings a running driver JVM holds as system properties (spark-submit's
+        ``--conf`` and ``spark-defaults.conf``), which the next SparkConf will read."""
+        properties = jvm.java.lang.System.getProperties()
+        return {str(k): str(properties.getProperty(k)) for k in properties.stringPropertyNames()
+                if str(k).startswith("spark.")}
 
     @staticmethod
     def add_to_driver_classpath(jvm: Any, jar: pathlib.Path) -> None:
@@ -182,8 +189,9 @@ class JvmBridge:
     @staticmethod
     def clear_system_properties(prefix: str, keep: Collection[str]) -> None:
         """Before a new SparkContext in a process whose driver JVM already ran one: drop the JVM
-        system properties under ``prefix`` that the new session does not set. PySpark keeps the
-        first session's conf as system properties, which a new SparkConf would inherit."""
+        system properties under ``prefix`` that the new session does not set. PySpark launches
+        the driver JVM with the first session's conf as system properties, which a new SparkConf
+        would inherit."""
         from pyspark import SparkContext
 
         jvm = SparkContext._jvm

@@ -1,8 +1,9 @@
 """Wiring the autoscaler into a SparkSession: the user's one line.
 
 Order matters: every ``spark.sparkscale.*`` key is validated and the dynamic-allocation conflict
-refused *before* the session (and its executors) start; the bridge must be on the driver
-classpath before the JVM starts, so it is added to the builder, not to a running session.
+refused *before* the session (and its executors) start. The bridge must be on the driver's class
+path before the SparkContext starts (plugins load then): it is added to the builder, and, when the
+driver JVM already runs (spark-submit, the pyspark shell), to the driver's class loader too.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ log = logging.getLogger("sparkscale")
 
 _running: dict[str, tuple[Autoscaler, ControlLoop]] = {}
 _lock = threading.Lock()
+_sessions_started = 0  # autoscalers started in this process (a later session's JVM has leftovers)
 
 
 class UnsupportedSessionError(RuntimeError):
@@ -57,21 +59,25 @@ def autoscale(session_or_builder: Any) -> SparkSession:
         return _attach(session_or_builder)
     builder = session_or_builder
     options: dict[str, str] = {k: str(v) for k, v in getattr(builder, "_options", {}).items()}
-    config = AutoscalerConfig.from_spark_conf(options)  # fail before anything starts
+    jvm = JvmBridge.running_jvm()
+    if jvm is not None and _sessions_started:
+        # pyspark launched this process's driver JVM with the first session's settings as system
+        # properties; this session's autoscaler takes its settings from its own builder, not from
+        # those leftovers (say, a test's maxRollbacks).
+        JvmBridge.clear_system_properties(PREFIX, options)
+    # Under spark-submit, --conf values wait in the JVM's system properties; the builder wins.
+    submitted = {**JvmBridge.submitted_conf(jvm), **options} if jvm is not None else options
+    config = AutoscalerConfig.from_spark_conf(submitted)  # fail before anything starts
     if not config.enabled:
         return builder.getOrCreate()
-    refuse_dynamic_allocation(options)
+    refuse_dynamic_allocation(submitted)
     validate_modules(config)
-    jvm = JvmBridge.running_jvm()
     jar = bridge_jars.bridge_jar(jvm)  # the jar of the Spark that runs (or will run) the driver
     if jvm is not None:
         # spark-submit, the pyspark shell, or an earlier session started the driver JVM before this
         # code: spark.jars would reach the executors but not the driver, so add the jar to the
         # driver's class loader here (Spark loads plugins, and py4j finds classes, through it).
         JvmBridge.add_to_driver_classpath(jvm, jar)
-        # This session's autoscaler takes its settings from its builder only, not from an earlier
-        # session's leftovers in the same driver JVM (say, a test's maxRollbacks).
-        JvmBridge.clear_system_properties(PREFIX, options)
     # Executors load every spark.plugins class too (an executor without it exits): they get the
     # jar through spark.jars.
     builder.config("spark.jars", _append_csv(options.get("spark.jars"), str(jar)))
@@ -186,8 +192,10 @@ def _attach(spark: SparkSession) -> SparkSession:
         return not bridge.context_stopped()
 
     loop = ControlLoop(scaler, config.interval_s, alive)
+    global _sessions_started
     with _lock:
         _running[sc.applicationId] = (scaler, loop)
+        _sessions_started += 1
     loop.start()
     log.info("sparkscale: autoscaler started (mode=%s, executors %d..%d, interval %gs)",
              config.mode, config.min_executors, config.max_executors, config.interval_s)

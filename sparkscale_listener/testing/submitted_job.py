@@ -34,7 +34,8 @@ def main(workdir: Path) -> int:
                .config("spark.eventLog.compress", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     for key, value in DEMO_SPARKSCALE_CONF.items():
-        if key != "spark.sparkscale.initialExecutors":  # keep what the Worker hands us at start
+        # Keep what the Worker hands us at start; take minExecutors from spark-submit's --conf.
+        if key not in ("spark.sparkscale.initialExecutors", "spark.sparkscale.minExecutors"):
             builder = builder.config(key, value)
     spark = autoscale(builder)  # the one line
     spark.sparkContext.setLogLevel("ERROR")

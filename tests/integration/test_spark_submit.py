@@ -111,6 +111,7 @@ def test_submitted_job_from_the_installed_wheel_scales_down_up_and_down(
     started = time.monotonic()
     run = subprocess.run([str(wheel_venv / "bin" / "spark-submit"), "--master", standalone.master_url,
                           "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",
+                          "--conf", "spark.sparkscale.minExecutors=2",  # a setting from the command line
                           str(job), str(work)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     print(run.stdout[-4000:])
@@ -123,6 +124,8 @@ def test_submitted_job_from_the_installed_wheel_scales_down_up_and_down(
     assert "sparkscale scale_" in run.stderr
     # Started with every core the Worker had, and gave back what the low load did not need.
     assert applied[0][0] == "scale_down" and applied[0][1] == WORKER_CORES, applied
+    # spark-submit's --conf reached the autoscaler: it never went below minExecutors=2.
+    assert min(a[2] for a in applied) == 2, applied
     ups = [i for i, a in enumerate(applied) if a[0] == "scale_up"]
     assert ups and any(a[0] == "scale_down" for a in applied[ups[0]:]), applied
     assert result["exactly_once"] and result["rows"] > 0

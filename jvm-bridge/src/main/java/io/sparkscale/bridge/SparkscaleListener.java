@@ -1,7 +1,6 @@
 package io.sparkscale.bridge;
 
 import java.util.ArrayDeque;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -42,7 +41,6 @@ public class SparkscaleListener extends SparkListener {
   static final String DRIVER_ID = "driver";
 
   static final int MAX_REMOVED_EXECUTORS = 200;
-  static final int MAX_FAILURES = 50;
   static final int MAX_STAGES_PER_QUERY = 20;
   static final int MAX_BATCHES_PER_QUERY = 64;
   static final int MAX_QUERIES = 256;
@@ -106,7 +104,6 @@ public class SparkscaleListener extends SparkListener {
       return size() > MAX_QUERIES; // least recently updated first
     }
   };
-  private final ArrayDeque<Map<String, Object>> failures = new ArrayDeque<>();
 
   // Totals survive the eviction of old removed executors.
   private double retiredSlotMs;
@@ -285,7 +282,6 @@ public class SparkscaleListener extends SparkListener {
     } else {
       e.tasksFailed++;
       tasksFailed++;
-      recordFailure(finish, info.executorId(), tag, reason);
     }
     ExecutorMetrics peaks = event.taskExecutorMetrics();
     if (peaks != null) {
@@ -388,7 +384,6 @@ public class SparkscaleListener extends SparkListener {
       out.put("coresPerExecutor", coresPerExecutor());
       out.put("executors", execs);
       out.put("totals", totals);
-      out.put("recentTaskFailures", new ArrayList<>(failures));
       out.put("queries", qs);
       return out;
     }
@@ -440,45 +435,5 @@ public class SparkscaleListener extends SparkListener {
       executorsAdded++;
     }
     return e;
-  }
-
-  private void recordFailure(long timeMs, String executorId, Tag tag, TaskEndReason reason) {
-    Map<String, Object> f = new LinkedHashMap<>();
-    f.put("timeMs", timeMs);
-    f.put("executorId", executorId);
-    f.put("queryId", tag != null ? tag.queryId() : null);
-    f.put("reason", describe(reason));
-    failures.addLast(f);
-    while (failures.size() > MAX_FAILURES) {
-      failures.removeFirst();
-    }
-  }
-
-  /** "ExceptionFailure: java.lang.RuntimeException: boom" - class name plus the first line of the message. */
-  static String describe(TaskEndReason reason) {
-    String name = reason.getClass().getSimpleName();
-    if (name.endsWith("$")) {
-      name = name.substring(0, name.length() - 1);
-    }
-    String msg;
-    if (reason instanceof ExceptionFailure) {
-      ExceptionFailure ef = (ExceptionFailure) reason;
-      msg = ef.className() + ": " + ef.description();
-    } else if (reason instanceof TaskFailedReason) {
-      msg = ((TaskFailedReason) reason).toErrorString();
-    } else {
-      msg = String.valueOf(reason);
-    }
-    if (msg == null) {
-      return name;
-    }
-    int nl = msg.indexOf('\n');
-    if (nl >= 0) {
-      msg = msg.substring(0, nl);
-    }
-    if (msg.length() > MAX_REASON_CHARS) {
-      msg = msg.substring(0, MAX_REASON_CHARS) + "...";
-    }
-    return name + ": " + msg;
   }
 }
