@@ -100,7 +100,7 @@ class ScalingExecutor:
             self._persist_rollback_state()
         elif outcome.action == "failed":
             self.events.emit(AutoscalerEvent(now, "pause", outcome.reason, severity="error",
-                                                   details=self.details()))
+                                             details=self.details()))
             self._persist_rollback_state()
         elif outcome.action == "rollback":
             return [self.roll_back(now, outcome, sample)]
@@ -146,12 +146,11 @@ class ScalingExecutor:
             record = ScalingRecord(now, "scale_up" if base > live else "scale_down", live, base, "baseline")
             self.provisioning.start(record, base, now)
             t.window_start = math.inf
-        self.events.emit(AutoscalerEvent(
-                  now, "notice",
-                  f"baseline: {live} live executor(s), target {base}"
-                  + (f" (restored last healthy target {restored})" if restored is not None else "")
-                  + ("" if result is None or result.ok else f"; the request failed: {result.message}"),
-                  from_executors=live, to_executors=base, details=self.details()))
+        restored_text = f" (restored last healthy target {restored})" if restored is not None else ""
+        failed_text = "" if result is None or result.ok else f"; the request failed: {result.message}"
+        self.events.emit(AutoscalerEvent(now, "notice", f"baseline: {live} live executor(s), target {base}"
+                                         f"{restored_text}{failed_text}", from_executors=live,
+                                         to_executors=base, details=self.details()))
         self.state.store_target(t.current)
         return True
 
