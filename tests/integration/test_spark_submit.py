@@ -49,9 +49,22 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import pyspark
 
     # The cluster's own pyspark stays what it is: install the same version next to the wheel.
+    # pyarrow: the job's test source is a Python data source, which needs it (the package does not).
     subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(wheel),
-                    f"pyspark=={pyspark.__version__}"], check=True)
+                    f"pyspark=={pyspark.__version__}", "pyarrow"], check=True)
     return venv
+
+
+def venv_env(venv: Path) -> dict[str, str]:
+    """The environment of a shell that activated ``venv``: Spark's launch scripts find their
+    SPARK_HOME (pyspark's package folder) through the ``python`` on PATH."""
+    spark_home = subprocess.run([str(venv / "bin" / "python"), "-c",
+                                 "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                                check=True, capture_output=True, text=True).stdout.strip()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", SPARK_HOME=spark_home,
+               VIRTUAL_ENV=str(venv), SPARK_LOCAL_IP="127.0.0.1")
+    return env
 
 
 @dataclass
@@ -74,8 +87,7 @@ def standalone(wheel_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     work = tmp_path_factory.mktemp("standalone")
     spark_class = str(wheel_venv / "bin" / "spark-class")
     port, web, worker_web = free_port(), free_port(), free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(work),
-           "SPARK_WORKER_DIR": str(work / "worker")}
+    env = {**venv_env(wheel_venv), "SPARK_LOG_DIR": str(work), "SPARK_WORKER_DIR": str(work / "worker")}
     logs = [open(work / name, "w") for name in ("master.log", "worker.log")]
     master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(port), "--webui-port", str(web)],
@@ -106,8 +118,7 @@ def test_submitted_job_from_the_installed_wheel_scales_down_up_and_down(
     shutil.copy(REPO / "sparkscale_listener" / "testing" / "submitted_job.py", job)
     work = tmp_path / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(wheel_venv / "bin" / "python"))
+    env = {**venv_env(wheel_venv), "PYSPARK_PYTHON": str(wheel_venv / "bin" / "python")}
     started = time.monotonic()
     run = subprocess.run([str(wheel_venv / "bin" / "spark-submit"), "--master", standalone.master_url,
                           "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",

@@ -1,0 +1,51 @@
+"""sparkscale: a streaming-aware autoscaler for Spark Structured Streaming, inside the driver.
+
+The one line::
+
+    from sparkscale_listener import autoscale
+    spark = autoscale(SparkSession.builder.appName("my-job"))
+
+and ``sparkscale_listener.autoscaler(spark).status()`` to see what it does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .config import AutoscalerConfig, ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .control_loop import Autoscaler
+
+__all__ = ["AutoscalerConfig", "ConfigError", "autoscale", "autoscaler", "stop_autoscaler"]
+__version__ = "0.1.0"
+
+
+def autoscale(session_or_builder: Any) -> SparkSession:
+    """Start the autoscaler with the session and return the session.
+
+    Given a ``SparkSession.Builder``: validates every ``spark.sparkscale.*`` key first, adds the
+    JVM bridge (jar and ``spark.plugins`` entry), calls ``getOrCreate()`` and starts the control
+    loop. Given a running ``SparkSession``: starts the control loop if the session was created
+    with the bridge, else raises :class:`~sparkscale_listener.bridge.BridgeNotInstalledError`
+    saying how to fix it.
+    """
+    from .session import autoscale as _autoscale
+
+    return _autoscale(session_or_builder)
+
+
+def autoscaler(spark: SparkSession) -> Autoscaler:
+    """The autoscaler running for this session's application."""
+    from .session import autoscaler as _autoscaler
+
+    return _autoscaler(spark)
+
+
+def stop_autoscaler(spark: SparkSession) -> None:
+    """Stop the control loop (executors stay as they are). ``spark.stop()`` stops it too."""
+    from .session import stop_autoscaler as _stop
+
+    _stop(spark)

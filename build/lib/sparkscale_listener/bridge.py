@@ -1,0 +1,223 @@
+"""Python side of the JVM bridge (``jvm-bridge/``): executor counters, executor actions, events and gauges.
+
+The Java plugin aggregates scheduler events inside the driver JVM (one py4j round trip per event would cost
+far too much) and this wrapper polls it: :meth:`JvmBridge.snapshot` returns cumulative counters, from which
+the collector derives rates by differencing two snapshots.
+
+Enabling it: ``autoscale(builder)`` adds the jar of the running Spark line (see :mod:`.bridge_jars`) to
+``spark.jars`` and the plugin to ``spark.plugins``.
+
+Classpath caveat: pyspark starts ONE driver JVM per Python process. When it starts it for this session,
+``spark.jars`` is on the driver's classpath. When the JVM already runs (spark-submit and the pyspark shell
+start it before the user's code; an earlier session may have left it), ``spark.jars`` only reaches the
+executors, so :meth:`JvmBridge.add_to_driver_classpath` adds the jar to the driver's class loader first.
+
+Snapshot schema (times epoch ms, durations ms, counters cumulative since the driver started)::
+
+    {"timeMs", "appId", "coresPerExecutor",
+     "executors": {id: {"host", "cores", "addedMs", "removedMs", "removedReason", "runningTasks", "busyMs",
+                        "tasksFinished", "tasksFailed", "gcMs", "runMs", "heapUsedBytes", "heapMaxBytes"}},
+     "totals": {"slotMs", "busyMs", "tasksFinished", "tasksFailed", "gcMs", "runMs",
+                "executorsAdded", "executorsRemoved"},
+     "queries": {queryId: {"busyMs", "tasksFinished", "tasksFailed", "runMs", "jobsFailed",
+                           "maxStageTasks", "batches": {batchId: busyMs}}}}
+
+``busyMs`` includes the elapsed part of running tasks; ``executors`` keeps removed executors (the last 200)
+with ``removedMs`` set; ``heapUsedBytes`` is -1 until a heartbeat or task end reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from py4j.java_gateway import JavaClass
+
+PLUGIN_CLASS = "io.sparkscale.bridge.SparkscalePlugin"
+BRIDGE_CLASS = "io.sparkscale.bridge.SparkscaleBridge"
+
+
+class BridgeNotInstalledError(RuntimeError):
+    """The bridge jar is not on the driver classpath (or the plugin is not enabled)."""
+
+
+class JvmBridge:
+    """Thin py4j wrapper around the static ``SparkscaleBridge`` class.
+
+    When the class is not on the driver classpath, :meth:`installed` is False and every other method
+    raises :class:`BridgeNotInstalledError`. When the class is there but the plugin is not running (not in
+    ``spark.plugins``, or the SparkContext stopped), the Java side answers "nothing": ``{}``, False, ``[]``,
+    no-op. Errors Spark raises (e.g. killing executors while dynamic allocation is on) come through as
+    ``py4j.protocol.Py4JJavaError``.
+    """
+
+    def __init__(self, spark_context: Any) -> None:
+        self._sc = spark_context
+        self._jvm = spark_context._jvm
+        self._gateway = spark_context._gateway
+        cls: Any = self._jvm
+        for part in BRIDGE_CLASS.split("."):
+            cls = getattr(cls, part)
+        # py4j answers an unknown class with a JavaPackage, not an error.
+        self._cls: Any = cls if isinstance(cls, JavaClass) else None
+
+    @staticmethod
+    def running_jvm() -> Any | None:
+        """The py4j view of a driver JVM that runs with no active SparkContext yet (spark-submit
+        and the pyspark shell start it before the user's code; an earlier session may have left
+        it), or None when pyspark will launch a fresh one."""
+        from pyspark import SparkContext
+
+        if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+            return None  # no JVM yet: pyspark passes spark.jars to the spark-submit it launches
+        SparkContext._ensure_initialized()  # connects to the running JVM; never launches one here
+        return SparkContext._jvm
+
+    @staticmethod
+    def submitted_conf(jvm: Any) -> dict[str, str]:
+        """The ``spark.*`` settings a running driver JVM holds as system properties (spark-submit's
+        ``--conf`` and ``spark-defaults.conf``), which the next SparkConf will read."""
+        properties = jvm.java.lang.System.getProperties()
+        return {str(k): str(properties.getProperty(k)) for k in properties.stringPropertyNames()
+                if str(k).startswith("spark.")}
+
+    @staticmethod
+    def add_to_driver_classpath(jvm: Any, jar: pathlib.Path) -> None:
+        """Add the bridge jar to the class loader spark-submit gave the driver (Spark's
+        ``MutableURLClassLoader``, the context class loader of the py4j threads): Spark loads
+        ``spark.plugins`` classes and py4j looks classes up through it. Idempotent."""
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        mutable = jvm.org.apache.spark.util.MutableURLClassLoader._java_lang_class
+        if not mutable.isInstance(loader):
+            raise BridgeNotInstalledError(
+                f"the driver JVM was started before this code and its class loader "
+                f"({loader.getClass().getName()}) cannot take the sparkscale bridge jar; start the "
+                f"application with `--jars {jar} --conf spark.plugins={PLUGIN_CLASS}`")
+        url = jvm.java.io.File(str(jar)).toURI().toURL()
+        if url.toString() not in [u.toString() for u in loader.getURLs()]:
+            loader.addURL(url)
+
+    def installed(self) -> bool:
+        """The class is on the driver classpath AND the plugin initialised with a live SparkContext."""
+        return self._cls is not None and bool(self._cls.isInstalled())
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters (schema above); ``{}`` when the class is loaded but the plugin is not running."""
+        return json.loads(self._bridge().snapshotJson())
+
+    def request_total_executors(self, total: int) -> bool:
+        """Absolute target; False when the cluster manager refused (e.g. local mode)."""
+        return bool(self._bridge().requestTotalExecutors(int(total)))
+
+    def kill_executors(self, ids: Sequence[str]) -> list[str]:
+        """Kill without replacement; returns the ids Spark accepted (all or none)."""
+        return list(self._bridge().killExecutors(self._string_array(ids)))
+
+    def decommission_executors(self, ids: Sequence[str]) -> list[str]:
+        """Graceful decommission; returns the ids accepted. Returns ``[]`` unless
+        ``spark.decommission.enabled=true`` (without it Spark would stop scheduling on the executors while
+        they never exit)."""
+        return list(self._bridge().decommissionExecutors(self._string_array(ids)))
+
+    def post_scaling_event(
+        self,
+        action: str,
+        from_executors: int,
+        to_executors: int,
+        reason: str,
+        applied: bool,
+        mode: str,
+        details: dict[str, Any],
+    ) -> None:
+        """Post an ``io.sparkscale.bridge.ScalingEvent`` on the listener bus (and so into the event log)."""
+        self._bridge().postScalingEvent(
+            action, int(from_executors), int(to_executors), reason, bool(applied), mode, _to_json(details)
+        )
+
+    def post_autoscaler_event(self, kind: str, severity: str, reason: str, details: dict[str, Any]) -> None:
+        """Post an ``io.sparkscale.bridge.AutoscalerEvent`` on the listener bus."""
+        self._bridge().postAutoscalerEvent(kind, severity, reason, _to_json(details))
+
+    def set_gauge(self, name: str, value: float) -> None:
+        """Set a driver metric gauge; unknown names (e.g. ``backlog.<query>``) are registered on first use."""
+        self._bridge().setGauge(name, float(value))
+
+    def publish_status(self, json_text: str) -> None:
+        """Hand the Autoscaler UI tab its latest document (see :mod:`sparkscale_listener.ui`); the JVM keeps
+        only the newest one and renders it when the page is opened."""
+        self._bridge().publishStatus(json_text)
+
+    def latest_status(self) -> str | None:
+        """The document last given to :meth:`publish_status` (None before the first)."""
+        text = self._bridge().latestStatus()
+        return None if text is None else str(text)
+
+    def ui_tab_attached(self) -> bool:
+        """The Autoscaler tab is on the driver UI (False with ``spark.ui.enabled=false``)."""
+        return bool(self._bridge().uiTabAttached())
+
+    # --- SparkContext calls that need no bridge class (plain py4j, kept here so that the bridge is
+    # --- the only way into the JVM)
+
+    def executor_ids(self) -> list[str]:
+        """The scheduler's own list of executors it can schedule on (driver excluded)."""
+        text = self._sc._jsc.sc().getExecutorIds().mkString(",")
+        return [e for e in text.split(",") if e]
+
+    def kill_idle_executors(self, ids: Sequence[str]) -> list[str]:
+        """Kill with force=false: the scheduler itself skips an executor that picked up a task
+        since we looked, so a busy executor is never killed (its tasks would be re-run)."""
+        seq = self._jvm.org.apache.spark.api.python.PythonUtils.toSeq(list(ids))
+        backend = self._sc._jsc.sc().schedulerBackend()
+        # (ids, adjustTargetNumExecutors, countFailures, force)
+        killed = backend.killExecutors(seq, True, False, False)
+        return [e for e in killed.mkString(",").split(",") if e]
+
+    @staticmethod
+    def trigger_interval_ms(streaming_query: Any) -> float:
+        """The processing-time trigger interval of a pyspark ``StreamingQuery`` (not in its
+        progress JSON); raises for other triggers."""
+        return float(streaming_query._jsq.streamingQuery().trigger().intervalMs())
+
+    def context_stopped(self) -> bool:
+        """The SparkContext is gone or stopped (the application ended)."""
+        return self._sc._jsc is None or bool(self._sc._jsc.sc().isStopped())
+
+    @staticmethod
+    def clear_system_properties(prefix: str, keep: Collection[str]) -> None:
+        """Before a new SparkContext in a process whose driver JVM already ran one: drop the JVM
+        system properties under ``prefix`` that the new session does not set. PySpark launches
+        the driver JVM with the first session's conf as system properties, which a new SparkConf
+        would inherit."""
+        from pyspark import SparkContext
+
+        jvm = SparkContext._jvm
+        if jvm is None or SparkContext._active_spark_context is not None:
+            return  # no JVM yet, or getOrCreate() will return the running session as it is
+        system = jvm.java.lang.System
+        for key in list(system.getProperties().stringPropertyNames()):
+            if key.startswith(prefix) and key not in keep:
+                system.clearProperty(key)
+
+    def _bridge(self) -> Any:
+        if self._cls is None:
+            raise BridgeNotInstalledError(
+                f"{BRIDGE_CLASS} is not on the driver classpath: create the session with "
+                "sparkscale_listener.autoscale(SparkSession.builder...)"
+            )
+        return self._cls
+
+    def _string_array(self, ids: Sequence[str]) -> Any:
+        array = self._gateway.new_array(self._jvm.java.lang.String, len(ids))
+        for i, executor_id in enumerate(ids):
+            array[i] = str(executor_id)
+        return array
+
+
+def _to_json(details: dict[str, Any] | None) -> str:
+    # default=str: a stray datetime or numpy value must not make event posting fail. NaN/Infinity tokens
+    # are accepted by the Java side and written to the event log as strings.
+    return json.dumps(details or {}, default=str)

@@ -1,0 +1,714 @@
+"""Checkers: each judges, after a scaling was applied, whether the application is still healthy.
+
+The rollback guard (:mod:`sparkscale_listener.rollback`) runs every configured
+:class:`ScalingChecker` once per tick while it watches a scaling, and rolls the scaling back when
+one of them finds the application unhealthy.
+
+Writing your own checker
+------------------------
+Subclass :class:`ScalingChecker` and name the class by its Python path in
+``spark.sparkscale.checkers`` (next to, or instead of, the built-in names)::
+
+    class LatencyChecker(ScalingChecker):
+        name = "latency"  # its keys live under spark.sparkscale.checker.latency.*
+
+        options = (Option("maxBatchMs", Number(low=0.0), 30_000.0, "slowest batch allowed"),
+                   Option("window", Duration(), 120.0, "trailing window"))
+
+        def __init__(self, context):
+            super().__init__(context)
+            o = context.options.read(self.options)
+            self.max_ms, self.window_s = o["maxBatchMs"], o["window"]
+
+        def check(self, context):
+            last = context.samples[-1] if context.samples else None
+            ...
+            return CheckResult(self.name, healthy=True, reason="batches within 30 s")
+
+Rules a checker must follow:
+
+* ``check`` is called once per control tick while a scaling is watched, with every sample since
+  the scaling. It must be fast and side-effect free, and must not block.
+* Return ``healthy=True`` unless you are sure the scaling made the application unhealthy: an
+  unhealthy result rolls the scaling back. Ordinary noise (one retried task, one GC spike, rates
+  that swing by 20 %) must not fire. Use ``pending=True`` while there is not yet enough data.
+* Counters in :class:`MetricSample` are cumulative: take differences between two samples (see
+  :func:`trailing_window`), do not read a gauge at one instant.
+* ``window_s`` tells the guard how long after a scaling this checker needs to see it before the
+  scaling may be called healthy.
+* An exception raised by ``check`` is logged and counted as healthy ("checker error: ...");
+  a checker can never crash the control loop nor cause a rollback by failing itself.
+
+A class that does not subclass :class:`ScalingChecker` is accepted when it has a callable
+``check(context) -> CheckResult``. Every checker is constructed like every other plugin:
+``cls(context)`` with a :class:`~sparkscale_listener.plugins.PluginContext` whose ``options``
+hold its keys, or ``cls()`` when the constructor takes no argument. A class without a ``name`` attribute
+gets its class name as written in the path (keys under ``checker.<ClassName>.``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .config import (
+    BUILTIN_CHECKERS,
+    PREFIX,
+    AutoscalerConfig,
+    Boolean,
+    ConfigError,
+    Duration,
+    Integer,
+    Names,
+    Number,
+    Option,
+)
+from .decisions import ScalingRecord
+from .metrics import ExecutorInfo, MetricSample, QueryMetrics
+from .plugins import PluginContext, construct, load_class
+
+log = logging.getLogger("sparkscale")
+
+CHECKERS_KEY = PREFIX + "checkers"
+
+
+# ----------------------------------------------------------------------------------------------
+# The interface
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """Everything a checker may look at, built by the control loop at each tick of a watch."""
+
+    now: float  # seconds, same clock as MetricSample.time
+    config: AutoscalerConfig
+    scaling: ScalingRecord  # the action being watched
+    before: MetricSample | None  # the last sample before the action (baseline for counters)
+    samples: Sequence[MetricSample]  # samples since the action, oldest first
+    requested_total: int  # executor target the cluster manager has now
+    requested_at: float  # when that target was requested
+    # Samples before the action, oldest first (``before`` may be the last of them). Optional:
+    # lets a checker compute a "before" rate when ScalingRecord.rate_before lacks a query.
+    history: Sequence[MetricSample] = ()
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A checker's verdict at one tick. ``reason`` is shown to people: give numbers."""
+
+    checker: str
+    healthy: bool
+    reason: str
+    # Healthy only because there is not enough data yet; the guard will not call the scaling
+    # healthy while a checker is pending (up to twice the watch duration).
+    pending: bool = False
+
+
+class ScalingChecker(ABC):
+    """Judges whether the application is still healthy after a scaling.
+
+    Subclasses set ``name`` (their keys live under ``spark.sparkscale.checker.<name>.``), declare
+    their keys as ``options`` and read them in ``__init__`` with ``context.options.read(...)``
+    (unknown keys fail at startup), set ``window_s`` and implement :meth:`check`.
+    """
+
+    name: str = ""
+    options: tuple[Option, ...] = ()
+
+    def __init__(self, context: PluginContext) -> None:
+        self.config = context.config
+        # How long after a scaling this checker needs to judge it; the guard watches a scaling
+        # for the longest window of its checkers.
+        self.window_s: float = 0.0
+
+    @abstractmethod
+    def check(self, context: CheckContext) -> CheckResult:
+        """Return healthy unless the scaling being watched left the application unhealthy."""
+
+    # Small helpers so that results read the same everywhere.
+    def healthy(self, reason: str, pending: bool = False) -> CheckResult:
+        return CheckResult(self.name, True, reason, pending)
+
+    def unhealthy(self, reason: str) -> CheckResult:
+        return CheckResult(self.name, False, reason)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, window_s={getattr(self, 'window_s', 0.0):g})"
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers for checkers (public: custom checkers may use them)
+# ----------------------------------------------------------------------------------------------
+
+
+def trailing_window(context: CheckContext, window_s: float, include_before: bool = True,
+                    not_before: float | None = None) -> tuple[MetricSample, MetricSample] | None:
+    """(baseline, latest) samples spanning at most the last ``window_s`` seconds since the action.
+
+    Counter deltas ``latest - baseline`` then cover events in the trailing window, never events
+    before the action. ``include_before`` lets ``context.before`` serve as the baseline (so events
+    right after the action count); ``not_before`` excludes samples older than that time (e.g. a
+    warm-up period). Returns None when there are no usable samples.
+    """
+    series: list[MetricSample] = []
+    if include_before and context.before is not None:
+        series.append(context.before)
+    series.extend(context.samples)
+    if not_before is not None:
+        series = [s for s in series if s.time >= not_before]
+    if not series:
+        return None
+    latest = series[-1]
+    start = latest.time - window_s
+    baseline = series[0]
+    for sample in series:
+        if sample.time <= start:
+            baseline = sample
+        else:
+            break
+    return baseline, latest
+
+
+def added_executor_ids(context: CheckContext) -> set[str]:
+    """Executors that registered after the action: the ones the scaling added."""
+    known = {e.executor_id for e in context.before.cluster.executors} if context.before else set()
+    added: set[str] = set()
+    for sample in context.samples:
+        for executor in sample.cluster.executors:
+            if executor.executor_id not in known and executor.added_time >= context.scaling.time:
+                added.add(executor.executor_id)
+    return added
+
+
+def _label(query: QueryMetrics) -> str:
+    return f"query {query.name!r}" if query.name else f"query {query.query_id}"
+
+
+def format_seconds(seconds: float) -> str:
+    return f"{seconds:.0f}s" if seconds >= 1 else f"{seconds * 1000:.0f}ms"
+
+
+# ----------------------------------------------------------------------------------------------
+# Built-in checkers
+# ----------------------------------------------------------------------------------------------
+
+
+class TaskFailuresChecker(ScalingChecker):
+    """Tasks fail after the scaling: more than ``maxFailures`` failed tasks in the window AND more
+    than ``maxFailureRatio`` of the tasks that ended. Both are needed: a single retried task is
+    normal, and a handful of failures among thousands of tasks does not stop a query. Also fires
+    when the failures sit on the executors the scaling added (a bad host, a missing library, a
+    smaller container) even if the overall ratio still looks fine. A rollback that removes
+    executors is judged only from when it took effect (pending until then): the executors it is
+    removing go on failing tasks meanwhile, and those failures are what it fixes."""
+
+    name = "taskFailures"
+
+    options = (
+        Option("maxFailures", Integer(minimum=0), 3, "unhealthy only if failed tasks in the window "
+               "exceed this **and** the failure ratio exceeds `maxFailureRatio`"),
+        Option("maxFailureRatio", Number(0.0, 1.0), 0.1, "failed / (finished + failed) tasks in the window"),
+        Option("newExecutorShare", Number(0.0, 1.0), 0.8, "also unhealthy when more than `maxFailures` "
+               "failures sit on executors the scaling added and make up this share of all failures "
+               "(0 disables)"),
+        Option("window", Duration(), 120.0, "trailing window (never reaches back before the scaling)"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.max_failures = o["maxFailures"]
+        self.max_ratio = o["maxFailureRatio"]
+        self.new_share = o["newExecutorShare"]
+        self.window_s = o["window"]
+
+    def check(self, context: CheckContext) -> CheckResult:
+        scaling = context.scaling
+        not_before = None
+        if scaling.action == "rollback" and scaling.to_executors < scaling.from_executors:
+            # A rollback that removes executors is judged from when it took effect: until the
+            # executors it removes are gone they go on failing tasks, and those failures are
+            # what the rollback fixes, not a sign that it failed.
+            done = next((s for s in context.samples
+                         if s.cluster.live_executors <= scaling.to_executors), None)
+            if done is None:
+                return self.healthy(f"waiting for the rollback to {scaling.to_executors} "
+                                    "executors to take effect", pending=True)
+            not_before = done.time
+        span = trailing_window(context, self.window_s, include_before=not_before is None,
+                               not_before=not_before)
+        if span is None:
+            return self.healthy("no samples yet", pending=True)
+        base, last = span
+        failed = max(0, last.cluster.tasks_failed - base.cluster.tasks_failed)
+        finished = max(0, last.cluster.tasks_finished - base.cluster.tasks_finished)
+        if failed == 0:
+            return self.healthy(f"no task failures in {format_seconds(last.time - base.time)}")
+        # tasks_finished may or may not include failed tasks: counting failed ones on top keeps
+        # the ratio conservative (lower) either way.
+        ratio = failed / max(1, finished + failed)
+        on_new = self._failures_on(added_executor_ids(context), base, last)
+        where = f"; {on_new} of them on executors added by the scaling" if on_new else ""
+        text = (f"{failed} task failures in {format_seconds(last.time - base.time)} after the scaling "
+                f"({ratio:.0%} of {finished + failed} ended tasks{where})")
+        if failed > self.max_failures and ratio > self.max_ratio:
+            return self.unhealthy(f"{text}; thresholds maxFailures={self.max_failures}, "
+                                  f"maxFailureRatio={self.max_ratio:g}")
+        if (self.new_share > 0 and on_new > self.max_failures
+                and on_new >= self.new_share * failed):
+            return self.unhealthy(f"{text}: failures concentrate on the new executors "
+                                  f"(newExecutorShare={self.new_share:g})")
+        return self.healthy(f"{text}: within thresholds")
+
+    @staticmethod
+    def _failures_on(ids: set[str], base: MetricSample, last: MetricSample) -> int:
+        if not ids:
+            return 0
+        before = {e.executor_id: e.tasks_failed for e in base.cluster.executors}
+        return sum(max(0, e.tasks_failed - before.get(e.executor_id, 0))
+                   for e in last.cluster.executors if e.executor_id in ids)
+
+
+class ExecutorFailuresChecker(ScalingChecker):
+    """Executors die after the scaling (more than ``maxLost`` lost in the window, not counting the
+    driver's own kills and decommissions), or the executors it requested never arrive (fewer live
+    than requested for longer than ``spark.sparkscale.provisioningTimeout``)."""
+
+    name = "executorFailures"
+
+    options = (
+        Option("maxLost", Integer(minimum=0), 1, "unhealthy if more executors than this are lost in "
+               "the window (deliberate removals excluded)"),
+        Option("ignoreReasons", Names(), ("killed by driver", "decommission"), "substrings of removal "
+               "reasons that are deliberate"),
+        Option("checkProvisioning", Boolean(), True, "unhealthy if live < requested for longer than "
+               "`provisioningTimeout`"),
+        Option("window", Duration(), 300.0, "window for lost executors"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        config = context.config
+        o = context.options.read(self.options)
+        self.max_lost = o["maxLost"]
+        self.window = o["window"]
+        self.ignore = tuple(r.lower() for r in o["ignoreReasons"])
+        self.check_provisioning = o["checkProvisioning"]
+        # Watch at least until a shortfall could have outlasted the provisioning timeout.
+        extra = config.provisioning_timeout_s + config.interval_s if self.check_provisioning else 0.0
+        self.window_s = max(self.window, extra)
+
+    def check(self, context: CheckContext) -> CheckResult:
+        if not context.samples:
+            return self.healthy("no samples yet", pending=True)
+        lost = self._lost(context)
+        if len(lost) > self.max_lost:
+            shown = "; ".join(f"{e.executor_id}: {e.removed_reason or 'no reason given'}"
+                              for e in lost[:5])
+            return self.unhealthy(f"{len(lost)} executors lost in {format_seconds(self.window)} after the "
+                                  f"scaling (maxLost={self.max_lost}): {shown}")
+        if self.check_provisioning:
+            short = self._provisioning_shortfall(context)
+            if short is not None:
+                return self.unhealthy(short)
+        return self.healthy(f"{len(lost)} executors lost; requested executors arrived or are "
+                            "within the provisioning timeout")
+
+    def _lost(self, context: CheckContext) -> list[ExecutorInfo]:
+        since = max(context.scaling.time, context.now - self.window)
+        seen: dict[str, ExecutorInfo] = {}
+        for sample in context.samples:  # union: removed executors drop off the list eventually
+            for executor in sample.cluster.executors:
+                seen[executor.executor_id] = executor
+        removed = [e for e in seen.values()
+                   if e.removed_time is not None and e.removed_time >= since]
+        lost = [e for e in removed if e.removed_reason is not None
+                and not any(r in e.removed_reason.lower() for r in self.ignore)]
+        unexplained = [e for e in removed if e.removed_reason is None]
+        # A scale-down removes (from - to) executors on purpose; a collector that does not carry
+        # the reason must not make those look like failures.
+        excused = max(0, context.scaling.from_executors - context.scaling.to_executors)
+        lost.extend(unexplained[excused:])
+        return sorted(lost, key=lambda e: (e.removed_time or 0.0, e.executor_id))
+
+    def _provisioning_shortfall(self, context: CheckContext) -> str | None:
+        timeout = context.config.provisioning_timeout_s
+        requested = context.requested_total
+        after = [s for s in context.samples if s.time >= context.requested_at]
+        if not after or after[-1].cluster.live_executors >= requested:
+            return None
+        # Start of the current run of samples that were short: a shortfall that was filled and
+        # reopened (an executor lost and being replaced) restarts the clock.
+        short_since = context.requested_at
+        for previous, sample in itertools.pairwise(after):
+            if previous.cluster.live_executors >= requested:
+                short_since = sample.time
+        if context.now - short_since < timeout:
+            return None
+        live = after[-1].cluster.live_executors
+        return (f"{requested - live} of {requested} requested executors not registered "
+                f"{format_seconds(context.now - short_since)} after the request ({live} live; "
+                f"provisioningTimeout={format_seconds(timeout)})")
+
+
+class QueryFailureChecker(ScalingChecker):
+    """A streaming query terminated with an exception, or its batches failed (more than
+    ``maxFailedBatches`` in the window). A query that had already failed before the scaling is
+    not blamed on it; a query stopped without an exception is not a failure."""
+
+    name = "queryFailure"
+
+    options = (
+        Option("maxFailedBatches", Integer(minimum=0), 0, "unhealthy if a query terminates with an "
+               "exception or its failed batches grow by more than this"),
+        Option("window", Duration(), 300.0, "trailing window"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.max_failed_batches = o["maxFailedBatches"]
+        self.window_s = o["window"]
+
+    def check(self, context: CheckContext) -> CheckResult:
+        span = trailing_window(context, self.window_s)
+        if span is None:
+            return self.healthy("no samples yet", pending=True)
+        base, last = span
+        before = context.before.queries if context.before else {}
+        problems = []
+        for query_id, query in last.queries.items():
+            earlier = before.get(query_id)
+            if query.exception and not (earlier and earlier.exception == query.exception):
+                problems.append(f"{_label(query)} terminated: {query.exception.splitlines()[0][:300]}")
+                continue
+            start = base.queries.get(query_id)
+            failed = query.failed_batches - (start.failed_batches if start else 0)
+            if failed > self.max_failed_batches:
+                problems.append(f"{_label(query)}: {failed} failed batches in "
+                                f"{format_seconds(last.time - base.time)} (maxFailedBatches="
+                                f"{self.max_failed_batches})")
+        if problems:
+            return self.unhealthy("; ".join(problems))
+        return self.healthy(f"{len(last.queries)} queries without new failures")
+
+
+class GcPressureChecker(ScalingChecker):
+    """JVM GC time / task run time over the window above ``spark.sparkscale.memory.
+    gcPressureThreshold``, judged once the window holds ``minRunTime`` of task run time (a few
+    tasks prove nothing). Scale-ups are not judged by default: rolling one back (fewer executors)
+    cannot relieve memory pressure."""
+
+    name = "gcPressure"
+
+    options = (
+        Option("threshold", Number(0.0, 1.0, low_open=True), 0.3, "GC time / task run time over the "
+               "window above this is unhealthy"),
+        Option("window", Duration(), 120.0, "averages out a single GC spike"),
+        Option("minRunTime", Duration(), 60.0, "task run time needed in the window before GC is judged"),
+        Option("scaleUps", Boolean(), False, "judge scale-ups too (rolling a scale-up back cannot "
+               "relieve memory pressure)"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.threshold = o["threshold"]
+        self.window_s = o["window"]
+        self.min_run_s = o["minRunTime"]
+        self.scale_ups = o["scaleUps"]
+
+    def check(self, context: CheckContext) -> CheckResult:
+        scaling = context.scaling
+        if scaling.to_executors > scaling.from_executors and not self.scale_ups:
+            return self.healthy("scale-ups are not judged (scaleUps=false)")
+        span = trailing_window(context, self.window_s, include_before=False)
+        if span is None:
+            return self.healthy("no samples yet", pending=True)
+        base, last = span
+        run_ms = last.cluster.run_ms - base.cluster.run_ms
+        gc_ms = max(0.0, last.cluster.gc_ms - base.cluster.gc_ms)
+        if run_ms < self.min_run_s * 1000.0:
+            return self.healthy(f"only {format_seconds(max(0.0, run_ms) / 1000)} of task run time, "
+                                f"minRunTime={format_seconds(self.min_run_s)} needed to judge GC")
+        ratio = gc_ms / run_ms
+        text = (f"GC took {ratio:.0%} of task run time over {format_seconds(last.time - base.time)} "
+                f"(threshold {self.threshold:.0%})")
+        return self.unhealthy(text) if ratio > self.threshold else self.healthy(text)
+
+
+class HeapUsageChecker(ScalingChecker):
+    """Heap used / heap max (the fullest executor) above ``spark.sparkscale.memory.
+    heapUsageThreshold`` in at least ``minFraction`` of the samples in the window (and at least
+    ``minSamples`` of them): sustained, not one spike before a full GC. Scale-ups are not judged by
+    default (see gcPressure)."""
+
+    name = "heapUsage"
+
+    options = (
+        Option("threshold", Number(0.0, 1.0, low_open=True), 0.95, "heap used / heap max on any "
+               "executor above this is high"),
+        Option("minFraction", Number(0.0, 1.0), 0.5, "unhealthy only if this fraction of the window's "
+               "samples are above the threshold"),
+        Option("minSamples", Integer(minimum=1), 3, "heap readings needed before judging"),
+        Option("window", Duration(), 120.0, "trailing window"),
+        Option("scaleUps", Boolean(), False, "as for gcPressure"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.threshold = o["threshold"]
+        self.window_s = o["window"]
+        self.min_fraction = o["minFraction"]
+        self.min_samples = o["minSamples"]
+        self.scale_ups = o["scaleUps"]
+
+    def check(self, context: CheckContext) -> CheckResult:
+        scaling = context.scaling
+        if scaling.to_executors > scaling.from_executors and not self.scale_ups:
+            return self.healthy("scale-ups are not judged (scaleUps=false)")
+        start = context.now - self.window_s
+        values = [s.cluster.heap_used_ratio for s in context.samples
+                  if s.time >= start and s.cluster.heap_used_ratio is not None]
+        if len(values) < self.min_samples:
+            return self.healthy(f"{len(values)} heap readings, {self.min_samples} needed",
+                                pending=True)
+        high = sum(1 for v in values if v > self.threshold)
+        text = (f"heap above {self.threshold:.0%} in {high} of {len(values)} samples "
+                f"(peak {max(values):.0%}; minFraction={self.min_fraction:g})")
+        if high and high >= self.min_fraction * len(values):
+            return self.unhealthy(text)
+        return self.healthy(text)
+
+
+class ThroughputRegressionChecker(ScalingChecker):
+    """A query processes fewer rows/s after the scaling than before (by more than ``maxDrop``)
+    AND no longer keeps up with its input. The second part matters: after a scale-down, or when
+    the input simply fell, a lower rate is expected and fine; a regression is a query that has
+    work waiting and does it more slowly. "Not keeping up" is read from the backlog (it grew over
+    the window by more than one control interval of input, or it is above
+    ``backlogThreshold`` seconds of input) or, for sources without one, from batches that take
+    longer than the trigger interval. Without either signal the query is not judged.
+
+    Judged over a full ``window`` that starts ``settle`` after the scaling (new executors warm up).
+    The rate before comes from ScalingRecord.rate_before, else from ``CheckContext.history``.
+    """
+
+    name = "throughputRegression"
+
+    options = (
+        Option("maxDrop", Number(0.0, 1.0), 0.3, "unhealthy if rows/s after the scaling fall more than "
+               "this below the rate before **and** the query no longer keeps up (backlog growing or "
+               "above `backlogThreshold`)"),
+        Option("window", Duration(), 180.0, "judged only over a full window"),
+        # With only a few long batches in the window, one batch more or less looks like a 30 %
+        # change in rate: such a query is not judged.
+        Option("minBatches", Integer(minimum=1), 5, "a query with fewer completed batches in the "
+               "window is not judged (one batch more or less would look like a big change in rate)"),
+        Option("settle", Duration(until="stabilizationInterval"), None, "warm-up after the scaling "
+               "that the window skips"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        super().__init__(context)
+        o = context.options.read(self.options)
+        self.max_drop = o["maxDrop"]
+        self.window = o["window"]
+        settle = o["settle"]
+        self.settle = context.config.stabilization_interval_s if settle is None else settle
+        self.min_batches = o["minBatches"]
+        self.window_s = self.settle + self.window
+
+    def check(self, context: CheckContext) -> CheckResult:
+        begin = context.scaling.time + self.settle
+        after = [s for s in context.samples if s.time >= begin]
+        if not after or after[-1].time - after[0].time < self.window:
+            return self.healthy(f"waiting for a full {format_seconds(self.window)} window after "
+                                f"{format_seconds(self.settle)} of warm-up", pending=True)
+        span = trailing_window(context, self.window, include_before=False, not_before=begin)
+        assert span is not None  # `after` is not empty
+        base, last = span
+        dt = last.time - base.time
+        notes: list[str] = []
+        for query_id, query in last.queries.items():
+            start = base.queries.get(query_id)
+            if start is None or not query.active:
+                continue  # a new or terminated query: queryFailure's business
+            batches = query.batches - start.batches
+            if batches < self.min_batches:
+                notes.append(f"{_label(query)}: {batches} batches in the window, fewer than "
+                             f"minBatches={self.min_batches}; not judged")
+                continue
+            rate_before = self._rate_before(context, query)
+            if rate_before is None or rate_before <= 0:
+                notes.append(f"{_label(query)}: no rate before the scaling")
+                continue
+            rate_after = max(0, query.input_rows - start.input_rows) / dt
+            drop = 1.0 - rate_after / rate_before
+            text = (f"{_label(query)} processed {rate_after:.1f} rows/s over {format_seconds(dt)}, "
+                    f"{rate_before:.1f} rows/s before the scaling")
+            if drop <= self.max_drop:
+                notes.append(f"{text}: ok")
+                continue
+            behind = self._falling_behind(context, base, last, start, query, rate_before)
+            if behind is None:
+                notes.append(f"{text}: {drop:.0%} lower, not judged (no backlog or trigger "
+                             "interval to tell whether it keeps up)")
+            elif behind:
+                return self.unhealthy(f"{text}: {drop:.0%} lower (maxDrop={self.max_drop:g}) "
+                                      f"and {behind}")
+            else:
+                notes.append(f"{text}: lower, but it keeps up with its input")
+        return self.healthy("; ".join(notes) or "no query to judge")
+
+    def _rate_before(self, context: CheckContext, query: QueryMetrics) -> float | None:
+        rates = context.scaling.rate_before
+        for key in (query.query_id, query.name):
+            if key is not None and key in rates:
+                return rates[key]
+        series = list(context.history)
+        if context.before is not None and (not series or series[-1].time < context.before.time):
+            series.append(context.before)
+        series = [s for s in series if query.query_id in s.queries]
+        if len(series) < 2:
+            return None
+        last = series[-1]
+        base = series[0]
+        for sample in series:  # the latest sample at least one window before `last`
+            if sample.time <= last.time - self.window:
+                base = sample
+        dt = last.time - base.time
+        if dt <= 0:
+            return None
+        return max(0, last.queries[query.query_id].input_rows
+                   - base.queries[query.query_id].input_rows) / dt
+
+    def _falling_behind(self, context: CheckContext, base: MetricSample, last: MetricSample,
+                        start: QueryMetrics, query: QueryMetrics, rate_before: float) -> str | None:
+        """A short description when the query no longer keeps up, "" when it does, None when
+        there is no way to tell."""
+        b0, b1 = base.backlog_of(start)[0], last.backlog_of(query)[0]
+        if b0 is not None and b1 is not None:
+            # One control interval of input absorbs the micro-batch sawtooth of the backlog.
+            tolerance = rate_before * context.config.interval_s
+            if b1 - b0 > tolerance:
+                return f"its backlog grew from {b0:.0f} to {b1:.0f}"
+            if b1 > rate_before * context.config.backlog_threshold_s:
+                return f"its backlog of {b1:.0f} is not being worked off faster"
+            return ""
+        batches = query.batches - start.batches
+        if query.trigger_interval_ms and batches > 0:
+            average = (query.batch_duration_ms - start.batch_duration_ms) / batches
+            if average > query.trigger_interval_ms:
+                return (f"its batches take {average:.0f} ms, longer than the "
+                        f"{query.trigger_interval_ms:.0f} ms trigger interval")
+            return ""
+        return None
+
+
+BUILTIN_CHECKER_CLASSES: dict[str, type[ScalingChecker]] = {
+    cls.name: cls for cls in (TaskFailuresChecker, ExecutorFailuresChecker, QueryFailureChecker,
+                              GcPressureChecker, HeapUsageChecker, ThroughputRegressionChecker)
+}
+assert tuple(BUILTIN_CHECKER_CLASSES) == BUILTIN_CHECKERS, "keep config.BUILTIN_CHECKERS in sync"
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading checkers from the configuration
+# ----------------------------------------------------------------------------------------------
+
+
+class _DuckChecker(ScalingChecker):
+    """Adapts an object that only has a ``check`` method to the ScalingChecker interface."""
+
+    def __init__(self, context: PluginContext, target: Any, name: str) -> None:
+        super().__init__(context)
+        self.target = target
+        self.name = name
+        self.window_s = float(getattr(target, "window_s", 0.0) or 0.0)
+
+    def check(self, context: CheckContext) -> CheckResult:
+        return self.target.check(context)
+
+
+def build_checkers(config: AutoscalerConfig) -> list[ScalingChecker]:
+    """The checkers named in ``spark.sparkscale.checkers``, constructed and validated.
+
+    Each entry is a built-in name or the Python path of a class (``package.module.Class``) that
+    subclasses :class:`ScalingChecker` or has a callable ``check``. Its keys under
+    ``spark.sparkscale.checker.<name>.`` must all be known to it. Raises :class:`ConfigError`.
+    """
+    value = config.raw.get("checkers", ",".join(config.checkers))
+    accepted = (f"expected comma-separated built-in checker names ({', '.join(BUILTIN_CHECKERS)}) "
+                "or importable Python class paths such as mypackage.checks.MyChecker")
+    checkers: list[ScalingChecker] = []
+    for entry in config.checkers:
+        cls = BUILTIN_CHECKER_CLASSES.get(entry) or _import_class(entry, value, accepted)
+        # Keys live under checker.<name>.: the class's `name`, else the class name as written.
+        name = getattr(cls, "name", "")
+        if not isinstance(name, str) or not name or "." in name:
+            name = entry.rpartition(".")[2]
+        if any(c.name == name for c in checkers):
+            raise ConfigError(f"{CHECKERS_KEY}={value!r} names checker {name!r} twice; {accepted}, "
+                              "each once")
+        checkers.append(_construct(cls, name, config, value))
+    _check_orphan_keys(config, {c.name for c in checkers})
+    return checkers
+
+
+def _import_class(entry: str, value: str, accepted: str) -> type:
+    if "." not in entry and ":" not in entry:
+        raise ConfigError(f"{CHECKERS_KEY}={value!r}: {entry!r} is not a built-in checker nor a "
+                          f"class path; {accepted}")
+    # The shared loader: nested classes, abstract classes, a missing module told apart from a
+    # module that fails to import. Its message names the key and the entry.
+    return load_class(CHECKERS_KEY, entry, ScalingChecker, ("check",),
+                      accepted_names=BUILTIN_CHECKERS)
+
+
+def _construct(cls: type, name: str, config: AutoscalerConfig, value: str) -> ScalingChecker:
+    context = PluginContext(config, config.module(f"checker.{name}."))
+    try:
+        plugin = construct(cls, context, CHECKERS_KEY)  # typos under checker.<name>. fail here
+    except ConfigError as e:
+        if str(e).startswith(f"{PREFIX}checker."):
+            raise  # a bad checker.<name>.* value: the message already names the key
+        cause = e.__cause__ or e
+        raise ConfigError(f"{CHECKERS_KEY}={value!r}: checker {name!r} ({cls.__module__}."
+                          f"{cls.__qualname__}) could not be constructed: {type(cause).__name__}: "
+                          f"{cause}") from e
+    if isinstance(plugin, ScalingChecker):
+        if not getattr(plugin, "name", ""):
+            plugin.name = name
+        return plugin
+    return _DuckChecker(context, plugin, name)
+
+
+def _check_orphan_keys(config: AutoscalerConfig, enabled: set[str]) -> None:
+    """Keys under checker.<name>. for a name that is not enabled: validate a disabled built-in's
+    keys (so a typo still fails), reject keys of unknown checkers (a misspelt name)."""
+    names = set()
+    for key in sorted(config.raw):
+        if not key.startswith("checker."):
+            continue
+        name, dot, rest = key[len("checker."):].partition(".")
+        if not (name and dot and rest):
+            raise ConfigError(f"{PREFIX}{key}={config.raw[key]!r} is not a checker key; expected "
+                              f"{PREFIX}checker.<checker name>.<key>")
+        names.add(name)
+    for name in sorted(names - enabled):
+        if name in BUILTIN_CHECKER_CLASSES:
+            construct(BUILTIN_CHECKER_CLASSES[name], PluginContext(config, config.module(f"checker.{name}.")))
+            continue
+        key = next(k for k in sorted(config.raw) if k.startswith(f"checker.{name}."))
+        raise ConfigError(f"{PREFIX}{key}={config.raw[key]!r} configures checker {name!r}, which is "
+                          f"neither enabled in {CHECKERS_KEY} ({', '.join(sorted(enabled)) or 'none'})"
+                          f" nor built in ({', '.join(BUILTIN_CHECKERS)})")
+
+

@@ -1,0 +1,269 @@
+"""Metric collection: one :class:`~sparkscale_listener.metrics.MetricSample` per control tick.
+
+:class:`MetricCollector` is the pluggable interface; :class:`SparkMetricCollector` is the built-in
+implementation. It merges two sources that are each cheap to read from the control-loop thread:
+
+* the JVM listener's aggregate snapshot (``JvmBridge.snapshot()``): executors, task time, per-query
+  and per-batch busy time, attributed through the job property ``sql.streaming.queryId``;
+* the :class:`~sparkscale_listener.progress.ProgressRecorder`: batches, rows, durations and
+  backlog from the streaming progress events.
+
+Custom collectors
+-----------------
+Set ``spark.sparkscale.metrics.collector.class`` to a class path. The simplest customization is to
+subclass :class:`SparkMetricCollector` and override :meth:`MetricCollector.query_external_metrics`
+to add metrics the autoscaler cannot see itself, for instance a backlog measured in an upstream
+system::
+
+    class QueueCollector(SparkMetricCollector):
+        def query_external_metrics(self, now):
+            return {"backlog.orders": float(my_queue.depth("orders"))}
+
+Keys ``backlog.<query name or id>`` are read by the default evaluator as that query's backlog in
+rows. Exceptions raised there are logged and the tick goes on without external metrics. A
+collector written from scratch subclasses :class:`MetricCollector` and implements :meth:`collect`,
+returning cumulative counters (see :mod:`sparkscale_listener.metrics`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+from sparkscale_listener.metrics import (
+    ClusterMetrics,
+    ExecutorInfo,
+    MetricSample,
+    QueryMetrics,
+    executor_id_order,
+    finite_float,
+)
+from sparkscale_listener.plugins import PluginContext
+from sparkscale_listener.progress import ProgressRecorder, QueryProgress
+
+log = logging.getLogger("sparkscale")
+
+# Removed executors stay in the sample this long (seconds), so checkers can see recent losses.
+REMOVED_EXECUTOR_RETENTION_S = 600.0
+
+
+class MetricCollector(ABC):
+    """Produces the autoscaler's view of the application once per control tick.
+
+    Implementations must be cheap enough to run every ``spark.sparkscale.interval`` on the
+    control-loop thread, must not block on the cluster for long, and must return *cumulative*
+    counters (monotonic since the autoscaler started) so that rates can be taken between any two
+    samples. Gauges (backlog, live executors, heap) are the value at ``now``.
+    """
+
+    @abstractmethod
+    def collect(self, now: float) -> MetricSample:
+        """Build the sample for time ``now`` (seconds, the control loop's clock)."""
+
+    def query_external_metrics(self, now: float) -> dict[str, float]:
+        """Extra metrics to attach to the sample as ``MetricSample.external``.
+
+        Override to feed the evaluator what Spark cannot report, e.g.
+        ``{"backlog.<query name or id>": rows}`` for a source without a readable backlog.
+        Default: none.
+        """
+        return {}
+
+    def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
+        """Release whatever the collector registered. Default: nothing."""
+
+
+def _i(value: Any, default: int = 0) -> int:
+    number = finite_float(value, math.nan)
+    return default if math.isnan(number) else int(number)
+
+
+def _seconds(ms: Any) -> float | None:
+    number = finite_float(ms, math.nan)
+    return None if math.isnan(number) else number / 1000.0
+
+
+def _heap_ratio(executor: Mapping[str, Any]) -> float | None:
+    used = finite_float(executor.get("heapUsedBytes"), -1.0)
+    peak = finite_float(executor.get("heapMaxBytes"), -1.0)
+    if used < 0 or peak <= 0:
+        return None  # not reported yet (the JVM uses -1)
+    return used / peak
+
+
+class SparkMetricCollector(MetricCollector):
+    """The built-in collector: the JVM bridge's snapshot plus the progress recorder.
+
+    Constructed like every plugin, from a :class:`~sparkscale_listener.plugins.PluginContext`:
+    ``context.bridge`` is anything with ``snapshot() -> dict`` in the JVM bridge's schema (epoch
+    ms); ``context.recorder`` (a new one if None) is attached to ``spark.streams`` here if it is
+    not already, and detached by :meth:`close`.
+    """
+
+    def __init__(self, context: PluginContext) -> None:
+        self.spark = context.spark
+        self.bridge = context.bridge
+        self.recorder: ProgressRecorder = context.recorder or ProgressRecorder()
+        self.config = context.config
+        spark, recorder = self.spark, self.recorder
+        # Per query: batch id -> busy ms already added to the running total, and the total.
+        # Running totals keep batches that aged out of the JVM's last-64 window.
+        self._batch_busy_added: dict[str, dict[int, float]] = {}
+        self._batch_busy_total: dict[str, float] = {}
+        # (query id, run id) pairs whose trigger interval was looked up, so a failing lookup
+        # (e.g. an AvailableNow trigger) is tried once per run, not every tick.
+        self._trigger_looked_up: set[tuple[str, str | None]] = set()
+        self._last_snapshot: Mapping[str, Any] = {}
+        if spark is not None and not recorder.attached:
+            recorder.attach(spark)
+
+    # --- MetricCollector ---------------------------------------------------------------------
+
+    def collect(self, now: float) -> MetricSample:
+        """Read the bridge and the recorder. A failing bridge raises: a stale sample would read
+        as an idle cluster, so the caller should skip the tick instead."""
+        snapshot = self.bridge.snapshot() or {}
+        self._last_snapshot = snapshot
+        progress = self.recorder.snapshot()
+        if self._fill_trigger_intervals(progress):
+            progress = self.recorder.snapshot()
+        # Forget queries the recorder has evicted (bounded memory).
+        for qid in [q for q in self._batch_busy_total if q not in progress]:
+            self._batch_busy_total.pop(qid, None)
+            self._batch_busy_added.pop(qid, None)
+        self._trigger_looked_up = {k for k in self._trigger_looked_up if k[0] in progress}
+        cluster = self._cluster(snapshot)
+        jvm_queries = snapshot.get("queries") or {}
+        queries = {qid: self._query(p, jvm_queries.get(qid) or {}) for qid, p in progress.items()}
+        return MetricSample(time=now, cluster=cluster, queries=queries,
+                            external=self._external(now))
+
+    def close(self) -> None:
+        self.recorder.detach()
+
+    # --- pieces ------------------------------------------------------------------------------
+
+    def _cluster(self, snapshot: Mapping[str, Any]) -> ClusterMetrics:
+        now_s = _seconds(snapshot.get("timeMs"))
+        executors = []
+        for executor_id, e in (snapshot.get("executors") or {}).items():
+            if not isinstance(e, Mapping):
+                continue
+            removed = _seconds(e.get("removedMs"))
+            if removed is not None and now_s is not None and now_s - removed > REMOVED_EXECUTOR_RETENTION_S:
+                continue
+            executors.append(ExecutorInfo(
+                executor_id=str(executor_id),
+                host=str(e.get("host") or ""),
+                cores=_i(e.get("cores"), 1),
+                running_tasks=_i(e.get("runningTasks")),
+                added_time=_seconds(e.get("addedMs")) or 0.0,
+                removed_time=removed,
+                removed_reason=e.get("removedReason"),
+                tasks_failed=_i(e.get("tasksFailed")),
+                heap_used_ratio=_heap_ratio(e)))
+        live = [e for e in executors if e.removed_time is None]
+        cores = _i(snapshot.get("coresPerExecutor"))
+        if cores <= 0:  # unknown in the conf (e.g. standalone default: all worker cores)
+            cores = max((e.cores for e in live), default=1)
+        ratios = [e.heap_used_ratio for e in live if e.heap_used_ratio is not None]
+        totals = snapshot.get("totals") or {}
+        return ClusterMetrics(
+            live_executors=len(live),
+            cores_per_executor=cores,
+            executors=tuple(sorted(executors, key=lambda e: executor_id_order(e.executor_id))),
+            slot_ms=finite_float(totals.get("slotMs")),
+            busy_ms=finite_float(totals.get("busyMs")),
+            tasks_finished=_i(totals.get("tasksFinished")),
+            tasks_failed=_i(totals.get("tasksFailed")),
+            executors_added=_i(totals.get("executorsAdded")),
+            executors_removed=_i(totals.get("executorsRemoved")),
+            gc_ms=finite_float(totals.get("gcMs")),
+            run_ms=finite_float(totals.get("runMs")),
+            heap_used_ratio=max(ratios) if ratios else None)
+
+    def _batch_busy(self, progress: QueryProgress, jvm_batches: Mapping[str, Any]) -> float:
+        """Running total of the JVM busy time of batches the recorder has seen complete."""
+        qid = progress.query_id
+        added = self._batch_busy_added.setdefault(qid, {})
+        total = self._batch_busy_total.get(qid, 0.0)
+        window = set(progress.batch_ids)
+        for batch_id in progress.batch_ids:
+            busy = finite_float(jvm_batches.get(str(batch_id)), math.nan)
+            if math.isnan(busy):
+                continue
+            # The JVM listener queue can lag the streams queue: a batch's last task ends may land
+            # after its progress. Add what grew since the last tick, never subtract.
+            grew = busy - added.get(batch_id, 0.0)
+            if grew > 0:
+                total += grew
+                added[batch_id] = busy
+        for batch_id in [b for b in added if b not in window]:  # bounded like the recorder
+            del added[batch_id]
+        self._batch_busy_total[qid] = total
+        return total
+
+    def _query(self, p: QueryProgress, jvm: Mapping[str, Any]) -> QueryMetrics:
+        max_stage = jvm.get("maxStageTasks")
+        return QueryMetrics(
+            query_id=p.query_id,
+            name=p.name,
+            batches=p.batches,
+            input_rows=p.input_rows,
+            batch_busy_ms=self._batch_busy(p, jvm.get("batches") or {}),
+            batch_duration_ms=p.batch_duration_ms,
+            backlog=p.backlog,
+            backlog_sources=p.backlog_sources,
+            input_rate=p.input_rate,
+            processed_rate=p.processed_rate,
+            last_batch_duration_ms=p.last_batch_duration_ms,
+            trigger_interval_ms=p.trigger_interval_ms,
+            last_progress_time=p.last_progress_time,
+            busy_ms=finite_float(jvm.get("busyMs")),
+            tasks_finished=_i(jvm.get("tasksFinished")),
+            tasks_failed=_i(jvm.get("tasksFailed")),
+            max_stage_tasks=_i(max_stage) if _i(max_stage) > 0 else None,
+            active=p.active,
+            exception=p.exception,
+            failed_batches=p.failed_batches)
+
+    def _fill_trigger_intervals(self, progress: Mapping[str, QueryProgress]) -> bool:
+        """Best effort: the trigger interval is not in the progress JSON, so ask the JVM query.
+        True if any was set."""
+        found = False
+        if self.spark is None:
+            return found
+        for qid, p in progress.items():
+            key = (qid, p.run_id)
+            if not p.active or p.trigger_interval_ms is not None or key in self._trigger_looked_up:
+                continue
+            self._trigger_looked_up.add(key)
+            try:
+                query = self.spark.streams.get(qid)
+                if query is None:
+                    continue
+                self.recorder.set_trigger_interval(qid, self.bridge.trigger_interval_ms(query))
+                found = True
+            except Exception:  # not a processing-time trigger, Connect, or the query just ended
+                log.debug("no trigger interval for query %s", qid, exc_info=True)
+        return found
+
+    def _external(self, now: float) -> dict[str, float]:
+        try:
+            raw = self.query_external_metrics(now) or {}
+            items = list(raw.items())
+        except Exception:
+            log.warning("sparkscale: query_external_metrics failed; continuing without external "
+                        "metrics", exc_info=True)
+            return {}
+        external = {}
+        for key, value in items:
+            number = finite_float(value, math.nan)
+            if math.isnan(number):
+                log.warning("sparkscale: external metric %r=%r is not a number; ignored", key, value)
+                continue
+            external[str(key)] = number
+        return external

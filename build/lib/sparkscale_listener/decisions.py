@@ -1,0 +1,89 @@
+"""What evaluation produces and what the control loop acts on.
+
+:class:`Evaluation` is the evaluator's view (demand per query, a recommended executor count);
+:class:`Decision` is the policy's verdict after the utilization band, delays, limits, mode and
+excluded periods. Every decision, "none" included, carries a reason a person can read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .config import AutoscalerConfig
+
+Action = Literal["scale_up", "scale_down", "none", "rollback"]
+
+
+@dataclass(frozen=True)
+class ScalingRecord:
+    """One applied executor change, remembered for stabilization, checkers and ineffective-scale-up
+    detection."""
+
+    time: float
+    action: Action
+    from_executors: int
+    to_executors: int
+    reason: str
+    # Per query: processed rows/s before the change and the rate the change promised.
+    rate_before: dict[str, float] = field(default_factory=dict)
+    promised_rate: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScalingContext:
+    """What the control loop tells the evaluator and policy at each tick."""
+
+    now: float
+    config: AutoscalerConfig
+    current_target: int  # the executor total the autoscaler has asked for (or found at start)
+    live_executors: int
+    pending_executors: int  # requested, not yet registered
+    cores_per_executor: int
+    window_start: float  # samples older than this must not be used (start / last change)
+    provisioning_time_s: float  # learned request -> registered time
+    last_scaling: ScalingRecord | None = None
+
+
+@dataclass(frozen=True)
+class QueryEvaluation:
+    query_id: str
+    name: str | None
+    input_rate: float  # rows/s read by the query over the window
+    backlog: float | None
+    backlog_growth_rate: float  # rows/s the backlog grew by over the window (negative: shrinking)
+    target_rate: float  # input_rate + backlog growth: the arrival rate
+    catch_up_rate: float  # backlog / catchUpDuration
+    slot_seconds_per_row: float | None  # busy task time per row; None: not measurable yet
+    true_processing_rate_per_slot: float | None  # rows/s one fully busy slot handles
+    required_slots: float  # slots needed at the target utilization (after the parallelism cap)
+    utilization: float | None  # required work / current slots, before the target headroom
+    parallelism_cap: int | None
+    capped: bool  # the cap, not demand, limits required_slots
+    backlog_mode: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    time: float
+    ready: bool  # False: not enough data (window not full, stabilizing); no decision
+    current_executors: int
+    recommended_executors: int  # before delays/limits of the policy, after min/max clamp
+    required_slots: float
+    utilization: float | None  # application-level projected utilization at current executors
+    backlog_mode: bool
+    queries: dict[str, QueryEvaluation] = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    time: float
+    action: Action
+    from_executors: int
+    to_executors: int
+    reason: str
+    applied: bool = False  # True once the realizer carried it out
+    evaluation: Evaluation | None = None
+    limited_by: str | None = None  # "maxExecutors", "minExecutors", "parallelism", "scaleUp.maxFactor" ...

@@ -1,0 +1,356 @@
+"""Events: what the autoscaler reports, and the handlers that deliver it (interface first, then the
+built-in handlers, the throttling dispatcher and the configuration-driven factory)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import numbers
+import os
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .config import PREFIX, AutoscalerConfig, ConfigError, Option, Text
+from .plugins import PluginContext, accepted_text, construct, load_class
+
+# Event kinds. "scaling" is an applied scale_up / scale_down; "recommendation" a decision that was
+# published but not applied (recommend mode, excluded period); "rollback", "pause", "resume",
+# "stopped" (too many rollbacks), "blocked" (ineffective scale-up, parallelism cap), "error"
+# (an exception in our code), "notice" (anything else worth a line in the log).
+EVENT_KINDS = ("scaling", "recommendation", "rollback", "pause", "resume", "stopped", "blocked",
+               "error", "notice")
+
+
+@dataclass(frozen=True)
+class AutoscalerEvent:
+    time: float  # epoch seconds (simulated seconds in the simulator)
+    kind: str
+    reason: str
+    action: str = "none"  # scale_up | scale_down | rollback | none
+    from_executors: int | None = None
+    to_executors: int | None = None
+    severity: str = "info"  # info | warning | error
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def throttle_key(self) -> tuple[Any, ...]:
+        """Events with the same key within the throttle interval are reported once."""
+        return (self.kind, self.action, self.from_executors, self.to_executors, self.reason)
+
+
+class EventHandler(ABC):
+    """Delivers events somewhere (log, Spark listener bus, a file...). Must not raise for long:
+    the control loop logs and swallows handler exceptions."""
+
+    @abstractmethod
+    def handle(self, event: AutoscalerEvent) -> None: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (files, connections) when the autoscaler stops."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Implementations
+# ---------------------------------------------------------------------------------------------
+
+log = logging.getLogger("sparkscale")
+
+BUILTIN_EVENT_HANDLERS = ("logging", "listenerBus", "jsonl")
+_LEVELS = {"error": logging.ERROR, "warning": logging.WARNING}
+
+
+def jsonable(value: Any) -> Any:
+    """A copy of ``value`` that ``json.dumps`` accepts and that parses as strict JSON: non-finite
+    floats become None, tuples/sets/arrays lists, dataclasses dicts, anything else its ``str``."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):  # also numpy integers, which json cannot encode
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if callable(getattr(value, "tolist", None)):  # numpy arrays and scalars
+        return jsonable(value.tolist())
+    return str(value)
+
+
+def _executors(n: int | None) -> str:
+    return "?" if n is None else str(n)
+
+
+def format_event(event: AutoscalerEvent) -> str:
+    """One readable line, e.g. ``sparkscale scale_up 2 -> 4: query 'q1' backlog ...``."""
+    moves = event.from_executors is not None or event.to_executors is not None
+    change = f" {_executors(event.from_executors)} -> {_executors(event.to_executors)}" if moves else ""
+    if event.kind == "scaling":
+        head = f"{event.action}{change}"
+    elif event.kind == "recommendation":
+        head = f"recommendation {event.action}{change} (not applied)"
+    elif event.kind == "rollback":
+        head = f"rollback{change}"
+    else:
+        action = f" {event.action}" if event.action not in ("none", "") else ""
+        head = f"{event.kind}{action}{change}"
+    line = f"sparkscale {head}: {event.reason}"
+    suppressed = event.details.get("suppressed")
+    if suppressed:
+        line += f" ({suppressed} identical event{'s' if suppressed != 1 else ''} suppressed before this one)"
+    return line
+
+
+class LoggingEventHandler(EventHandler):
+    """One line per event on the ``sparkscale`` logger, at the event's severity (the default
+    handler, like Flink's LoggingEventHandler)."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self.logger = logger or log
+
+    def handle(self, event: AutoscalerEvent) -> None:
+        self.logger.log(_LEVELS.get(event.severity, logging.INFO), "%s", format_event(event))
+
+
+class ListenerBusEventHandler(EventHandler):
+    """Posts events on Spark's listener bus through the JVM bridge, so they reach the event log,
+    the history server and any SparkListener. ``bridge`` is duck-typed: it needs
+    ``post_scaling_event(action, from_executors, to_executors, reason, applied, mode, details)`` and
+    ``post_autoscaler_event(kind, severity, reason, details)``. ``details`` is passed as a dict of
+    JSON values; missing executor counts as -1 (the JVM side takes ints)."""
+
+    def __init__(self, bridge: Any) -> None:
+        self.bridge = bridge
+
+    def handle(self, event: AutoscalerEvent) -> None:
+        details = jsonable(event.details)
+        if event.kind in ("scaling", "recommendation", "rollback"):
+            self.bridge.post_scaling_event(
+                "rollback" if event.kind == "rollback" else event.action,
+                -1 if event.from_executors is None else event.from_executors,
+                -1 if event.to_executors is None else event.to_executors,
+                event.reason,
+                event.kind != "recommendation",
+                str(event.details.get("mode", "")),
+                details,
+            )
+        else:
+            self.bridge.post_autoscaler_event(event.kind, event.severity, event.reason, details)
+
+
+def event_record(event: AutoscalerEvent) -> dict[str, Any]:
+    """The JSON object the jsonl handler writes for an event."""
+    return {
+        "time": datetime.fromtimestamp(event.time, tz=timezone.utc).isoformat(timespec="milliseconds"),
+        "epoch": event.time,
+        "kind": event.kind,
+        "action": event.action,
+        "from": event.from_executors,
+        "to": event.to_executors,
+        "reason": event.reason,
+        "severity": event.severity,
+        "details": jsonable(event.details),
+    }
+
+
+class JsonLinesEventHandler(EventHandler):
+    """Appends one JSON object per line to ``path``.
+
+    The file is opened with O_APPEND for every event and each line goes out in a single
+    ``os.write``: several processes can append to one file without interleaving, nothing sits in a
+    buffer, and a rotated or removed file is simply recreated.
+    """
+
+    options = (Option("path", Text(), "", "file the jsonl event handler appends to (needed when "
+                      "`eventHandlers` includes jsonl)"),)
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        if not self.path:
+            raise ValueError("JsonLinesEventHandler needs a file path")
+        self._lock = threading.Lock()
+        self._make_parent()
+
+    def _make_parent(self) -> None:
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+
+    def handle(self, event: AutoscalerEvent) -> None:
+        line = (json.dumps(event_record(event), allow_nan=False, separators=(",", ":")) + "\n").encode()
+        with self._lock:
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # the directory was removed since we started
+                self._make_parent()
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                view = memoryview(line)
+                while view:  # a regular file takes it in one write; loop only for a short write
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+
+
+class _DuckEventHandler(EventHandler):
+    """Wraps a user handler that has ``handle`` but does not subclass EventHandler."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def handle(self, event: AutoscalerEvent) -> None:
+        self.inner.handle(event)
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+
+class EventDispatcher:
+    """Sends each event to every handler, throttling repeats.
+
+    An event with the same :meth:`AutoscalerEvent.throttle_key` as one delivered less than
+    ``throttle_s`` ago is suppressed; the next delivered one carries ``details["suppressed"]`` (how
+    many were dropped), so nothing disappears silently. A failing handler is logged and the others
+    still get the event: ``emit`` never raises into the control loop.
+    """
+
+    # Bound on remembered keys: reasons carry numbers, so keys are many and mostly unique.
+    MAX_KEYS = 10_000
+
+    def __init__(self, handlers: Sequence[EventHandler], throttle_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.handlers = list(handlers)
+        self.throttle_s = throttle_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._last: dict[tuple[Any, ...], float] = {}  # key -> when last delivered
+        self._suppressed: dict[tuple[Any, ...], int] = {}
+        self._closed = False
+
+    def emit(self, event: AutoscalerEvent) -> bool:
+        """Deliver ``event`` (True) or suppress it as a repeat (False)."""
+        try:
+            with self._lock:
+                if self._closed:
+                    log.debug("sparkscale: event after close dropped: %s", format_event(event))
+                    return False
+                now = self.clock()
+                key = event.throttle_key()
+                last = self._last.get(key)
+                if self.throttle_s > 0 and last is not None and now - last < self.throttle_s:
+                    self._suppressed[key] = self._suppressed.get(key, 0) + 1
+                    return False
+                count = self._suppressed.pop(key, 0)
+                self._last[key] = now
+                self._prune(now)
+            if count:
+                event = dataclasses.replace(event, details={**event.details, "suppressed": count})
+        except Exception:
+            log.exception("sparkscale: throttling an event failed; delivering it anyway")
+        # Outside the lock: a slow handler must not block other threads' throttle checks, and a
+        # handler that emits (re-entrantly) must not deadlock.
+        for handler in self.handlers:
+            try:
+                handler.handle(event)
+            except Exception:
+                log.exception("sparkscale: event handler %r failed on a %s event", handler,
+                              getattr(event, "kind", "?"))
+        return True
+
+    def _prune(self, now: float) -> None:
+        if len(self._last) <= self.MAX_KEYS:
+            return
+        # Expired keys with nothing suppressed can be forgotten without losing a count.
+        for key, when in list(self._last.items()):
+            if now - when >= self.throttle_s and key not in self._suppressed:
+                del self._last[key]
+        while len(self._last) > self.MAX_KEYS:  # still too many: drop the oldest
+            key = next(iter(self._last))
+            del self._last[key]
+            self._suppressed.pop(key, None)
+
+    def close(self) -> None:
+        """Close every handler (errors logged); later events are dropped."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for handler in self.handlers:
+            try:
+                handler.close()
+            except Exception:
+                log.exception("sparkscale: closing event handler %r failed", handler)
+
+
+def build_event_handlers(config: AutoscalerConfig, bridge: Any = None) -> list[EventHandler]:
+    """The handlers named by ``spark.sparkscale.eventHandlers``: logging, listenerBus, jsonl or
+    Python class paths (a class with ``handle(event)``, constructed as every plugin is: with a
+    :class:`~sparkscale_listener.plugins.PluginContext` whose options are its keys under
+    ``eventHandler.<class name>.``).
+
+    listenerBus without a bridge (pure-Python tests, no JVM) is skipped with a warning.
+    """
+    key = f"{PREFIX}eventHandlers"
+    value = ",".join(config.event_handlers)
+    canonical = {name.lower(): name for name in BUILTIN_EVENT_HANDLERS}
+    handlers: list[EventHandler] = []
+    seen: set[str] = set()
+    custom: set[str] = set()
+    for item in config.event_handlers:
+        name = canonical.get(item.lower(), item)
+        if name in seen:  # "logging,logging" would print every line twice
+            continue
+        seen.add(name)
+        if name == "logging":
+            handlers.append(LoggingEventHandler())
+        elif name == "listenerBus":
+            if bridge is None:
+                log.warning("sparkscale: %s includes listenerBus but there is no JVM bridge; events "
+                            "will not be posted on the listener bus", key)
+                continue
+            handlers.append(ListenerBusEventHandler(bridge))
+        elif name == "jsonl":
+            options = config.module("eventHandler.jsonl.")
+            path = options.read(JsonLinesEventHandler.options)["path"]
+            options.check_all_read()
+            if not path:
+                raise ConfigError(f"{key} includes jsonl but {PREFIX}eventHandler.jsonl.path is empty; "
+                                  "expected the file to append events to")
+            try:
+                handlers.append(JsonLinesEventHandler(path))
+            except OSError as err:
+                raise ConfigError(f"{PREFIX}eventHandler.jsonl.path={path!r}: cannot create its "
+                                  f"directory ({err}); expected a writable file path") from err
+        elif "." in name:
+            cls = load_class("eventHandlers", name, EventHandler, ("handle",),
+                             accepted_names=BUILTIN_EVENT_HANDLERS)
+            short = name.replace(":", ".").rpartition(".")[2]
+            custom.add(short)
+            context = PluginContext(config, config.module(f"eventHandler.{short}."), bridge=bridge)
+            handler = construct(cls, context, "eventHandlers")
+            handlers.append(handler if isinstance(handler, EventHandler) else _DuckEventHandler(handler))
+        else:
+            raise ConfigError(
+                f"{key}={value!r}: {item!r} is not accepted; expected a comma-separated list of "
+                f"{accepted_text(EventHandler, ('handle',), BUILTIN_EVENT_HANDLERS)}")
+    # Keys under eventHandler.<name>. of a handler that is not configured are typos.
+    for raw_key in config.raw:
+        if raw_key.startswith("eventHandler."):
+            owner = raw_key[len("eventHandler."):].partition(".")[0]
+            if owner not in custom and not (owner == "jsonl" and "jsonl" in seen):
+                raise ConfigError(f"{PREFIX}{raw_key}={config.raw[raw_key]!r} configures event handler "
+                                  f"{owner!r}, which is not in {key}={value!r}")
+    return handlers

@@ -1,0 +1,296 @@
+"""Executing decisions: the baseline at start, scale-ups and scale-downs, rollbacks, and the
+converge step that finishes a scale-down. Each is carried out through the realizer and recorded
+where it must be: the executor targets, the rollback guard's watch, the provisioning tracker, the
+state store and the events.
+
+The control loop (:mod:`.control_loop`) decides *what* to do each tick; :class:`ScalingExecutor`
+does it and keeps the targets that result.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .config import AutoscalerConfig
+from .decisions import Decision, ScalingRecord
+from .events import AutoscalerEvent, EventDispatcher
+from .metrics import MetricSample
+from .policy import in_excluded_period, scaling_record
+from .provisioning import ProvisioningTracker
+from .realization import ScalingRealizer
+from .rollback import GuardOutcome, RollbackGuard
+from .state import AutoscalerState
+
+log = logging.getLogger("sparkscale")
+
+
+@dataclass
+class Targets:
+    """The executor targets the loop keeps between ticks."""
+
+    current: int = 0
+    initial: int | None = None  # None until the baseline is set
+    window_start: float = math.inf  # no decision before the baseline is set
+    last_scaling: ScalingRecord | None = None
+    # Executors added by a scale-up that was rolled back: removed first, busy or not.
+    bad_executors: set[str] = field(default_factory=set)
+    # Live counts seen before the baseline, to tell when the start-up executors have settled.
+    live_history: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=3))
+    # The last scaling a checker rolled back (persisted), and the one found in the state store at
+    # start: that one is not repeated within rollback.window.
+    rolled_back: dict[str, Any] | None = None
+    rolled_back_before_restart: dict[str, Any] | None = None
+    restored: bool = False  # the guard's state came from the state store
+
+
+class ScalingExecutor:
+    """Carries decisions out and keeps the executor targets (:class:`Targets`) they lead to."""
+
+    def __init__(self, config: AutoscalerConfig, realizer: ScalingRealizer, guard: RollbackGuard,
+                 events: EventDispatcher, state: AutoscalerState, provisioning: ProvisioningTracker,
+                 app_name: str) -> None:
+        self.config = config
+        self.realizer = realizer
+        self.guard = guard
+        self.events = events
+        self.state = state
+        self.provisioning = provisioning
+        self.app_name = app_name
+        self.targets = Targets()
+        self._restore()
+
+    def follow_the_cluster(self, now: float, sample: MetricSample) -> None:
+        """Note a change that settled, and finish a scale-down that found busy executors (or
+        extras found at start)."""
+        t = self.targets
+        live = sample.cluster.live_executors
+        window_start = self.provisioning.settle(now, live, t.current)
+        if window_start is not None:
+            t.window_start = window_start
+        if self.config.mode == "recommend":
+            t.current = live  # nothing is ever requested: the executors that run are the target
+        elif live > t.current:
+            t.bad_executors &= {e.executor_id for e in sample.cluster.live()}
+            result = self.realizer.realize(t.current, t.bad_executors)
+            if result.removed:
+                log.info("sparkscale: removed executors %s to converge on target %d",
+                         list(result.removed), t.current)
+
+    def reassert_after_losses(self, sample: MetricSample) -> None:
+        """Reactive mode asks for its full target again after executor losses."""
+        if (self.config.mode == "reactive" and sample.cluster.live_executors < self.targets.current
+                and not self.provisioning.waiting):
+            self.realizer.baseline(self.targets.current)
+
+    def resume(self, now: float) -> None:
+        """The user lifted a pause: forget the rolled-back scaling, measure afresh."""
+        self.guard.resume()
+        self.targets.rolled_back = self.targets.rolled_back_before_restart = None
+        self._persist_rollback_state()
+        self.targets.window_start = now + self.config.stabilization_interval_s
+
+    def judged(self, now: float, outcome: GuardOutcome, sample: MetricSample) -> list[Decision]:
+        """Act on the guard's outcome for the watched scaling: the rollback decision, if any."""
+        if outcome.action == "healthy":
+            self._persist_rollback_state()
+        elif outcome.action == "failed":
+            self.events.emit(AutoscalerEvent(now, "pause", outcome.reason, severity="error",
+                                             details=self.details()))
+            self._persist_rollback_state()
+        elif outcome.action == "rollback":
+            return [self.roll_back(now, outcome, sample)]
+        return []
+
+    def establish_baseline(self, now: float, live: int) -> bool:
+        """Set the cluster manager's target once, at the start.
+
+        Until something was requested, a kill would set the target to zero and nothing would ever
+        be replaced (the empty-target trap), so the first call is always an absolute request. With
+        no configured or restored target, wait until the executors the cluster manager started
+        with have settled and keep that many.
+        """
+        t = self.targets
+        config = self.config
+        # Recommend mode never touches the cluster: its target is whatever runs.
+        recommend = config.mode == "recommend"
+        restored = self.guard.healthy_target if t.restored and not recommend else None
+        if config.mode == "reactive":
+            wanted: int | None = config.max_executors
+        elif restored is not None:
+            wanted = restored
+        else:
+            wanted = None if recommend else config.initial_executors
+        if wanted is None:
+            t.live_history.append((now, live))
+            settled = (len(t.live_history) >= 2 and live > 0
+                       and all(n == live for _, n in t.live_history)
+                       and now - t.live_history[0][0] >= min(config.interval_s, 3.0))
+            waited = now - t.live_history[0][0]
+            if not settled and waited < config.provisioning_timeout_s:
+                return False
+            wanted = live
+        base = live if recommend else min(max(wanted, config.min_executors), config.max_executors)
+        result = None if recommend else self.realizer.baseline(max(base, min(live, config.max_executors)))
+        t.initial = base
+        t.current = base
+        if self.guard.healthy_target is None:
+            self.guard.healthy_target = base
+        t.window_start = now + config.stabilization_interval_s
+        if base != live:
+            # Extras are removed (idle ones) by the converge step; missing ones are awaited.
+            record = ScalingRecord(now, "scale_up" if base > live else "scale_down", live, base, "baseline")
+            self.provisioning.start(record, base, now)
+            t.window_start = math.inf
+        restored_text = f" (restored last healthy target {restored})" if restored is not None else ""
+        failed_text = "" if result is None or result.ok else f"; the request failed: {result.message}"
+        self.events.emit(AutoscalerEvent(now, "notice", f"baseline: {live} live executor(s), target {base}"
+                                         f"{restored_text}{failed_text}", from_executors=live,
+                                         to_executors=base, details=self.details()))
+        self.state.store_target(t.current)
+        return True
+
+    def apply(self, now: float, decision: Decision, history: Sequence[MetricSample]) -> Decision:
+        """Carry out a scale-up or scale-down the policy decided (or only publish it: recommend
+        mode, excluded periods, a scaling rolled back before a restart); the decision as applied."""
+        t = self.targets
+        config = self.config
+        if config.mode == "recommend" or in_excluded_period(config, now):
+            why = "recommend mode" if config.mode == "recommend" else "excluded period"
+            self.events.emit(AutoscalerEvent(now, "recommendation", f"{decision.reason} (not applied: {why})",
+                                             action=decision.action, from_executors=decision.from_executors,
+                                             to_executors=decision.to_executors,
+                                             details=self.details(decision)))
+            return decision
+        repeated = self._repeats_rolled_back(now, decision)
+        if repeated:
+            return replace(decision, reason=f"{decision.reason}; not applied: {repeated}")
+
+        record = replace(scaling_record(decision, max(1, history[-1].cluster.cores_per_executor), now),
+                         from_executors=t.current)
+        # rate_before must be what the queries processed (counter deltas), the same measure the
+        # checkers and the ineffective-scale-up test take after the change; the evaluation's
+        # input rate is an arrival estimate that a long batch can inflate several-fold.
+        processed = processed_rates(history, t.window_start, config.metrics_window_s)
+        if processed:
+            record = replace(record, rate_before={q: processed.get(q, r)
+                                                  for q, r in record.rate_before.items()})
+        result = self.realizer.realize(decision.to_executors)
+        if not result.ok:
+            self.events.emit(AutoscalerEvent(now, "error", f"{decision.action} to {decision.to_executors} "
+                                             f"failed: {result.message}", action=decision.action,
+                                             severity="error", details=self.details(decision)))
+            return replace(decision, reason=f"{decision.reason}; not applied: {result.message}")
+        healthy_before = t.current
+        t.current = decision.to_executors
+        t.last_scaling = record
+        self.provisioning.start(record, result.requested_total, now)
+        t.window_start = math.inf  # until the requested executors registered (+ stabilization)
+        self.guard.watch(record, healthy_before)
+        applied = replace(decision, applied=True)
+        self.events.emit(AutoscalerEvent(now, "scaling", decision.reason, action=decision.action,
+                                         from_executors=decision.from_executors,
+                                         to_executors=decision.to_executors, details=self.details(applied)))
+        self.state.record_scaling(now, decision.action, decision.from_executors, decision.to_executors,
+                                  decision.reason)
+        self.state.store_target(t.current)
+        self._persist_rollback_state()
+        return applied
+
+    def roll_back(self, now: float, outcome: GuardOutcome, sample: MetricSample) -> Decision:
+        """Realize the rollback the guard asked for; the rollback decision."""
+        t = self.targets
+        assert outcome.target is not None and outcome.unhealthy is not None
+        target, checker = outcome.target, outcome.unhealthy.checker
+        undone = t.last_scaling
+        if undone is not None and undone.action in ("scale_up", "scale_down"):
+            t.rolled_back = {"action": undone.action, "to": undone.to_executors, "time": now,
+                             "checker": checker, "reason": outcome.unhealthy.reason}
+        if undone is not None and undone.action == "scale_up":
+            # The executors that scale-up brought are the suspects: remove them, not the old ones.
+            t.bad_executors = {e.executor_id for e in sample.cluster.live()
+                               if e.added_time >= undone.time}
+        record = ScalingRecord(now, "rollback", t.current, target, f"checker {checker}: "
+                               f"{outcome.unhealthy.reason}")
+        result = self.realizer.realize(target, t.bad_executors)
+        from_target = t.current
+        t.current = target
+        t.last_scaling = record
+        self.provisioning.start(record, result.requested_total, now)
+        t.window_start = math.inf
+        self.guard.watch_rollback(record)
+        reason = f"rollback {from_target} -> {target} executors: {outcome.reason}"
+        if not result.ok:
+            reason += f"; the rollback request failed: {result.message}"
+        self.events.emit(AutoscalerEvent(now, "rollback", reason, action="rollback",
+                                         from_executors=from_target, to_executors=target,
+                                         severity="warning" if result.ok else "error",
+                                         details=self.details() | {"checker": checker}))
+        self.events.emit(AutoscalerEvent(now, "stopped" if self.guard.stopped else "pause",
+                                         self.guard.pause_reason or reason, severity="warning",
+                                         details=self.details()))
+        self.state.record_scaling(now, "rollback", from_target, target, reason)
+        self.state.store_target(t.current)
+        self._persist_rollback_state()
+        return Decision(now, "rollback", from_target, target, reason, applied=result.ok)
+
+    def _repeats_rolled_back(self, now: float, decision: Decision) -> str | None:
+        """Why ``decision`` would repeat the scaling a checker rolled back before a driver restart
+        (within rollback.window), or None. Within one run the pause (and, after repeated
+        rollbacks, the stop) is what keeps a bad scaling from coming back; a restarted driver has
+        no such pause left for `untilRestart`, and must not walk into the same failure."""
+        undone = self.targets.rolled_back_before_restart
+        if not undone:
+            return None
+        if now - float(undone["time"]) > self.config.rollback_window_s:
+            return None
+        to = int(undone["to"])
+        same = (decision.action == undone["action"]
+                and (decision.to_executors >= to if decision.action == "scale_up"
+                     else decision.to_executors <= to))
+        if not same:
+            return None
+        return (f"{undone['action']} to {to} executors was rolled back {now - float(undone['time']):.0f}s "
+                f"ago, before the driver restarted (checker {undone.get('checker')}: "
+                f"{undone.get('reason')}); not repeated within rollback.window or until resume()")
+
+    def details(self, decision: Decision | None = None) -> dict[str, Any]:
+        details: dict[str, Any] = {"mode": self.config.mode, "app": self.app_name}
+        if decision is not None and decision.evaluation is not None:
+            details["queries"] = {
+                q: {"name": e.name, "inputRate": round(e.input_rate, 3), "backlog": e.backlog,
+                    "requiredSlots": round(e.required_slots, 3),
+                    "utilization": None if e.utilization is None else round(e.utilization, 4)}
+                for q, e in decision.evaluation.queries.items()}
+            details["limitedBy"] = decision.limited_by
+        return details
+
+    # ------------------------------------------------------------------ persistence
+    def _restore(self) -> None:
+        guard_state = self.state.rollback_guard()
+        if guard_state:
+            self.guard.load_state(guard_state)
+            self.targets.restored = True
+        rolled_back = self.state.rolled_back_scaling()
+        if rolled_back is not None:
+            self.targets.rolled_back = self.targets.rolled_back_before_restart = rolled_back
+
+    def _persist_rollback_state(self) -> None:
+        self.state.store_rollback_state(self.guard.to_state(), self.targets.rolled_back)
+
+
+def processed_rates(history: Sequence[MetricSample], window_start: float,
+                metrics_window_s: float) -> dict[str, float]:
+    """Rows/s each query processed over the last metrics window (at or after window_start)."""
+    last = history[-1]
+    start = max(window_start, last.time - metrics_window_s)
+    first = next((x for x in history if x.time >= start), None)
+    if first is None or last.time - first.time <= 0:
+        return {}
+    dt = last.time - first.time
+    return {qid: max(0, q.input_rows - first.queries[qid].input_rows) / dt
+            for qid, q in last.queries.items() if qid in first.queries}

@@ -1,0 +1,162 @@
+"""Realization: carrying an absolute executor target out on the cluster, safely."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .metrics import executor_id_order
+
+
+class ClusterBackend(ABC):
+    """The executor API of the cluster manager: SparkContext in production, a model in the
+    simulator. Absolute targets only: if nothing was ever requested, Spark's first kill sets the
+    cluster manager's target to zero and no executor is ever replaced (the empty-target trap)."""
+
+    @abstractmethod
+    def executor_ids(self) -> list[str]: ...
+
+    @abstractmethod
+    def running_tasks(self) -> dict[str, int]:
+        """Running task count per live executor."""
+
+    @abstractmethod
+    def request_total(self, total: int) -> bool:
+        """Ask the cluster manager for this many executors in all."""
+
+    @abstractmethod
+    def kill(self, executor_ids: Sequence[str], force: bool = False) -> list[str]:
+        """Kill these executors without replacing them; returns the ids actually killed. Without
+        ``force``, an executor running a task is skipped."""
+
+    def decommission(self, executor_ids: Sequence[str]) -> list[str]:
+        """Gracefully decommission; defaults to kill where the backend cannot."""
+        return self.kill(executor_ids)
+
+
+@dataclass(frozen=True)
+class RealizationResult:
+    requested_total: int  # the target the cluster manager now has
+    removed: tuple[str, ...] = ()  # executors killed/decommissioned by this call
+    ok: bool = True
+    message: str = ""
+
+
+class ScalingRealizer(ABC):
+    """Carries an absolute executor target out. Pluggable (`spark.sparkscale.realizer.class`).
+
+    The control loop calls :meth:`baseline` once, when the first executors have registered, and
+    :meth:`realize` for every applied decision or rollback. Both return what the cluster manager
+    was asked for; neither may kill an executor that is running a task.
+    """
+
+    @abstractmethod
+    def baseline(self, total: int) -> RealizationResult:
+        """Set the cluster manager's target to ``total`` without removing anything."""
+
+    @abstractmethod
+    def realize(self, target: int, remove_first: Collection[str] = ()) -> RealizationResult:
+        """Move towards ``target`` executors: request more, or remove idle ones.
+
+        ``remove_first``: executors to remove before any other, busy or not (a rollback passes
+        the executors the rolled-back scaling added: their tasks fail anyway)."""
+
+    @property
+    @abstractmethod
+    def requested_total(self) -> int:
+        """The executor total the cluster manager currently has as its target."""
+
+
+class ExecutorRealizer(ScalingRealizer):
+    """The built-in realizer over a :class:`ClusterBackend`.
+
+    Scale-up raises the absolute target (never relative: see the empty-target trap). Scale-down
+    removes only idle executors, newest first (they hold the least cached state), then pins the
+    absolute target so the cluster manager does not replace them; if too few are idle it removes
+    what it can and the next tick does the rest.
+    """
+
+    def __init__(self, backend: ClusterBackend, min_executors: int, decommission: bool = False) -> None:
+        self.backend = backend
+        self.min_executors = min_executors
+        self.decommission = decommission
+        self._requested = 0
+        # Executors we removed that the scheduler still lists (removal takes seconds): they are
+        # neither counted as live nor chosen again, or the next tick would re-request them.
+        self._removing: set[str] = set()
+
+    @property
+    def requested_total(self) -> int:
+        return self._requested
+
+    def baseline(self, total: int) -> RealizationResult:
+        return self._request(total)
+
+    def realize(self, target: int, remove_first: Collection[str] = ()) -> RealizationResult:
+        target = max(target, self.min_executors)
+        listed = self.backend.executor_ids()
+        self._removing &= set(listed)
+        live = [e for e in listed if e not in self._removing]
+        if target >= len(live):
+            return self._request(target)
+        excess = len(live) - target
+        removed: list[str] = []
+        # Executors known to be bad go first, busy or not.
+        suspects = set(remove_first)
+        bad = [e for e in live if e in suspects][:excess]
+        if bad:
+            removed += self.backend.kill(bad, force=True)
+        # Then only executors with no running task; newest first (ids are numeric strings on
+        # every cluster manager Spark ships, but do not rely on it).
+        running = self.backend.running_tasks()
+        idle = sorted((e for e in live if running.get(e, 0) == 0 and e not in removed),
+                      key=executor_id_order, reverse=True)
+        victims = idle[: excess - len(removed)]
+        if victims:
+            removed += (self.backend.decommission(victims) if self.decommission
+                        else self.backend.kill(victims))
+        self._removing.update(removed)
+        # Always end on the absolute target: a kill lowers the target by one per executor from
+        # wherever it was, and busy executors left running are removed on a later call.
+        result = self._request(target)
+        short = len(live) - target - len(removed)
+        message = result.message or ("" if short <= 0 else
+                                     f"{short} executor(s) busy; they will be removed when idle")
+        return RealizationResult(requested_total=self._requested, removed=tuple(removed),
+                                 ok=result.ok, message=message)
+
+    def _request(self, total: int) -> RealizationResult:
+        ok = self.backend.request_total(total)
+        if ok:
+            self._requested = total
+        return RealizationResult(requested_total=self._requested, ok=ok,
+                                 message="" if ok else f"the cluster manager refused a target of {total}")
+
+
+class SparkClusterBackend(ClusterBackend):
+    """The SparkContext's executor API, reached through the JVM bridge."""
+
+    def __init__(self, bridge: Any) -> None:
+        self._bridge = bridge
+
+    def executor_ids(self) -> list[str]:
+        return list(self._bridge.executor_ids())
+
+    def running_tasks(self) -> dict[str, int]:
+        snapshot = self._bridge.snapshot()
+        return {eid: int(info.get("runningTasks", 0))
+                for eid, info in snapshot.get("executors", {}).items()
+                if info.get("removedMs") is None}
+
+    def request_total(self, total: int) -> bool:
+        return bool(self._bridge.request_total_executors(total))
+
+    def kill(self, executor_ids: Sequence[str], force: bool = False) -> list[str]:
+        if force:
+            return list(self._bridge.kill_executors(list(executor_ids)))
+        return list(self._bridge.kill_idle_executors(list(executor_ids)))
+
+    def decommission(self, executor_ids: Sequence[str]) -> list[str]:
+        return list(self._bridge.decommission_executors(list(executor_ids)))

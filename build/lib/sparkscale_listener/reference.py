@@ -1,0 +1,47 @@
+"""The README's configuration reference, generated from the key declarations so it cannot drift.
+
+``python -m sparkscale_listener.reference README.md`` rewrites the tables between the
+``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers; a test checks they are current.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .checking import BUILTIN_CHECKER_CLASSES
+from .config import CORE_OPTIONS, markdown_table
+from .events import JsonLinesEventHandler
+from .state import STATE_STORE_OPTIONS
+
+
+def module_options() -> list[tuple[str, tuple]]:
+    """(prefix, options) of every built-in module that has keys of its own."""
+    modules: list[tuple[str, tuple]] = [(f"checker.{name}.", cls.options)
+                                        for name, cls in BUILTIN_CHECKER_CLASSES.items()]
+    modules.append(("eventHandler.jsonl.", JsonLinesEventHandler.options))
+    modules.append(("stateStore.", STATE_STORE_OPTIONS))
+    return modules
+
+
+def tables() -> dict[str, str]:
+    """Marker name -> the table that belongs between its markers."""
+    rows = []
+    for prefix, options in module_options():
+        table = markdown_table(options, prefix).splitlines()
+        rows.extend(table if not rows else table[2:])
+    return {"config-table": markdown_table(CORE_OPTIONS), "module-keys-table": "\n".join(rows)}
+
+
+def rewrite(text: str) -> str:
+    for name, table in tables().items():
+        start = text.index(f"<!-- {name}:start")
+        start = text.index("-->", start) + 3
+        end = text.index(f"<!-- {name}:end -->")
+        text = text[:start] + "\n" + table + "\n" + text[end:]
+    return text
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    path.write_text(rewrite(path.read_text(encoding="utf-8")), encoding="utf-8")

@@ -1,0 +1,278 @@
+"""The rollback guard: watches each applied scaling with the checkers, and rolls a bad one back.
+
+After every applied scale-up or scale-down the control loop hands the guard the samples collected
+since (:meth:`RollbackGuard.observe`, once per tick). The guard runs every configured
+:class:`~sparkscale_listener.checking.ScalingChecker` and returns one :class:`GuardOutcome`: keep
+watching, healthy (the new target becomes the last healthy one), roll back to the last healthy (or
+the initial) target, or pause without rolling back. It also owns the pause after a rollback and the
+stop after too many of them, and persists both across driver restarts. Flink proposed this
+(FLINK-37411) and never built it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .checking import CheckContext, CheckResult, ScalingChecker, build_checkers, format_seconds
+from .config import AutoscalerConfig
+from .decisions import ScalingRecord
+
+log = logging.getLogger("sparkscale")
+
+OutcomeAction = Literal["none", "watching", "healthy", "rollback", "failed"]
+
+
+@dataclass(frozen=True)
+class GuardOutcome:
+    """What :meth:`RollbackGuard.observe` concluded at one tick.
+
+    - ``none``: nothing is being watched.
+    - ``watching``: all healthy so far, the watch goes on.
+    - ``healthy``: watched long enough; ``target`` is the new last healthy target, watch ended.
+    - ``rollback``: unhealthy; the guard has counted the rollback and paused (or stopped). The
+      caller realizes ``target`` and then calls :meth:`RollbackGuard.watch_rollback`.
+    - ``failed``: unhealthy, but no rollback is made (the watched action was itself a rollback,
+      or the rollback target is the current one); the guard has paused. ``reason`` says why.
+    """
+
+    action: OutcomeAction
+    reason: str
+    results: tuple[CheckResult, ...] = ()
+    unhealthy: CheckResult | None = None
+    target: int | None = None
+
+
+class RollbackGuard:
+    """Watches each applied scaling with the checkers and decides rollbacks, pauses and stops.
+
+    The control loop's sequence:
+
+    1. ``watch(record, healthy_target_before)`` when a scale-up/down is applied.
+    2. Every tick while ``watching`` is set: ``outcome = observe(context, initial, current)``.
+       A scaling watched for ``window_s()`` with every checker healthy becomes the last healthy
+       target and the watch ends; an unhealthy result ends the watch too (the scaling has been
+       judged), so the same failure is never acted on twice.
+    3. On ``rollback``: realize ``outcome.target``, then ``watch_rollback(record)``. A rollback
+       is never rolled back: if it is judged unhealthy too, the outcome is ``failed`` (pause).
+    4. Before applying any decision: skip it while ``paused(now)`` (``pause_reason`` says why).
+
+    ``to_state``/``load_state`` keep the last healthy target, rollback times, a timed pause and a
+    stop across driver restarts; a pause "until restart" is, by design, not restored.
+    """
+
+    STATE_VERSION = 1
+
+    def __init__(self, config: AutoscalerConfig,
+                 checkers: Sequence[ScalingChecker] | None = None) -> None:
+        self.config = config
+        self.checkers: list[ScalingChecker] = (
+            build_checkers(config) if checkers is None else list(checkers))
+        self.healthy_target: int | None = None  # last target known healthy
+        self.stopped = False
+        self.stop_reason: str | None = None
+        self.last_rollback: dict[str, Any] | None = None
+        self._watch: ScalingRecord | None = None
+        self._watch_is_rollback = False
+        # The target in force is known healthy (start, or a completed watch); a target reached
+        # by an unconfirmed or failed action must not become the "last healthy" one.
+        self._current_confirmed = True
+        self._rollback_times: list[float] = []
+        self._paused_until: float | None = None
+        self._paused_until_restart = False
+        self._pause_reason: str | None = None
+
+    # --- watching -----------------------------------------------------------------------------
+
+    @property
+    def watching(self) -> ScalingRecord | None:
+        """The action being watched, or None."""
+        return self._watch
+
+    def window_s(self) -> float:
+        """How long an action is watched: the longest window of the checkers. Keep at least
+        this much sample history for them."""
+        return max((float(getattr(c, "window_s", 0.0) or 0.0) for c in self.checkers), default=0.0)
+
+    def watch(self, scaling: ScalingRecord, healthy_target_before: int) -> None:
+        """Start watching an applied scale-up or scale-down. ``healthy_target_before`` is the
+        target in force before it; it becomes the last healthy target unless that target was
+        itself never confirmed (an earlier action still watched, or one judged unhealthy)."""
+        if self._current_confirmed or self.healthy_target is None:
+            self.healthy_target = healthy_target_before
+        self._start_watch(scaling, rollback=False)
+
+    def watch_rollback(self, scaling: ScalingRecord) -> None:
+        """Start watching an applied rollback (never rolled back itself)."""
+        self._start_watch(scaling, rollback=True)
+
+    def _start_watch(self, scaling: ScalingRecord, rollback: bool) -> None:
+        self._watch = scaling
+        self._watch_is_rollback = rollback
+        self._current_confirmed = False
+
+    def observe(self, context: CheckContext, initial_target: int, current_target: int) -> GuardOutcome:
+        """Judge the watched action at ``context.now`` and say what to do next (see the class
+        docs). On ``rollback`` and ``failed`` the guard has already paused (or stopped)."""
+        scaling, was_rollback = self._watch, self._watch_is_rollback
+        if scaling is None:
+            return GuardOutcome("none", "no scaling is being watched")
+        results = tuple(self._run_checkers(context))
+        bad = next((r for r in results if not r.healthy), None)
+        now = context.now
+        elapsed = now - scaling.time
+        what = (f"rollback to {scaling.to_executors}" if was_rollback
+                else f"{scaling.action} {scaling.from_executors}->{scaling.to_executors}")
+        if bad is None:
+            duration = self.window_s()
+            pending = [r.checker for r in results if r.pending]
+            # A pending checker may hold the watch for at most one more duration: one that can
+            # never judge must not keep the target unconfirmed forever.
+            if elapsed >= duration and (not pending or elapsed >= 2 * duration):
+                self._end_watch(confirmed=True)
+                self.healthy_target = scaling.to_executors
+                return GuardOutcome("healthy", f"{what} healthy for {format_seconds(elapsed)}: "
+                                    f"{scaling.to_executors} executors is the last healthy target",
+                                    results, None, scaling.to_executors)
+            waiting = f", waiting for {', '.join(pending)}" if pending else ""
+            return GuardOutcome("watching", f"{what}: healthy after {format_seconds(elapsed)} of "
+                                f"{format_seconds(duration)}{waiting}", results)
+        self._end_watch(confirmed=False)
+        target = self.rollback_target(initial_target)
+        if was_rollback or target == current_target:
+            # A failing rollback (or nothing to roll back to) is reported and paused, never chained.
+            why = ("still unhealthy after the rollback" if was_rollback
+                   else f"already at the rollback target {target}")
+            self.pause(now, f"checker {bad.checker}: {bad.reason}; {why}")
+            return GuardOutcome("failed", f"checker {bad.checker} found the job unhealthy "
+                                f"({bad.reason}), {why}; automatic scaling paused", results, bad)
+        self._record_rollback(now, bad)
+        return GuardOutcome("rollback", f"checker {bad.checker} found the scaling unhealthy: "
+                            f"{bad.reason}", results, bad, target)
+
+    def _run_checkers(self, context: CheckContext) -> list[CheckResult]:
+        """Every checker's result. An exception or a wrong return value in a checker counts as
+        healthy with reason "checker error: ..."."""
+        results = []
+        for checker in self.checkers:
+            name = getattr(checker, "name", "") or type(checker).__name__
+            try:
+                result = checker.check(context)
+                if not isinstance(result, CheckResult):
+                    raise TypeError(f"check() returned {type(result).__name__}, expected CheckResult")
+            except Exception as e:  # never crash the control loop, never roll back on our bug
+                log.warning("sparkscale: checker %s raised; counted as healthy", name, exc_info=True)
+                result = CheckResult(name, True, f"checker error: {type(e).__name__}: {e}")
+            results.append(result)
+        return results
+
+    def _end_watch(self, confirmed: bool) -> None:
+        self._watch = None
+        self._current_confirmed = confirmed
+
+    # --- rollback, pause, stop ------------------------------------------------------------------
+
+    def rollback_target(self, initial_target: int) -> int:
+        """Where to roll back to: the last healthy target (``rollback.target=last``; the initial
+        one if none is known yet) or the initial one, within min/maxExecutors."""
+        target = initial_target
+        if self.config.rollback_target == "last" and self.healthy_target is not None:
+            target = self.healthy_target
+        return min(max(target, self.config.min_executors), self.config.max_executors)
+
+    def _record_rollback(self, now: float, result: CheckResult) -> None:
+        """A rollback is being made: pause scaling for
+        ``rollback.pauseDuration``, and stop it once ``rollback.maxRollbacks`` fell within
+        ``rollback.window``."""
+        window = self.config.rollback_window_s
+        self._rollback_times = [t for t in self._rollback_times if t > now - window] + [now]
+        self.last_rollback = {"time": now, "checker": result.checker, "reason": result.reason}
+        count = len(self._rollback_times)
+        if count >= self.config.rollback_max:
+            self.stopped = True
+            self.stop_reason = (f"{count} rollbacks within {format_seconds(window)} (rollback.maxRollbacks="
+                                f"{self.config.rollback_max}); automatic scaling stopped until "
+                                f"resume(). Last: {result.checker}: {result.reason}")
+        self.pause(now, f"rolled back after {result.checker}: {result.reason}")
+
+    def pause(self, now: float, reason: str) -> None:
+        """Pause automatic scaling for ``rollback.pauseDuration`` (or until restart) without
+        counting a rollback; an existing longer pause is kept."""
+        pause = self.config.rollback_pause_s
+        if pause is None:
+            self._paused_until_restart = True
+        else:
+            until = now + pause
+            self._paused_until = max(until, self._paused_until or until)
+        self._pause_reason = reason
+
+    def paused(self, now: float) -> bool:
+        """True while automatic scaling must not act: stopped, paused until restart, or within a
+        timed pause. An expired pause is cleared here."""
+        if self.stopped or self._paused_until_restart:
+            return True
+        if self._paused_until is not None and now < self._paused_until:
+            return True
+        self._paused_until = None
+        self._pause_reason = None
+        return False
+
+    @property
+    def pause_reason(self) -> str | None:
+        """Why scaling is paused or stopped (as of the last ``paused`` call), else None."""
+        return self.stop_reason if self.stopped else self._pause_reason
+
+    def resume(self) -> None:
+        """Clear any pause and stop, and forget past rollbacks (the user takes responsibility)."""
+        self.stopped = False
+        self.stop_reason = None
+        self._paused_until = None
+        self._paused_until_restart = False
+        self._pause_reason = None
+        self._rollback_times = []
+
+    # --- persistence ----------------------------------------------------------------------------
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serializable state for a state store. The watch and a pause until restart are
+        left out on purpose: neither outlives the application."""
+        return {
+            "version": self.STATE_VERSION,
+            "healthy_target": self.healthy_target,
+            "rollback_times": list(self._rollback_times),
+            "last_rollback": dict(self.last_rollback) if self.last_rollback else None,
+            "paused_until": self._paused_until,
+            "pause_reason": self._pause_reason if self._paused_until is not None else None,
+            "stopped": self.stopped,
+            "stop_reason": self.stop_reason,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`to_state` produced. Missing or malformed entries keep defaults."""
+        def number(value: Any) -> float | None:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            return float(value) if ok and math.isfinite(value) else None
+
+        target = state.get("healthy_target")
+        self.healthy_target = (int(target) if isinstance(target, int) and not isinstance(target, bool)
+                               and target >= 0 else None)
+        times = state.get("rollback_times")
+        times = times if isinstance(times, list) else []
+        self._rollback_times = sorted(t for t in (number(v) for v in times) if t is not None)
+        last = state.get("last_rollback")
+        self.last_rollback = dict(last) if isinstance(last, dict) else None
+        self._paused_until = number(state.get("paused_until"))
+        reason = state.get("pause_reason")
+        self._pause_reason = (str(reason) if reason else "paused before a restart") \
+            if self._paused_until is not None else None
+        self._paused_until_restart = False
+        self.stopped = state.get("stopped") is True
+        stop_reason = state.get("stop_reason")
+        self.stop_reason = (str(stop_reason) if stop_reason else
+                            "automatic scaling stopped before a restart; call resume()") \
+            if self.stopped else None
+        self._watch = None
+        self._current_confirmed = True

@@ -1,0 +1,257 @@
+"""Wiring the autoscaler into a SparkSession: the user's one line.
+
+Order matters: every ``spark.sparkscale.*`` key is validated and the dynamic-allocation conflict
+refused *before* the session (and its executors) start. The bridge must be on the driver's class
+path before the SparkContext starts (plugins load then): it is added to the builder, and, when the
+driver JVM already runs (spark-submit, the pyspark shell), to the driver's class loader too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from . import bridge_jars
+from .bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
+from .checking import build_checkers
+from .collection import MetricCollector, SparkMetricCollector
+from .config import PREFIX, AutoscalerConfig, ConfigError
+from .control_loop import Autoscaler, ControlLoop
+from .evaluation import BusyTimeEvaluator, MetricEvaluator
+from .events import AutoscalerEvent, EventDispatcher, build_event_handlers
+from .gauges import GaugePublisher
+from .plugins import PluginContext, construct, load_class
+from .policy import ScalingPolicy
+from .progress import ProgressRecorder
+from .realization import ExecutorRealizer, ScalingRealizer, SparkClusterBackend
+from .rollback import RollbackGuard
+from .state import build_state_store
+from .ui import UiPublisher
+
+log = logging.getLogger("sparkscale")
+
+_running: dict[str, tuple[Autoscaler, ControlLoop]] = {}
+_lock = threading.Lock()
+_sessions_started = 0  # autoscalers started in this process (a later session's JVM has leftovers)
+
+
+class UnsupportedSessionError(RuntimeError):
+    """The session gives no access to the driver JVM (Spark Connect, shared-access notebooks)."""
+
+
+NO_JVM_ADVICE = (
+    "sparkscale runs inside the driver: it needs the driver JVM (a SparkContext) to read scheduler "
+    "events and to add and remove executors, and a Spark Connect client has neither. It works with a "
+    "classic session: spark-submit, the pyspark shell, a notebook on a single-user (dedicated) "
+    "cluster, or a job that builds its own SparkSession")
+
+
+def autoscale(session_or_builder: Any) -> SparkSession:
+    refuse_connect(session_or_builder)
+    if isinstance(session_or_builder, SparkSession):
+        return _attach(session_or_builder)
+    builder = session_or_builder
+    options: dict[str, str] = {k: str(v) for k, v in getattr(builder, "_options", {}).items()}
+    jvm = JvmBridge.running_jvm()
+    if jvm is not None and _sessions_started:
+        # pyspark launched this process's driver JVM with the first session's settings as system
+        # properties; this session's autoscaler takes its settings from its own builder, not from
+        # those leftovers (say, a test's maxRollbacks).
+        JvmBridge.clear_system_properties(PREFIX, options)
+    # Under spark-submit, --conf values wait in the JVM's system properties; the builder wins.
+    submitted = {**JvmBridge.submitted_conf(jvm), **options} if jvm is not None else options
+    config = AutoscalerConfig.from_spark_conf(submitted)  # fail before anything starts
+    if not config.enabled:
+        return builder.getOrCreate()
+    refuse_dynamic_allocation(submitted)
+    validate_modules(config)
+    jar = bridge_jars.bridge_jar(jvm)  # the jar of the Spark that runs (or will run) the driver
+    if jvm is not None:
+        # spark-submit, the pyspark shell, or an earlier session started the driver JVM before this
+        # code: spark.jars would reach the executors but not the driver, so add the jar to the
+        # driver's class loader here (Spark loads plugins, and py4j finds classes, through it).
+        JvmBridge.add_to_driver_classpath(jvm, jar)
+    # Executors load every spark.plugins class too (an executor without it exits): they get the
+    # jar through spark.jars.
+    builder.config("spark.jars", _append_csv(options.get("spark.jars"), str(jar)))
+    builder.config("spark.plugins", _append_csv(options.get("spark.plugins"), PLUGIN_CLASS))
+    return _attach(builder.getOrCreate())
+
+
+def refuse_connect(session_or_builder: Any) -> None:
+    """Raise :class:`UnsupportedSessionError` for a Spark Connect session or builder."""
+    options = getattr(session_or_builder, "_options", None) or {}
+    module = type(session_or_builder).__module__ or ""
+    remote = (module.startswith("pyspark.sql.connect") or "spark.remote" in options
+              or (not isinstance(session_or_builder, SparkSession)
+                  and (os.environ.get("SPARK_CONNECT_MODE_ENABLED") == "1" or "SPARK_REMOTE" in os.environ)))
+    if remote:
+        raise UnsupportedSessionError(f"this is a Spark Connect session; {NO_JVM_ADVICE}")
+
+
+def show_logs_by_default() -> None:
+    """Every scaling action, rollback and pause is one line on the ``sparkscale`` logger; with no
+    logging set up (Python's default), those lines would go nowhere. Give the logger a stderr
+    handler at INFO (stderr is the driver log under spark-submit) unless the application has
+    configured logging itself (a handler on the root or the ``sparkscale`` logger)."""
+    logger = logging.getLogger("sparkscale")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
+                                           "%y/%m/%d %H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # a root handler added later must not print every line twice
+
+
+def autoscaler(spark: SparkSession) -> Autoscaler:
+    app_id = spark.sparkContext.applicationId
+    with _lock:
+        entry = _running.get(app_id)
+    if entry is None:
+        raise RuntimeError(
+            f"no sparkscale autoscaler runs for application {app_id}; create the session with "
+            "sparkscale_listener.autoscale(SparkSession.builder...) (or set spark.sparkscale.enabled=true)")
+    return entry[0]
+
+
+def stop_autoscaler(spark: SparkSession) -> None:
+    with _lock:
+        entry = _running.pop(spark.sparkContext.applicationId, None)
+    if entry is not None:
+        entry[1].stop()
+
+
+def refuse_dynamic_allocation(conf: dict[str, str]) -> None:
+    if conf.get("spark.dynamicAllocation.enabled", "false").strip().lower() == "true":
+        raise ConfigError(
+            "spark.dynamicAllocation.enabled=true: Spark's allocation manager would overwrite the "
+            "autoscaler's executor target and refuse its kills. Set spark.dynamicAllocation.enabled="
+            f"false (sparkscale replaces it for streaming), or {PREFIX}enabled=false to keep dynamic "
+            "allocation")
+
+
+def _append_csv(existing: str | None, item: str) -> str:
+    items = [x.strip() for x in (existing or "").split(",") if x.strip()]
+    if item not in items:
+        items.append(item)
+    return ",".join(items)
+
+
+def _attach(spark: SparkSession) -> SparkSession:
+    try:
+        sc = spark.sparkContext
+        sc._jsc.sc()
+    except Exception as err:  # shared-access clusters refuse JVM access with their own error
+        raise UnsupportedSessionError(f"this session gives no access to the driver JVM ({err}); "
+                                      f"{NO_JVM_ADVICE}") from err
+    conf = {k: v for k, v in sc.getConf().getAll()}
+    config = AutoscalerConfig.from_spark_conf(conf)
+    if not config.enabled:
+        return spark
+    refuse_dynamic_allocation(conf)
+    if config.decommission and conf.get("spark.decommission.enabled", "false").lower() != "true":
+        raise ConfigError(f"{PREFIX}scaleDown.decommission=true needs spark.decommission.enabled=true "
+                          "(graceful decommission is off in this application)")
+    with _lock:
+        if sc.applicationId in _running:
+            return spark
+    show_logs_by_default()
+    bridge = JvmBridge(sc)
+    if not bridge.installed():
+        jar = bridge_jars.bridge_jar(sc._jvm)
+        raise BridgeNotInstalledError(
+            "this SparkSession was started without the sparkscale JVM bridge (plugins load only when "
+            "the SparkContext starts). Either let sparkscale create the session: stop it and call "
+            "sparkscale_listener.autoscale(SparkSession.builder...); or start the application with "
+            f"`--jars {jar} --conf spark.plugins={PLUGIN_CLASS}` (spark-submit, pyspark, or the "
+            "notebook kernel's PYSPARK_SUBMIT_ARGS)")
+
+    master = sc.master or ""
+    fallback_note = None
+    if master.startswith("local") and not master.startswith("local-cluster") and config.mode != "recommend":
+        fallback_note = (f"master {master} cannot add or remove executors; falling back to recommend "
+                         f"mode (decisions are published, never applied)")
+        log.warning("sparkscale: %s", fallback_note)
+        config = replace(config, mode="recommend")
+
+    scaler = build_autoscaler(spark, config, bridge)
+    if fallback_note:
+        scaler.events.emit(AutoscalerEvent(scaler.clock(), "notice", fallback_note, severity="warning",
+                                           details={"mode": config.mode}))
+
+    def alive() -> bool:
+        return not bridge.context_stopped()
+
+    loop = ControlLoop(scaler, config.interval_s, alive)
+    global _sessions_started
+    with _lock:
+        _running[sc.applicationId] = (scaler, loop)
+        _sessions_started += 1
+    loop.start()
+    log.info("sparkscale: autoscaler started (mode=%s, executors %d..%d, interval %gs)",
+             config.mode, config.min_executors, config.max_executors, config.interval_s)
+    return spark
+
+
+def validate_modules(config: AutoscalerConfig) -> None:
+    """Check every module choice and module key that can be checked without a SparkContext."""
+    build_checkers(config)
+    for key, value, base, methods in _custom_modules(config):
+        if value:
+            load_class(key, value, base, methods)
+    # Built-in collector/evaluator/realizer have no keys of their own: any key under their
+    # prefix is a typo (a custom class reads and checks its own).
+    for prefix, custom in (("collector.", config.collector_class), ("evaluator.", config.evaluator_class),
+                           ("realizer.", config.realizer_class)):
+        if not custom:
+            config.module(prefix).check_all_read()
+
+
+def _custom_modules(config: AutoscalerConfig) -> tuple[tuple[str, str, type, tuple[str, ...]], ...]:
+    return (("collector.class", config.collector_class, MetricCollector, ("collect",)),
+            ("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",)),
+            ("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline")))
+
+
+def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmBridge) -> Autoscaler:
+    """Construct every module from the configuration; any misfit fails here, at startup."""
+    sc = spark.sparkContext
+    validate_modules(config)
+    recorder = ProgressRecorder()
+    backend = SparkClusterBackend(bridge)
+
+    def plugin(key: str, value: str, base: type, methods: tuple[str, ...], default: Any) -> Any:
+        """The module named by ``key`` (constructed by the plugin convention), else ``default``."""
+        context = PluginContext(config, config.module(key.partition(".")[0] + "."), spark=spark,
+                                bridge=bridge, backend=backend, recorder=recorder)
+        if not value:
+            return default(context)
+        return construct(load_class(key, value, base, methods), context, key)
+
+    collector = plugin("collector.class", config.collector_class, MetricCollector, ("collect",),
+                       SparkMetricCollector)
+    evaluator = plugin("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",),
+                       lambda _: BusyTimeEvaluator())
+    realizer = plugin("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"),
+                      lambda _: ExecutorRealizer(backend, config.min_executors, config.decommission))
+    guard = RollbackGuard(config, build_checkers(config))
+    events = EventDispatcher(build_event_handlers(config, bridge), config.event_throttle_s)
+
+    def store_fell_back(why: str) -> None:
+        events.emit(AutoscalerEvent(time.time(), "notice", f"state store problem, continuing with a fresh "
+                                    f"in-memory store: {why}", severity="warning",
+                                    details={"mode": config.mode}))
+
+    store = build_state_store(config, on_fallback=store_fell_back)
+    return Autoscaler(config, collector, evaluator, ScalingPolicy(), realizer, guard, events,
+                      store, sc.appName, gauges=GaugePublisher(bridge.set_gauge),
+                      observers=[UiPublisher(bridge)] if bridge.ui_tab_attached() else [])

@@ -1,0 +1,767 @@
+"""A fluid simulator of micro-batch streaming queries on a pool of executors.
+
+It drives the real control loop (:class:`~sparkscale_listener.control_loop.Autoscaler`: collector,
+checkers and rollback guard, evaluator, policy, realizer, events, state store) with simulated time
+(a day runs in seconds), so scaling and rollback behaviour can be tested against load traces and
+injected faults: steps, noise, backlogs, partition caps, limits, failing executors and queries.
+
+Model, per query: rows arrive at ``load(t)`` (times a noise factor held for ``noise_period_s``)
+into the source. A batch starts at the trigger (at once for the default trigger), reads
+``min(available, read limit)`` rows, spends ``batch_overhead_s`` on the driver, then runs
+``rows x cost_per_row`` slot-seconds of tasks on ``min(its share of the slots, partitions)``
+slots. Concurrent queries share the slots max-min fairly; the scheduler fills executors oldest
+first. Metrics are produced the way the Spark collector produces them: cumulative counters updated
+when a batch completes, the backlog gauge as planned by the latest completed batch
+(``latestOffset - endOffset``), busy time including running tasks, executors with their add and
+remove times and reasons (``Executor killed by driver.`` for the autoscaler's kills).
+
+Executors come from :class:`SimCluster`, a :class:`ClusterBackend` with a provisioning delay and
+Spark's target semantics (lowering the target kills nothing; a kill lowers the target by one per
+executor; the first kill without any request sets the target to 0).
+
+Fault injection (for the checkers and the rollback guard), each from ``faults_from`` on:
+
+* ``fail_tasks_on_new_executors``: executors launched after ``faults_from`` are bad; every task
+  placed on them fails (about one failed attempt per slot-second) and does no useful work. Their
+  tasks fail fast, so they look idle when sampled.
+* ``executor_start_failure``: executors launched after ``faults_from`` never register, or, with
+  ``executor_start_failure_reason``, die right after registering with that reason (the cluster
+  manager then launches replacements, which die too).
+* ``SimQuery.query_fails_below_executors=n``: the query terminates with an exception as soon as
+  fewer than ``n`` executors are live (and stays terminated).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..checking import ScalingChecker, build_checkers
+from ..collection import MetricCollector
+from ..config import AutoscalerConfig
+from ..control_loop import Autoscaler
+from ..decisions import Decision, ScalingRecord
+from ..evaluation import BusyTimeEvaluator, MetricEvaluator
+from ..events import AutoscalerEvent, EventDispatcher, EventHandler
+from ..metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from ..policy import ScalingPolicy
+from ..realization import ClusterBackend, ExecutorRealizer, ScalingRealizer
+from ..rollback import RollbackGuard
+from ..state import InMemoryStateStore, StateStore
+
+_EPS = 1e-9
+IDLE_POLL_S = 1.0  # how often a query with the default trigger looks for new data when idle
+FAILED_TASK_S = 1.0  # a task on a bad executor fails after this long (one failure per slot-second)
+KILLED_BY_DRIVER = "Executor killed by driver."  # Spark's removal reason for killExecutors
+DECOMMISSIONED = "Executor decommission: scale down"  # ... and for decommissionExecutors
+
+
+@dataclass
+class SimQuery:
+    """One simulated streaming query."""
+
+    name: str
+    load: Callable[[float], float]  # arrival rate, rows/s, at simulated time t
+    cost_per_row: float  # executor slot-seconds per row
+    batch_overhead_s: float = 0.5  # driver time per batch (planning, commit): no slots shrink it
+    partitions: int = 64  # max parallel tasks of its widest stage
+    trigger_interval_s: float | None = None  # None: the next batch starts when the last one ends
+    max_rows_per_batch: float | None = None  # the source's read limit (ReadMaxRows)
+    noise: float = 0.0  # arrivals are multiplied by uniform(1 - noise, 1 + noise)
+    noise_period_s: float = 10.0  # how long one noise factor holds
+    initial_backlog: float = 0.0  # rows waiting in the source at t = start
+    reports_backlog: bool = True  # False: like the `rate` source (backlog None)
+    # Fault injection: the query terminates with an exception when fewer executors are live.
+    query_fails_below_executors: int | None = None
+
+
+@dataclass(frozen=True)
+class QueryPoint:
+    load: float  # arrival rate (noise included) at the tick, rows/s
+    backlog: float  # ground truth: rows arrived and not yet read by a batch
+    reported_backlog: float | None  # what the query's progress reported
+    processed_rate: float  # rows/s of batches completed since the previous tick
+    utilization: float  # the query's task time / cluster slot time since the previous tick
+    slots_used_max: float  # most slots its tasks held at once since the previous tick
+    active: bool = True  # False once the query terminated
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    t: float
+    executors: int  # live
+    target: int  # the autoscaler's target (before its baseline: the cluster manager's)
+    pending: int  # requested, not registered
+    slots: int
+    queries: dict[str, QueryPoint]
+
+
+@dataclass
+class SimResult:
+    timeline: list[TimelinePoint]
+    # Every decision once the baseline is set, as Autoscaler.decisions() has them (unbounded): one
+    # per control tick, plus each rollback just before the "paused" decision of its tick.
+    decisions: list[Decision]
+    actions: list[Decision]  # applied changes of the target: scale_up / scale_down / rollback
+    cores_per_executor: int
+    records: list[ScalingRecord] = field(default_factory=list)  # the autoscaler's ScalingRecords
+    events: list[AutoscalerEvent] = field(default_factory=list)  # every event delivered
+
+    @property
+    def final_executors(self) -> int:
+        return self.timeline[-1].executors if self.timeline else 0
+
+    def executors_at(self, t: float) -> int:
+        """Live executors at the last tick at or before ``t``."""
+        point = None
+        for p in self.timeline:
+            if p.t > t + _EPS:
+                break
+            point = p
+        return point.executors if point else 0
+
+    def actions_between(self, t0: float, t1: float) -> list[Decision]:
+        return [a for a in self.actions if t0 <= a.time < t1]
+
+    def events_of(self, *kinds: str) -> list[AutoscalerEvent]:
+        """Delivered events of these kinds (``"rollback"``, ``"pause"``, ``"stopped"`` ...)."""
+        return [e for e in self.events if e.kind in kinds]
+
+    @property
+    def rollbacks(self) -> list[Decision]:
+        return [a for a in self.actions if a.action == "rollback"]
+
+
+def loads_at(queries: Sequence[SimQuery], t: float) -> dict[str, float]:
+    """Each query's (noise-free) arrival rate at time ``t``."""
+    return {q.name: q.load(t) for q in queries}
+
+
+def smallest_sufficient_executors(queries: Sequence[SimQuery], load: Mapping[str, float],
+                                  cores_per_executor: int, utilization_target: float) -> int:
+    """The oracle: the fewest executors whose slots keep utilization at or under the target for
+    the steady ``load`` (rows/s per query name). A query cannot use more slots than partitions."""
+    slots = sum(min(load[q.name] * q.cost_per_row / utilization_target, float(q.partitions))
+                for q in queries)
+    return max(1, math.ceil(slots / cores_per_executor - 1e-6))
+
+
+def step_load(before: float, after: float, at: float) -> Callable[[float], float]:
+    """A load trace that jumps from ``before`` to ``after`` rows/s at time ``at``."""
+    return lambda t: before if t < at else after
+
+
+# --------------------------------------------------------------------------------------------
+# The cluster
+
+
+@dataclass
+class _Executor:
+    executor_id: str
+    added_time: float
+    requested_time: float
+    running_tasks: int = 0
+    removed_time: float | None = None
+    removed_reason: str | None = None
+    bad: bool = False  # every task placed on it fails
+    failed: float = 0.0  # failed task attempts (fractional: the fluid model)
+
+
+class SimCluster(ClusterBackend):
+    """Executors of a simulated cluster manager (standalone-like semantics, see module docstring).
+
+    Fault injection: launches requested at or after ``bad_executors_from`` yield executors on
+    which every task fails; launches requested at or after ``start_failure_from`` never register
+    (``start_failure_reason`` None) or register and die at once with that reason. The executors
+    present at construction are never affected.
+    """
+
+    def __init__(self, cores_per_executor: int, provisioning_delay_s: float, initial_executors: int,
+                 now: float = 0.0, kill_delay_s: float = 0.0, *,
+                 bad_executors_from: float | None = None, start_failure_from: float | None = None,
+                 start_failure_reason: str | None = None,
+                 heap_used_ratio: float | None = None) -> None:
+        self.cores_per_executor = cores_per_executor
+        self.provisioning_delay_s = provisioning_delay_s
+        self.kill_delay_s = kill_delay_s
+        self.bad_executors_from = bad_executors_from
+        self.start_failure_from = start_failure_from
+        self.start_failure_reason = start_failure_reason
+        self.heap_used_ratio = heap_used_ratio
+        self.now = now
+        self.target: int | None = None  # the cluster manager's target; None: nothing requested
+        self._initial = initial_executors
+        self._next_id = 0
+        self._live: dict[str, _Executor] = {}
+        self._removing: dict[str, float] = {}  # killed, gone at this time
+        self._removal_reason: dict[str, str] = {}
+        self._removed: list[_Executor] = []
+        self._pending: list[float] = []  # request time of each launch under way
+        self.provisioning_observed: list[float] = []  # request -> registered, seconds
+        self.executors_added = 0
+        self.executors_removed = 0
+        self._failed_removed = 0.0  # failed task attempts on executors that are gone
+        self._order: list[_Executor] | None = None
+        for _ in range(initial_executors):
+            self._register(now, now, initial=True)
+
+    # -- ClusterBackend ---------------------------------------------------------------------------
+
+    def executor_ids(self) -> list[str]:
+        return list(self._live)
+
+    def running_tasks(self) -> dict[str, int]:
+        return {eid: e.running_tasks for eid, e in self._live.items()}
+
+    def request_total(self, total: int) -> bool:
+        self.target = max(0, int(total))
+        self._reconcile()
+        return True
+
+    def kill(self, executor_ids: Sequence[str], force: bool = False) -> list[str]:
+        # Like Spark's killExecutors(force=false): the scheduler skips an executor running tasks.
+        ids = [e for e in executor_ids
+               if force or (e in self._live and self._live[e].running_tasks == 0)]
+        return self._kill(ids, KILLED_BY_DRIVER)
+
+    def decommission(self, executor_ids: Sequence[str]) -> list[str]:
+        return self._kill(executor_ids, DECOMMISSIONED)
+
+    def _kill(self, executor_ids: Sequence[str], reason: str) -> list[str]:
+        killed = [eid for eid in executor_ids if eid in self._live and eid not in self._removing]
+        self._order = None
+        for eid in killed:
+            self._removing[eid] = self.now + self.kill_delay_s
+            self._removal_reason[eid] = reason
+            self._live[eid].running_tasks = 0  # its tasks are lost and re-run elsewhere
+        # Spark lowers the target by one per killed executor; with no target ever requested the
+        # first kill leaves the limit at 0 (the empty-target trap).
+        self.target = 0 if self.target is None else max(0, self.target - len(killed))
+        self._reconcile()
+        self.advance(self.now)
+        return killed
+
+    # -- simulation -------------------------------------------------------------------------------
+
+    @property
+    def live_count(self) -> int:
+        """Executors that run tasks (killed ones stop at once, even while still listed)."""
+        return len(self._live) - len(self._removing)
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    @property
+    def slots(self) -> int:
+        return self.live_count * self.cores_per_executor
+
+    @property
+    def effective_target(self) -> int:
+        """The target the cluster manager works towards (its initial count before any request)."""
+        return self._initial if self.target is None else self.target
+
+    @property
+    def tasks_failed(self) -> int:
+        return int(self._failed_removed + sum(e.failed for e in self._live.values()) + _EPS)
+
+    def advance(self, now: float) -> None:
+        """Register launches whose delay has passed and drop killed executors that are gone."""
+        self.now = now
+        ready = [r for r in self._pending if r + self.provisioning_delay_s <= now + _EPS
+                 and not (self._start_fails(r) and self.start_failure_reason is None)]
+        for r in ready:
+            self._pending.remove(r)
+            at = r + self.provisioning_delay_s
+            eid = self._register(at, r)
+            if self._start_fails(r):  # registers, then dies at once
+                self._remove(eid, at, str(self.start_failure_reason))
+                self._reconcile()  # the cluster manager launches a replacement
+        for eid, gone in list(self._removing.items()):
+            if gone <= now + _EPS:
+                del self._removing[eid]
+                self._remove(eid, gone, self._removal_reason.pop(eid, KILLED_BY_DRIVER))
+
+    def lose(self, executor_id: str, reason: str = "lost") -> None:
+        """An executor dies (not asked for): the cluster manager replaces it up to its target."""
+        self._removing.pop(executor_id, None)
+        self._removal_reason.pop(executor_id, None)
+        self._remove(executor_id, self.now, reason)
+        self._reconcile()
+
+    def place_tasks(self, tasks: float) -> dict[str, int]:
+        """Where ``ceil(tasks)`` tasks run: the live executors filled oldest first (the newest stay
+        idle). Returns the tasks per executor id."""
+        left = math.ceil(tasks - _EPS)
+        placed: dict[str, int] = {}
+        for e in self._scheduling_order():
+            n = min(self.cores_per_executor, max(0, left))
+            left -= n
+            placed[e.executor_id] = n
+        return placed
+
+    def tasks_on_bad(self, placement: Mapping[str, int]) -> int:
+        return sum(n for eid, n in placement.items() if eid in self._live and self._live[eid].bad)
+
+    def fail_tasks(self, placement: Mapping[str, int], failed: float) -> None:
+        """Record ``failed`` task attempts on the bad executors of ``placement``, in proportion
+        to the tasks placed on each."""
+        bad = {eid: n for eid, n in placement.items()
+               if n > 0 and eid in self._live and self._live[eid].bad}
+        total = sum(bad.values())
+        for eid, n in bad.items():
+            self._live[eid].failed += failed * n / total
+
+    def set_running(self, tasks: float) -> None:
+        """The tasks running at this instant, spread oldest first. Bad executors are reported
+        idle: their tasks fail within moments of starting."""
+        placement = self.place_tasks(tasks)
+        for e in self._live.values():
+            e.running_tasks = 0 if e.bad else placement.get(e.executor_id, 0)
+
+    def _scheduling_order(self) -> list[_Executor]:
+        if self._order is None:  # cached: changes only when executors come, go or are killed
+            self._order = sorted((e for e in self._live.values() if e.executor_id not in self._removing),
+                                 key=lambda e: (e.added_time, int(e.executor_id)))
+        return self._order
+
+    def infos(self) -> tuple[ExecutorInfo, ...]:
+        live = [ExecutorInfo(e.executor_id, host="sim", cores=self.cores_per_executor,
+                             running_tasks=e.running_tasks, added_time=e.added_time,
+                             tasks_failed=int(e.failed + _EPS), heap_used_ratio=self.heap_used_ratio)
+                for e in self._live.values() if e.executor_id not in self._removing]
+        gone = [ExecutorInfo(e.executor_id, host="sim", cores=self.cores_per_executor,
+                             added_time=e.added_time, removed_time=e.removed_time,
+                             removed_reason=e.removed_reason, tasks_failed=int(e.failed + _EPS))
+                for e in self._removed[-20:]]
+        return tuple(live + gone)
+
+    def _start_fails(self, requested: float) -> bool:
+        return self.start_failure_from is not None and requested >= self.start_failure_from - _EPS
+
+    def _register(self, at: float, requested: float, initial: bool = False) -> str:
+        self._next_id += 1
+        eid = str(self._next_id)
+        bad = (not initial and self.bad_executors_from is not None
+               and requested >= self.bad_executors_from - _EPS)
+        self._live[eid] = _Executor(eid, at, requested, bad=bad)
+        self._order = None
+        self.executors_added += 1
+        if at > requested:
+            self.provisioning_observed.append(at - requested)
+        return eid
+
+    def _remove(self, executor_id: str, at: float, reason: str) -> None:
+        e = self._live.pop(executor_id)
+        self._order = None
+        e.removed_time, e.removed_reason, e.running_tasks = at, reason, 0
+        self._removed.append(e)
+        self._removed = self._removed[-100:]
+        self._failed_removed += e.failed
+        self.executors_removed += 1
+
+    def _reconcile(self) -> None:
+        limit = self.effective_target
+        have = self.live_count + len(self._pending)
+        if have < limit:
+            self._pending.extend([self.now] * (limit - have))
+        elif have > limit and self._pending:
+            # Cancel launches not needed any more; running executors are never touched.
+            keep = max(0, limit - self.live_count)
+            self._pending = self._pending[:keep]
+
+
+# --------------------------------------------------------------------------------------------
+# The queries
+
+
+@dataclass
+class _Batch:
+    rows: float
+    overhead_left: float
+    work_left: float
+    started: float
+    backlog_at_start: float | None  # latestOffset - endOffset as planned
+    arrival_rate: float  # rows / time since the previous batch start (inputRowsPerSecond)
+
+
+class _QueryState:
+    def __init__(self, q: SimQuery, rng: random.Random, start: float) -> None:
+        self.q = q
+        self.rng = rng
+        self.source = q.initial_backlog  # arrived, not read
+        self.noise_factor = 1.0
+        self.noise_until = start
+        self.arrival_rate = 0.0
+        self.batch: _Batch | None = None
+        self.next_start = start
+        self.last_batch_start: float | None = None
+        # cumulative counters, as the collector keeps them
+        self.batches = 0
+        self.input_rows = 0.0
+        self.batch_busy_ms = 0.0
+        self.batch_duration_ms = 0.0
+        self.busy_ms = 0.0
+        self.tasks_finished = 0
+        self.tasks_failed = 0.0  # fractional: the fluid model
+        # lifecycle
+        self.active = True
+        self.exception: str | None = None
+        self.running_slots = 0.0  # slots its tasks hold at the end of the last step
+        # gauges
+        self.reported_backlog: float | None = None
+        self.input_rate = 0.0
+        self.processed_rate = 0.0
+        self.last_batch_duration_ms: float | None = None
+        self.last_progress_time: float | None = None
+        self.ran = False
+        # per tick
+        self.tick_rows = 0.0
+        self.tick_busy = 0.0
+        self.tick_slots_max = 0.0
+
+    def arrive(self, t: float) -> None:
+        """Set the arrival rate for the step starting at t (rows accrue in :meth:`advance`)."""
+        q = self.q
+        if q.noise > 0 and t >= self.noise_until - _EPS:
+            self.noise_factor = self.rng.uniform(1.0 - q.noise, 1.0 + q.noise)
+            self.noise_until = t + q.noise_period_s
+        self.arrival_rate = max(0.0, q.load(t)) * self.noise_factor
+
+    def check_executors(self, now: float, live: int) -> None:
+        """Fault injection: terminate when fewer executors than the query needs are live."""
+        need = self.q.query_fails_below_executors
+        if self.active and need is not None and live < need:
+            self.active = False
+            self.batch = None
+            self.exception = (f"org.apache.spark.SparkException: Job aborted due to stage failure "
+                              f"(simulated: {live} live executors, the query needs {need}) "
+                              f"at t={now:.0f}s")
+
+    def wants_slots(self, now: float) -> bool:
+        if not self.active:
+            return False
+        return self.batch is not None or (now >= self.next_start - _EPS
+                                          and (self.source >= 1.0 or self.arrival_rate > 0))
+
+    def advance(self, t: float, dt: float, alloc: float) -> float:
+        """Run this query from t to t + dt with ``alloc`` slots while its tasks run; returns the
+        slot-seconds its tasks used. ``running_slots`` is then what its tasks hold at t + dt."""
+        q = self.q
+        now, end = t, t + dt
+        busy = 0.0
+        self.running_slots = 0.0
+        if not self.active:  # terminated: rows pile up in the source, nothing reads them
+            self.source += self.arrival_rate * dt
+            return busy
+        accrued = t  # rows arrive continuously: a batch starting mid-step sees only part of them
+        while now < end - _EPS:
+            if self.batch is None:
+                if now < self.next_start - _EPS:
+                    now = min(end, self.next_start)
+                    continue
+                self.source += self.arrival_rate * (now - accrued)
+                accrued = now
+                rows = self.source if q.max_rows_per_batch is None else min(self.source,
+                                                                            q.max_rows_per_batch)
+                if rows < 1.0:  # no new data: look again at the next trigger
+                    self.next_start = self._next_trigger(now, poll=True)
+                    continue
+                self.source -= rows
+                since = now - self.last_batch_start if self.last_batch_start is not None else 0.0
+                self.last_batch_start = now
+                self.batch = _Batch(rows, q.batch_overhead_s, rows * q.cost_per_row, now,
+                                    self.source if q.reports_backlog else None,
+                                    rows / since if since > 0 else 0.0)
+            b = self.batch
+            if b.overhead_left > _EPS:
+                use = min(b.overhead_left, end - now)
+                b.overhead_left -= use
+                now += use
+                continue
+            if alloc <= _EPS:
+                break
+            use = min(b.work_left / alloc, end - now)
+            b.work_left -= alloc * use
+            busy += alloc * use
+            self.busy_ms += alloc * use * 1000.0
+            self.tick_busy += alloc * use
+            self.tick_slots_max = max(self.tick_slots_max, alloc)
+            now += use
+            if b.work_left <= 1e-7:
+                self._complete(b, now)
+        self.source += self.arrival_rate * (end - accrued)
+        b = self.batch
+        if b is not None and b.overhead_left <= _EPS and b.work_left > 1e-7:
+            self.running_slots = alloc
+        return busy
+
+    def _complete(self, b: _Batch, now: float) -> None:
+        q = self.q
+        duration = now - b.started
+        self.batches += 1
+        self.input_rows += b.rows
+        self.batch_busy_ms += b.rows * q.cost_per_row * 1000.0
+        self.batch_duration_ms += duration * 1000.0
+        self.tasks_finished += q.partitions
+        self.last_batch_duration_ms = duration * 1000.0
+        # Gauges come with the batch's progress event, i.e. at its completion.
+        self.reported_backlog = b.backlog_at_start
+        self.input_rate = b.arrival_rate
+        self.processed_rate = b.rows / duration if duration > 0 else 0.0
+        self.last_progress_time = now
+        self.tick_rows += b.rows
+        self.ran = True
+        self.batch = None
+        self.next_start = self._next_trigger(now, poll=False, started=b.started)
+
+    def _next_trigger(self, now: float, poll: bool, started: float | None = None) -> float:
+        interval = self.q.trigger_interval_s
+        if interval is None:
+            return now + IDLE_POLL_S if poll else now
+        # ProcessingTime triggers fire on multiples of the interval; an overrun batch is followed
+        # at once.
+        if started is not None and now >= started + interval - _EPS:
+            return now
+        return (math.floor(now / interval + _EPS) + 1) * interval
+
+    def metrics(self) -> QueryMetrics:
+        q = self.q
+        return QueryMetrics(
+            query_id=q.name, name=q.name, batches=self.batches, input_rows=int(self.input_rows),
+            batch_busy_ms=self.batch_busy_ms, batch_duration_ms=self.batch_duration_ms,
+            backlog=self.reported_backlog, input_rate=self.input_rate,
+            processed_rate=self.processed_rate, last_batch_duration_ms=self.last_batch_duration_ms,
+            trigger_interval_ms=(q.trigger_interval_s * 1000.0 if q.trigger_interval_s else None),
+            last_progress_time=self.last_progress_time, busy_ms=self.busy_ms,
+            tasks_finished=self.tasks_finished, tasks_failed=int(self.tasks_failed + _EPS),
+            max_stage_tasks=q.partitions if self.ran else None, active=self.active,
+            exception=self.exception)
+
+
+def _fair_share(demand: dict[str, float], slots: float) -> dict[str, float]:
+    """Max-min fair allocation of ``slots`` to the demands."""
+    alloc = {k: 0.0 for k in demand}
+    active = {k: d for k, d in demand.items() if d > 0}
+    remaining = float(slots)
+    while active and remaining > _EPS:
+        fair = remaining / len(active)
+        satisfied = {k: d for k, d in active.items() if d <= fair + _EPS}
+        if not satisfied:
+            for k in active:
+                alloc[k] = fair
+            break
+        for k, d in satisfied.items():
+            alloc[k] = d
+            remaining -= d
+            del active[k]
+    return alloc
+
+
+# --------------------------------------------------------------------------------------------
+# The simulation
+
+
+class SimulationError(RuntimeError):
+    """The control loop reported an error (an exception it caught) during a strict simulation."""
+
+
+class RecordingEventHandler(EventHandler):
+    """Keeps every delivered event in memory (``events``), oldest first."""
+
+    def __init__(self) -> None:
+        self.events: list[AutoscalerEvent] = []
+
+    def handle(self, event: AutoscalerEvent) -> None:
+        self.events.append(event)
+
+
+class SimCollector(MetricCollector):
+    """The collector of a :class:`Simulation`: the simulation's current sample."""
+
+    def __init__(self, simulation: Simulation) -> None:
+        self.simulation = simulation
+
+    def collect(self, now: float) -> MetricSample:
+        if abs(now - self.simulation.now) > 1e-6:
+            raise ValueError(f"collect({now}) called at simulated time {self.simulation.now}")
+        return self.simulation.sample()
+
+
+class Simulation:
+    """Queries on a simulated cluster, controlled by the real :class:`Autoscaler`.
+
+    Every ``config.interval_s`` of simulated time the simulation calls ``autoscaler.step()``; the
+    autoscaler reads the simulation through :class:`SimCollector` (clock = simulated time, read as
+    epoch seconds for excluded periods) and acts on :attr:`cluster` through the realizer. Built from:
+    ``evaluator`` / ``policy`` (default :class:`BusyTimeEvaluator` / :class:`ScalingPolicy`),
+    ``realizer`` (a :class:`ScalingRealizer`, or a factory called with the :class:`SimCluster`;
+    default :class:`ExecutorRealizer`), ``checkers`` (default: ``build_checkers(config)``) in a
+    :class:`RollbackGuard`, ``state_store`` (default :class:`InMemoryStateStore`), and an
+    :class:`EventDispatcher` throttling on simulated time into a :class:`RecordingEventHandler`
+    (``SimResult.events``). ``strict``: raise :class:`SimulationError` when the control loop
+    reports an ``error`` event (it never raises itself).
+
+    Fault injection (see the module docstring) starts at ``faults_from`` (default: the start; the
+    executors present at the start are never affected). ``heap_used_ratio`` and ``gc_fraction``
+    set the memory gauges the memory checkers read.
+    """
+
+    def __init__(self, config: AutoscalerConfig, queries: Sequence[SimQuery], initial_executors: int,
+                 provisioning_delay_s: float = 5.0, seed: int = 0, *, cores_per_executor: int = 4,
+                 step_s: float = 1.0, start_time: float = 0.0, kill_delay_s: float = 0.0,
+                 evaluator: MetricEvaluator | None = None, policy: ScalingPolicy | None = None,
+                 realizer: ScalingRealizer | Callable[[SimCluster], ScalingRealizer] | None = None,
+                 checkers: Sequence[ScalingChecker] | None = None,
+                 state_store: StateStore | None = None, app_name: str = "sim", strict: bool = True,
+                 fail_tasks_on_new_executors: bool = False, executor_start_failure: bool = False,
+                 executor_start_failure_reason: str | None = None, faults_from: float | None = None,
+                 heap_used_ratio: float | None = 0.5, gc_fraction: float = 0.02) -> None:
+        if step_s <= 0 or step_s > config.interval_s:
+            raise ValueError(f"step_s={step_s} must be in (0, interval_s={config.interval_s}]")
+        self.config = config
+        self.queries = list(queries)
+        self.cores = cores_per_executor
+        self.step_s = step_s
+        self.strict = strict
+        self.gc_fraction = gc_fraction
+        t0 = start_time if faults_from is None else faults_from
+        self.cluster = SimCluster(
+            cores_per_executor, provisioning_delay_s, initial_executors, now=start_time,
+            kill_delay_s=kill_delay_s, bad_executors_from=t0 if fail_tasks_on_new_executors else None,
+            start_failure_from=t0 if executor_start_failure else None,
+            start_failure_reason=executor_start_failure_reason, heap_used_ratio=heap_used_ratio)
+        self.now = start_time
+        self.evaluator = evaluator or BusyTimeEvaluator()
+        self.policy = policy or ScalingPolicy()
+        if realizer is None:
+            self.realizer: ScalingRealizer = ExecutorRealizer(self.cluster, config.min_executors,
+                                                              decommission=config.decommission)
+        elif isinstance(realizer, ScalingRealizer):
+            self.realizer = realizer
+        else:
+            self.realizer = realizer(self.cluster)
+        self.guard = RollbackGuard(config, build_checkers(config) if checkers is None else checkers)
+        self.recorder = RecordingEventHandler()
+        self.events = EventDispatcher([self.recorder], throttle_s=config.event_throttle_s,
+                                      clock=lambda: self.now)
+        self.autoscaler = Autoscaler(config, SimCollector(self), self.evaluator, self.policy,
+                                     self.realizer, self.guard, self.events,
+                                     state_store if state_store is not None else InMemoryStateStore(),
+                                     app_name, clock=lambda: self.now)
+        self._states = [_QueryState(q, random.Random(f"{seed}:{i}:{q.name}"), start_time)
+                        for i, q in enumerate(self.queries)]
+        self._slot_ms = 0.0
+        self._next_tick = start_time + config.interval_s
+        self._tick_slot_s = 0.0
+        self._last_scaling: dict | None = None
+        self.result = SimResult([], [], [], cores_per_executor, events=self.recorder.events)
+
+    @property
+    def target(self) -> int:
+        """The autoscaler's executor target (before its baseline: the cluster manager's)."""
+        status = self.autoscaler.status()
+        if status["initial_executors"] is None:
+            return self.cluster.effective_target
+        return int(status["target_executors"])
+
+    def run(self, duration_s: float) -> SimResult:
+        """Advance ``duration_s`` simulated seconds (may be called again to continue)."""
+        end = self.now + duration_s
+        while self.now < end - _EPS:
+            dt = min(self.step_s, end - self.now, self._next_tick - self.now)
+            self._step(dt)
+            if self.now >= self._next_tick - _EPS:
+                self._tick()
+                self._next_tick += self.config.interval_s
+        return self.result
+
+    def _step(self, dt: float) -> None:
+        t = self.now
+        self.cluster.advance(t)
+        live = self.cluster.live_count
+        slots = self.cluster.slots
+        for s in self._states:
+            s.check_executors(t, live)
+            s.arrive(t)
+        demand = {s.q.name: float(min(s.q.partitions, slots)) if s.wants_slots(t) else 0.0
+                  for s in self._states}
+        alloc = _fair_share(demand, slots)
+        total = sum(alloc.values())
+        # Tasks placed on bad executors fail and do no useful work: every query loses that share,
+        # and fails one attempt per slot-second its tasks spend there.
+        placement = self.cluster.place_tasks(total)
+        on_bad = self.cluster.tasks_on_bad(placement)
+        useful = max(0.0, 1.0 - on_bad / total) if total > _EPS else 1.0
+        failed = 0.0
+        running = 0.0
+        for s in self._states:
+            a = alloc[s.q.name]
+            busy = s.advance(t, dt, a * useful)
+            if on_bad and a > 0:
+                # Slot-seconds in the task phase at the full allocation, on the bad share.
+                task_s = busy / (a * useful) if useful > _EPS else (dt if s.batch is not None else 0.0)
+                lost = a * (on_bad / total) * task_s / FAILED_TASK_S
+                s.tasks_failed += lost
+                failed += lost
+            running += s.running_slots
+        if failed > 0:
+            self.cluster.fail_tasks(placement, failed)
+        self.cluster.set_running(running)
+        self._slot_ms += slots * dt * 1000.0
+        self._tick_slot_s += slots * dt
+        self.now = t + dt
+        self.cluster.advance(self.now)
+
+    def sample(self) -> MetricSample:
+        """What a collector would see now."""
+        queries = {s.q.name: s.metrics() for s in self._states}
+        busy = sum(s.busy_ms for s in self._states)
+        run_ms = sum(s.batch_busy_ms for s in self._states)  # task time of finished tasks
+        cluster = ClusterMetrics(
+            live_executors=self.cluster.live_count, cores_per_executor=self.cores,
+            executors=self.cluster.infos(), slot_ms=self._slot_ms, busy_ms=busy,
+            tasks_finished=sum(s.tasks_finished for s in self._states),
+            tasks_failed=self.cluster.tasks_failed,
+            executors_added=self.cluster.executors_added,
+            executors_removed=self.cluster.executors_removed,
+            gc_ms=self.gc_fraction * run_ms, run_ms=run_ms,
+            heap_used_ratio=self.cluster.heap_used_ratio if self.cluster.live_count else None)
+        return MetricSample(time=self.now, cluster=cluster, queries=queries)
+
+    def _tick(self) -> None:
+        seen = len(self.recorder.events)
+        decisions = self.autoscaler.step()
+        if self.strict:
+            errors = [e for e in self.recorder.events[seen:] if e.kind == "error"]
+            if errors:
+                raise SimulationError(f"t={self.now:g}s: the control loop reported: {errors[0].reason}")
+        status = self.autoscaler.status()
+        scaling = status["last_scaling"]
+        if scaling is not None and scaling != self._last_scaling:
+            self.result.records.append(ScalingRecord(**scaling))
+        self._last_scaling = scaling
+        for decision in decisions:
+            if decision.applied:
+                self.result.actions.append(decision)
+            self.result.decisions.append(decision)
+        target = (self.cluster.effective_target if status["initial_executors"] is None
+                  else int(status["target_executors"]))
+        self._record_point(target)
+
+    def _record_point(self, target: int) -> None:
+        slot_s = self._tick_slot_s
+        points = {}
+        for s in self._states:
+            points[s.q.name] = QueryPoint(
+                load=s.arrival_rate, backlog=s.source, reported_backlog=s.reported_backlog,
+                processed_rate=s.tick_rows / self.config.interval_s,
+                utilization=s.tick_busy / slot_s if slot_s > 0 else 0.0,
+                slots_used_max=s.tick_slots_max, active=s.active)
+            s.tick_rows = s.tick_busy = s.tick_slots_max = 0.0
+        self._tick_slot_s = 0.0
+        self.result.timeline.append(TimelinePoint(
+            t=self.now, executors=self.cluster.live_count, target=target,
+            pending=self.cluster.pending_count, slots=self.cluster.slots, queries=points))
