@@ -10,7 +10,7 @@ implementation. It merges two sources that are each cheap to read from the contr
 
 Custom collectors
 -----------------
-Set ``spark.sparkscale.metrics.collector.class`` to a class path. The simplest customization is to
+Set ``spark.sparkscale.collector.class`` to a class path. The simplest customization is to
 subclass :class:`SparkMetricCollector` and override :meth:`MetricCollector.query_external_metrics`
 to add metrics the autoscaler cannot see itself, for instance a backlog measured in an upstream
 system::

@@ -1,6 +1,6 @@
 """Evaluation: from a window of metric samples to the executors the application needs.
 
-:class:`MetricEvaluator` is the pluggable interface (``spark.sparkscale.metrics.evaluator.class``);
+:class:`MetricEvaluator` is the pluggable interface (``spark.sparkscale.evaluator.class``);
 :class:`BusyTimeEvaluator` is the default, the DS2 / FLIP-271 model carried over to Spark
 micro-batches: the cost of a row is measured as executor task time per row, the rate the query
 must sustain is its arrival rate plus what a backlog asks for, and demand in task slots is
@@ -33,10 +33,11 @@ _EPS = 1e-9
 class MetricEvaluator(ABC):
     """Turns the collected metric history into an :class:`Evaluation` (the pluggable evaluator).
 
-    Implement :meth:`evaluate` and name the class in ``spark.sparkscale.metrics.evaluator.class``
-    (``package.module.ClassName``); the autoscaler constructs it with no arguments. Module-specific
-    settings live under ``spark.sparkscale.evaluator.*`` and are read with
-    ``context.config.module("evaluator.")`` (call ``check_all_read()`` on it so typos fail).
+    Implement :meth:`evaluate` and name the class in ``spark.sparkscale.evaluator.class``
+    (``package.module.ClassName``); it is constructed like every plugin, ``cls(context)`` with a
+    :class:`~sparkscale_listener.plugins.PluginContext` (or ``cls()``). Its own keys live under
+    ``spark.sparkscale.evaluator.*``: declare them as ``options`` and read them with
+    ``context.options.read(self.options)`` (keys it does not read fail at startup).
 
     Contract:
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from .config import PREFIX, AutoscalerConfig, ConfigError, ModuleConfig
 
-# Which key each loaded class came from, so that instantiate() can name it without the caller
+# Which key each loaded class came from, so that construct() can name it without the caller
 # passing it again (weak: a class that nobody uses any more must not be kept alive by us).
 _LOADED_FROM: weakref.WeakKeyDictionary[type, tuple[str, str]] = weakref.WeakKeyDictionary()
 

@@ -45,7 +45,9 @@ class RealizationResult:
 
 
 class ScalingRealizer(ABC):
-    """Carries an absolute executor target out. Pluggable (`spark.sparkscale.realizer.class`).
+    """Carries an absolute executor target out. Pluggable (`spark.sparkscale.realizer.class`,
+    constructed with a :class:`~sparkscale_listener.plugins.PluginContext` whose ``backend`` is
+    the cluster's executor API; a custom realizer may wrap :class:`ExecutorRealizer` over it).
 
     The control loop calls :meth:`baseline` once, when the first executors have registered, and
     :meth:`realize` for every applied decision or rollback. Both return what the cluster manager
