@@ -82,7 +82,27 @@ def autoscale(session_or_builder: Any) -> SparkSession:
     # jar through spark.jars.
     builder.config("spark.jars", _append_csv(options.get("spark.jars"), str(jar)))
     builder.config("spark.plugins", _append_csv(options.get("spark.plugins"), PLUGIN_CLASS))
-    return _attach(builder.getOrCreate())
+    return _attach(_start_session(builder, jar))
+
+
+def _start_session(builder: Any, jar: Any) -> SparkSession:
+    """``getOrCreate()``, with a bridge that does not load (not on the driver's class path, or
+    built for another Spark) reported as what to do, not as a JVM stack trace."""
+    try:
+        return builder.getOrCreate()
+    except Exception as err:
+        text = str(err)
+        broken = ("io.sparkscale.bridge" in text
+                  and any(e in text for e in ("ClassNotFoundException", "NoClassDefFoundError",
+                                              "NoSuchMethodError", "LinkageError", "AbstractMethodError")))
+        if not broken:
+            raise
+        first = next((line.strip() for line in text.splitlines() if "io.sparkscale.bridge" in line), text)
+        raise BridgeNotInstalledError(
+            f"the sparkscale JVM bridge did not load into the driver ({first[:300]}). The jar picked "
+            f"for this Spark is {jar}. If the driver was started by a tool that fixes its class path, "
+            f"start it with `--jars {jar} --conf spark.plugins={PLUGIN_CLASS}`; if the jar is from "
+            "another sparkscale-listener install, reinstall it for this Spark") from None
 
 
 def refuse_connect(session_or_builder: Any) -> None:

@@ -61,3 +61,28 @@ def test_spark_connect_is_refused_with_what_works_instead(monkeypatch: pytest.Mo
     monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
     with pytest.raises(UnsupportedSessionError):
         autoscale(SparkSession.builder)
+
+
+def test_a_bridge_that_does_not_load_is_a_clear_error_not_a_jvm_stack_trace() -> None:
+    from sparkscale_listener.bridge import BridgeNotInstalledError
+    from sparkscale_listener.session import _start_session
+
+    class Builder:
+        def getOrCreate(self) -> None:
+            raise RuntimeError("An error occurred while calling None.org.apache.spark.api.java."
+                               "JavaSparkContext.\n: java.lang.ClassNotFoundException: "
+                               "io.sparkscale.bridge.SparkscalePlugin\n\tat java.base/...")
+
+    with pytest.raises(BridgeNotInstalledError) as err:
+        _start_session(Builder(), "/x/sparkscale-bridge-spark4_2.13.jar")
+    message = str(err.value)
+    assert "ClassNotFoundException: io.sparkscale.bridge.SparkscalePlugin" in message
+    assert "--jars /x/sparkscale-bridge-spark4_2.13.jar --conf spark.plugins=" in message
+    assert "\tat " not in message and err.value.__cause__ is None
+
+    class Unrelated:
+        def getOrCreate(self) -> None:
+            raise RuntimeError("no master")
+
+    with pytest.raises(RuntimeError, match="no master"):
+        _start_session(Unrelated(), "/x/j.jar")
