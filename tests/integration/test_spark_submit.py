@@ -39,9 +39,17 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv with the wheel built from this tree (``python -m build``) installed."""
+    """A fresh virtualenv with the wheel built (``python -m build``) from a copy of the files git
+    tracks here: what a clean clone holds, and no build output left in the working tree."""
+    source = tmp_path_factory.mktemp("source")
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], check=True,
+                             capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, tracked):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(source)],
                    check=True, capture_output=True, text=True)
     [wheel] = out.glob("sparkscale_listener-*.whl")
     venv = tmp_path_factory.mktemp("venv")
