@@ -18,12 +18,13 @@ from sparkscale_listener.config import AutoscalerConfig
 from sparkscale_listener.control_loop import Autoscaler
 from sparkscale_listener.decisions import ScalingContext, ScalingRecord
 from sparkscale_listener.evaluation import WARMUP_BATCHES, BusyTimeEvaluator, MetricEvaluator
-from sparkscale_listener.events import AutoscalerEvent, EventDispatcher, EventHandler
+from sparkscale_listener.events import EventDispatcher
 from sparkscale_listener.metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
 from sparkscale_listener.policy import ScalingPolicy
 from sparkscale_listener.realization import RealizationResult, ScalingRealizer
 from sparkscale_listener.rollback import RollbackGuard
 from sparkscale_listener.state import InMemoryStateStore, StateStore
+from sparkscale_listener.testing.sim import RecordingEventHandler
 
 QID = "q1"
 T0 = 1_000.0  # time of the scaling in the checker scenarios
@@ -297,19 +298,6 @@ class RecordingRealizer(ScalingRealizer):
         return self._answer(target)
 
 
-class RecordingEvents(EventHandler):
-    """Keeps every delivered event, oldest first."""
-
-    def __init__(self) -> None:
-        self.events: list[AutoscalerEvent] = []
-
-    def handle(self, event: AutoscalerEvent) -> None:
-        self.events.append(event)
-
-    def kinds(self) -> list[str]:
-        return [e.kind for e in self.events]
-
-
 @dataclass
 class LoopHarness:
     """An :class:`Autoscaler` wired to the scripted collector, the recording realizer, a manual
@@ -326,7 +314,7 @@ class LoopHarness:
         self.clock = ManualClock(self.start)
         self.collector = ScriptedCollector()
         self.realizer = RecordingRealizer()
-        self.recorded = RecordingEvents()
+        self.recorded = RecordingEventHandler()
         self.guard = RollbackGuard(self.config, list(self.checkers))
         self.autoscaler = Autoscaler(
             self.config, self.collector, self.evaluator, ScalingPolicy(), self.realizer, self.guard,

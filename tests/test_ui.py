@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import query, sample
+from sparkscale_listener.config import AutoscalerConfig
 from sparkscale_listener.decisions import Decision
 from sparkscale_listener.metrics import MetricSample
 from sparkscale_listener.ui import UiPublisher
@@ -26,19 +27,10 @@ class _Sink:
 
 
 @dataclass
-class _FakeConfig:
-    interval_s: float = 2.0
-    metrics_window_s: float = 10.0
-    min_executors: int = 1
-    max_executors: int = 3
-    utilization_min: float = 0.4
-    utilization_max: float = 0.9
-    utilization_target: float = 0.7
-
-
-@dataclass
 class _FakeAutoscaler:
-    config: _FakeConfig = field(default_factory=_FakeConfig)
+    # The publisher reads only the interval, the window and the limits of the configuration.
+    config: AutoscalerConfig = field(default_factory=lambda: AutoscalerConfig(
+        interval_s=2.0, metrics_window_s=10.0, max_executors=3))
     app_name: str = "app"
     history: list[dict[str, Any]] = field(default_factory=list)
     target: int = 1
