@@ -62,7 +62,9 @@ class BusinessHoursFloorEvaluator(MetricEvaluator):
     def _in_hours(self, now: float) -> bool:
         local = time.localtime(now)
         minute = local.tm_hour * 60 + local.tm_min
-        return any((start <= minute < end) if start <= end else (minute >= start or minute < end)
+        # start == end is the whole day; start > end wraps midnight (22:00-06:00).
+        return any(start == end or ((start <= minute < end) if start < end
+                                    else (minute >= start or minute < end))
                    for start, end in self.hours)
 
 

@@ -48,7 +48,6 @@ gets its class name as written in the path (keys under ``checker.<ClassName>.``)
 
 from __future__ import annotations
 
-import itertools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -276,8 +275,9 @@ class TaskFailuresChecker(ScalingChecker):
 
 class ExecutorFailuresChecker(ScalingChecker):
     """Executors die after the scaling (more than ``maxLost`` lost in the window, not counting the
-    driver's own kills and decommissions), or the executors it requested never arrive (fewer live
-    than requested for longer than ``spark.sparkscale.provisioningTimeout``)."""
+    driver's own kills and decommissions). Executors that never arrive are not a failure of the
+    scaling but a capacity limit of the cluster (a full queue, a quota): the control loop holds
+    the target at what arrived and reports it; only executors that start and then die count."""
 
     name = "executorFailures"
 
@@ -286,8 +286,6 @@ class ExecutorFailuresChecker(ScalingChecker):
                "the window (deliberate removals excluded)"),
         Option("ignoreReasons", Names(), ("killed by driver", "decommission"), "substrings of removal "
                "reasons that are deliberate"),
-        Option("checkProvisioning", Boolean(), True, "unhealthy if live < requested for longer than "
-               "`provisioningTimeout`"),
         Option("window", Duration(), 300.0, "window for lost executors"),
     )
 
@@ -298,10 +296,9 @@ class ExecutorFailuresChecker(ScalingChecker):
         self.max_lost = o["maxLost"]
         self.window = o["window"]
         self.ignore = tuple(r.lower() for r in o["ignoreReasons"])
-        self.check_provisioning = o["checkProvisioning"]
-        # Watch at least until a shortfall could have outlasted the provisioning timeout.
-        extra = config.provisioning_timeout_s + config.interval_s if self.check_provisioning else 0.0
-        self.window_s = max(self.window, extra)
+        # Watch until executors that arrive late (up to the provisioning timeout) had a chance
+        # to start and fail.
+        self.window_s = max(self.window, config.provisioning_timeout_s + config.interval_s)
 
     def check(self, context: CheckContext) -> CheckResult:
         if not context.samples:
@@ -312,12 +309,7 @@ class ExecutorFailuresChecker(ScalingChecker):
                               for e in lost[:5])
             return self.unhealthy(f"{len(lost)} executors lost in {format_seconds(self.window)} after the "
                                   f"scaling (maxLost={self.max_lost}): {shown}")
-        if self.check_provisioning:
-            short = self._provisioning_shortfall(context)
-            if short is not None:
-                return self.unhealthy(short)
-        return self.healthy(f"{len(lost)} executors lost; requested executors arrived or are "
-                            "within the provisioning timeout")
+        return self.healthy(f"{len(lost)} executors lost")
 
     def _lost(self, context: CheckContext) -> list[ExecutorInfo]:
         since = max(context.scaling.time, context.now - self.window)
@@ -335,25 +327,6 @@ class ExecutorFailuresChecker(ScalingChecker):
         excused = max(0, context.scaling.from_executors - context.scaling.to_executors)
         lost.extend(unexplained[excused:])
         return sorted(lost, key=lambda e: (e.removed_time or 0.0, e.executor_id))
-
-    def _provisioning_shortfall(self, context: CheckContext) -> str | None:
-        timeout = context.config.provisioning_timeout_s
-        requested = context.requested_total
-        after = [s for s in context.samples if s.time >= context.requested_at]
-        if not after or after[-1].cluster.live_executors >= requested:
-            return None
-        # Start of the current run of samples that were short: a shortfall that was filled and
-        # reopened (an executor lost and being replaced) restarts the clock.
-        short_since = context.requested_at
-        for previous, sample in itertools.pairwise(after):
-            if previous.cluster.live_executors >= requested:
-                short_since = sample.time
-        if context.now - short_since < timeout:
-            return None
-        live = after[-1].cluster.live_executors
-        return (f"{requested - live} of {requested} requested executors not registered "
-                f"{format_seconds(context.now - short_since)} after the request ({live} live; "
-                f"provisioningTimeout={format_seconds(timeout)})")
 
 
 class QueryFailureChecker(ScalingChecker):

@@ -401,6 +401,16 @@ class AutoscalerConfig:
     provisioning_timeout_s: float = option("provisioningTimeout", Duration(positive=True), 120.0,
                                            "Requested executors that have not registered after this "
                                            "long count as failed to launch.")
+    provisioning_time_s: float = option(
+        "provisioningTime", Duration(), 10.0,
+        "Executor provisioning time (request -> registered) assumed until measured; then the 90th "
+        "percentile of the last 20 scale-ups (timeouts included) is used, at most "
+        "provisioningTimeout. Sets the extra capacity that covers arrivals during a scale-up.")
+    capacity_retry_s: float = option(
+        "capacityRetryInterval", Duration(positive=True), 600.0,
+        "When the cluster gives fewer executors than requested within provisioningTimeout (a full "
+        "queue, a quota), the target is held at what it gave for this long before asking for more "
+        "again. A shortfall is a capacity limit, not a failed scaling: no rollback, no pause.")
     decommission: bool = option("scaleDown.decommission", Boolean(), False,
                                 "true: remove executors by graceful decommission (needs "
                                 "spark.decommission.enabled=true); false: kill idle executors.")

@@ -120,6 +120,7 @@ class Autoscaler:
                 "provisioning_time_s": self.provisioning.time_s(),
                 "blocked_queries": dict(self.policy.blocked_queries()),
                 "healthy_target": self.guard.healthy_target,
+                "capacity_limit": self.executor.capacity_limit(now),
                 "errors": self._errors,
                 "last_error": self._last_error,
             }

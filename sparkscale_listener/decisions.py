@@ -71,7 +71,9 @@ class Evaluation:
     current_executors: int
     recommended_executors: int  # before delays/limits of the policy, after min/max clamp
     required_slots: float
-    utilization: float | None  # application-level projected utilization at current executors
+    # Busy fraction the arrival rate needs of the current slots left after the catch-up capacity
+    # (evaluation.band_utilization): the number the policy's band is applied to.
+    utilization: float | None
     backlog_mode: bool
     queries: dict[str, QueryEvaluation] = field(default_factory=dict)
     reason: str = ""

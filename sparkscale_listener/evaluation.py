@@ -3,8 +3,9 @@
 :class:`MetricEvaluator` is the pluggable interface (``spark.sparkscale.evaluator.class``);
 :class:`BusyTimeEvaluator` is the default, the DS2 / FLIP-271 model carried over to Spark
 micro-batches: the cost of a row is measured as executor task time per row, the rate the query
-must sustain is its arrival rate plus what a backlog asks for, and demand in task slots is
-``rate x cost / utilization target``, capped by the query's useful parallelism.
+must sustain is its arrival rate plus what a backlog asks for, and demand in task slots is Flink's
+target capacity, ``rate x cost / utilization target + (catch-up + provisioning arrivals) x cost``,
+capped by the query's useful parallelism.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ class MetricEvaluator(ABC):
     * Return ``ready=False`` (with a reason, ``recommended_executors`` = ``context.current_target``)
       when there is not enough data; the policy then does nothing. Otherwise set
       ``recommended_executors`` within ``[config.min_executors, config.max_executors]`` and
-      ``utilization`` = required work / current slots; the policy applies the utilization band,
-      the scale-up/down factors, the delayed scale-down and the ineffective-scale-up blocks.
+      ``utilization`` = the busy fraction of the current slots the load needs (see
+      :func:`band_utilization`); the policy applies the utilization band, the scale-up/down
+      factors, the delayed scale-down and the ineffective-scale-up blocks. A recommendation above
+      what ``required_slots`` explain is applied even inside the band (a floor, a forecast).
     * Fill ``queries`` for every active query when you can: the policy uses each query's
       ``input_rate`` (processed rows/s), ``target_rate``, ``catch_up_rate``, ``required_slots``,
       ``capped`` and ``backlog_mode``, and the UI shows them. Write reasons a person can act on.
@@ -116,23 +119,43 @@ def _delta(a: float, b: float) -> float:
     return b - a if b >= a else b
 
 
+def band_utilization(rate_work: float, reserved: float, slots: float) -> float | None:
+    """The utilization the policy's band is applied to: the busy fraction the arrival rate needs
+    of the slots left after reserving the catch-up and provisioning capacity (Flink scales up when
+    capacity < rate / utilization.max + reserved, which is this above utilization.max; and down
+    when capacity > rate / utilization.min + reserved). With nothing left it is
+    (rate + reserved) / slots, at least 1. None without slots."""
+    if slots <= 0:
+        return None
+    free = slots - reserved
+    if free > _EPS * slots:
+        return rate_work / free
+    return max(1.0, (rate_work + reserved) / slots)
+
+
 class BatchCostModel:
     """Task time of a query's batches as ``alpha x batches + beta x rows``, fitted on recent
-    sample intervals.
+    sample intervals, to tell the marginal cost of a row (``beta``) from the fixed cost of a batch.
 
     Every task pays a fixed price (scheduling, a Python worker, opening the sink's file) whatever
     its rows, so a batch has a fixed cost ``alpha`` (partitions x per-task overhead) besides the
-    marginal ``beta`` per row. Dividing busy time by rows charges that fixed part to every row:
-    with small batches it can make a query look several times as expensive as it is, and the
-    autoscaler would ask for executors that only shorten idle batches. The fixed part is elastic
-    (fewer executors -> longer, bigger, fewer batches -> less of it per second), so demand is
-    sized on ``beta``; a read-limited query pays ``alpha`` once per full batch.
+    marginal ``beta`` per row. Dividing busy time by rows charges that fixed part to every row: with
+    small batches a query looks several times as expensive as it will be in the bigger batches a
+    higher load brings. The fit is only used when it is trustworthy: enough points, batch sizes that
+    really vary (between the 20th and 80th percentile, so one odd batch cannot carry the fit), a
+    line that explains most of the variance, after dropping points far off it (a batch whose task
+    ends landed a tick late looks half as expensive, the next one twice). ``beta`` is kept between
+    a quarter of the plain average cost and that average, so a fit error cannot shrink demand more
+    than 4x, and old points leave after ``max_points`` intervals.
     """
 
-    MIN_POINTS = 4
-    MIN_SPREAD = 1.5  # batch sizes must vary by this factor to tell alpha from beta
+    MIN_POINTS = 8
+    MIN_SPREAD = 1.5  # 80th / 20th percentile of rows per batch
+    MIN_R2 = 0.6  # share of the per-batch time variance the line must explain
+    MIN_MARGINAL_SHARE = 0.25  # beta >= this x the plain average cost per row
+    OUTLIER_MADS = 3.0
 
-    def __init__(self, max_points: int = 60) -> None:
+    def __init__(self, max_points: int = 30) -> None:
         self._points: deque[tuple[float, float, float]] = deque(maxlen=max_points)
         self.last_time = -math.inf
 
@@ -140,20 +163,60 @@ class BatchCostModel:
         if batches > 0 and rows > 0 and busy_s > 0:
             self._points.append((batches, rows, busy_s))
 
+    def average_cost(self) -> float | None:
+        """Task seconds per row over the kept points (the plain average), or None."""
+        if not self._points:
+            return None
+        pts = np.array(self._points)
+        return float(pts[:, 2].sum() / pts[:, 1].sum())
+
     def fit(self) -> tuple[float, float] | None:
         """(alpha seconds per batch, beta seconds per row), or None when not identifiable."""
         if len(self._points) < self.MIN_POINTS:
             return None
         pts = np.array(self._points)
-        sizes = pts[:, 1] / pts[:, 0]
-        if sizes.max() < self.MIN_SPREAD * sizes.min():
+        size = pts[:, 1] / pts[:, 0]  # rows per batch
+        per_batch = pts[:, 2] / pts[:, 0]  # seconds per batch
+        weight = pts[:, 0]
+        low, high = np.percentile(size, [20, 80])
+        if high < self.MIN_SPREAD * low:
             return None
-        (alpha, beta), *_ = np.linalg.lstsq(pts[:, :2], pts[:, 2], rcond=None)
-        if beta <= 0:
+        keep = np.ones(len(pts), dtype=bool)
+        for _ in range(2):  # fit, drop the points far off the line, fit again
+            line = self._line(size[keep], per_batch[keep], weight[keep])
+            if line is None:
+                return None
+            residual = per_batch - (line[0] + line[1] * size)
+            mad = float(np.median(np.abs(residual[keep] - np.median(residual[keep]))))
+            if mad <= 0:
+                break
+            inliers = np.abs(residual) <= self.OUTLIER_MADS * 1.4826 * mad
+            if inliers.sum() < self.MIN_POINTS or (inliers == keep).all():
+                break
+            keep = inliers
+        line = self._line(size[keep], per_batch[keep], weight[keep])
+        if line is None:
             return None
-        if alpha < 0:  # no measurable fixed part: plain average
-            return 0.0, float(pts[:, 2].sum() / pts[:, 1].sum())
-        return float(alpha), float(beta)
+        alpha, beta, r2 = line
+        if r2 < self.MIN_R2 or beta <= 0:
+            return None
+        average = float(pts[keep, 2].sum() / pts[keep, 1].sum())
+        beta = min(max(beta, self.MIN_MARGINAL_SHARE * average), average)
+        return max(0.0, alpha), beta
+
+    @staticmethod
+    def _line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float, float] | None:
+        """Weighted least squares y = a + b x: (a, b, R^2), or None when x does not vary."""
+        mx, my = np.average(x, weights=w), np.average(y, weights=w)
+        sxx = float(np.sum(w * (x - mx) ** 2))
+        if sxx <= 0:
+            return None
+        b = float(np.sum(w * (x - mx) * (y - my))) / sxx
+        a = float(my - b * mx)
+        total = float(np.sum(w * (y - my) ** 2))
+        residual = float(np.sum(w * (y - a - b * x) ** 2))
+        r2 = 1.0 - residual / total if total > 0 else 0.0
+        return a, b, r2
 
 
 class BusyTimeEvaluator(MetricEvaluator):
@@ -168,9 +231,10 @@ class BusyTimeEvaluator(MetricEvaluator):
       + backlog growth (or, for a saturated query, the last batch's arrival rate when higher);
       ``catch_up_rate`` = (backlog beyond one batch period of arrivals) / ``catchUpDuration``
       (none for a healthy query: batches well inside the trigger interval, backlog not growing);
-    * work (fully busy slots) = (target + catch-up + target x provisioning / catchUpDuration) x
-      cost (when no batch completed in the window: at least the task time used); required slots
-      = work / ``utilization.target``, capped at the widest stage (useful parallelism).
+    * required slots = target x cost / ``utilization.target`` + (catch-up + target x
+      provisioning / catchUpDuration) x cost (when no batch completed in the window: at least the
+      task time used), capped at the widest stage (useful parallelism); ``cost`` extrapolated to
+      the batch size the query will run at (:meth:`_sizing_cost`).
 
     Application: required slots are summed; recommended executors = ceil(slots / cores), clamped.
     """
@@ -209,12 +273,13 @@ class BusyTimeEvaluator(MetricEvaluator):
                 share = (slots * m.busy_slots / busy_total if busy_total > 0
                          else slots / len(demanding))
                 m.required = share
-                m.work = share * cfg.utilization_target  # neutral: exactly at target
+                m.work = m.rate_work = share * cfg.utilization_target  # neutral: at target
         queries = {qid: m.result() for qid, m in measured.items()}
 
         required = sum(q.required_slots for q in queries.values())
         work = sum(m.work for m in measured.values())
-        utilization = work / slots if slots > 0 else None
+        utilization = band_utilization(sum(m.rate_work for m in measured.values()),
+                                       sum(m.reserved for m in measured.values()), slots)
         cores = max(1, context.cores_per_executor)
         raw = math.ceil(required / cores - _EPS) if required > 0 else 0
         recommended = min(max(raw, cfg.min_executors), cfg.max_executors)
@@ -343,15 +408,9 @@ class BusyTimeEvaluator(MetricEvaluator):
 
         fit = self._models[q.query_id].fit() if q.query_id in self._models else None
         if fit is not None and cost is not None:
-            alpha, beta = fit
-            # Read-limited (catching up): full batches, each paying alpha once. Otherwise the
-            # marginal cost: the fixed part only shortens batches, it needs no more executors.
-            rows_per_batch = rows / batches if batches > 0 and rows > 0 else None
-            if excess > 0 and not healthy and rows_per_batch:
-                cost = min(cost, beta + alpha / rows_per_batch)
-            else:
-                cost = min(cost, beta)
-            notes.append(f"cost {beta * 1000:.1f} ms/row + {alpha:.2f}s/batch")
+            cost = self._sizing_cost(cost, fit, rows, batches, target_rate + catch_up_rate,
+                                     trigger_s, period, reading_ahead=excess > 0 and not healthy)
+            notes.append(f"cost {fit[1] * 1000:.1f} ms/row + {fit[0]:.2f}s/batch")
 
         idle = rows == 0 and (backlog or 0.0) <= 0 and busy_slots <= 0
         m = _QueryMeasure(q=q, input_rate=input_rate, backlog=backlog, growth=growth,
@@ -365,18 +424,20 @@ class BusyTimeEvaluator(MetricEvaluator):
                 notes.append("not ready: backlog but no completed batch to measure cost yet; "
                              "holding its current share")
         else:
-            rate_work = (target_rate + catch_up_rate) * cost
-            provisioning_work = (target_rate * context.provisioning_time_s
-                                 / cfg.catch_up_duration_s * cost)
+            # Flink's target capacity: the arrival rate at the target utilization, plus the
+            # catch-up rate and the arrivals during provisioning at full speed (that capacity
+            # is spent working the backlog off, not kept as headroom).
             m.rate_work = target_rate * cost
-            m.catch_up_work = catch_up_rate * cost
-            m.work = rate_work + provisioning_work
             if rows == 0:
                 # A batch longer than the window completes no rows but keeps its slots busy: the
                 # task time it used is the best lower bound of its demand. (Not otherwise: while
                 # catching up a query rightly uses more than its steady demand.)
-                m.work = max(m.work, busy_slots)
-            m.required = m.work / cfg.utilization_target
+                m.rate_work = max(m.rate_work, busy_slots)
+            m.catch_up_work = catch_up_rate * cost
+            m.reserved = m.catch_up_work + (target_rate * context.provisioning_time_s
+                                            / cfg.catch_up_duration_s * cost)
+            m.work = m.rate_work + m.reserved
+            m.required = m.rate_work / cfg.utilization_target + m.reserved
             if cap is not None and m.required > cap:
                 m.uncapped = m.required
                 m.required = float(cap)
@@ -395,6 +456,32 @@ class BusyTimeEvaluator(MetricEvaluator):
             notes.append(f"backlog mode: {excess:.0f} rows behind")
         m.notes = notes
         return m
+
+    @staticmethod
+    def _sizing_cost(average: float, fit: tuple[float, float], rows: float, batches: float,
+                     rate: float, trigger_s: float | None, period: float,
+                     reading_ahead: bool) -> float:
+        """Cost per row at the batch size the query will run at, from the window's average cost.
+
+        The fixed part of the window's batches, ``(average - beta) x rows per batch``, is paid once
+        per batch. With a trigger interval batches keep coming at that interval, so a higher rate
+        spreads the fixed part over more rows and a lower one over fewer (never below the average:
+        a falling load is left to the delayed scale-down). A query reading ahead (a backlog, read
+        limit) keeps its full batches. Without a trigger, batches run back to back and grow as
+        slots are taken away, so the fixed part is elastic and the marginal cost sizes it.
+        """
+        beta = min(max(fit[1], BatchCostModel.MIN_MARGINAL_SHARE * average), average)
+        if batches <= 0 or rows <= 0:
+            return average
+        rows_per_batch = rows / batches
+        if trigger_s:
+            expected = rate * trigger_s
+        elif reading_ahead:
+            expected = rate * period
+        else:
+            return beta
+        expected = max(expected, rows_per_batch)
+        return beta + (average - beta) * rows_per_batch / expected
 
     @staticmethod
     def _avg_batch_s(q: QueryMetrics, q0: QueryMetrics, batches: int) -> float | None:
@@ -472,6 +559,7 @@ class _QueryMeasure:
         self.work = 0.0  # fully busy slots the query needs
         self.rate_work = 0.0
         self.catch_up_work = 0.0
+        self.reserved = 0.0  # slots for catch-up and provisioning arrivals, at full speed
         self.required = 0.0  # slots at the target utilization, after the cap
         self.uncapped: float | None = None
         self.capped = False

@@ -9,6 +9,7 @@ import logging
 import math
 import numbers
 import os
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -22,10 +23,15 @@ from .plugins import PluginContext, accepted_text, construct, load_class
 
 # Event kinds. "scaling" is an applied scale_up / scale_down; "recommendation" a decision that was
 # published but not applied (recommend mode, excluded period); "rollback", "pause", "resume",
-# "stopped" (too many rollbacks), "blocked" (ineffective scale-up, parallelism cap), "error"
-# (an exception in our code), "notice" (anything else worth a line in the log).
+# "stopped" (too many rollbacks), "blocked" (ineffective scale-up, parallelism cap), "capacity"
+# (the cluster gave fewer executors than requested), "error" (an exception in our code), "notice"
+# (anything else worth a line in the log).
 EVENT_KINDS = ("scaling", "recommendation", "rollback", "pause", "resume", "stopped", "blocked",
-               "error", "notice")
+               "capacity", "error", "notice")
+# Kinds whose every (from, to) pair is its own event when throttling.
+_PER_CHANGE_KINDS = ("scaling", "rollback")
+# Numbers in a reason (counts, rates, times, ids like t=120s): blanked to compare situations.
+_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -39,9 +45,22 @@ class AutoscalerEvent:
     severity: str = "info"  # info | warning | error
     details: dict[str, Any] = field(default_factory=dict)
 
+    def situation(self) -> str:
+        """What kind of situation this is: ``details["situation"]`` when the emitter named it,
+        else the reason with its numbers blanked ("backlog 1200 rows" and "backlog 1350 rows" are
+        one situation)."""
+        named = self.details.get("situation")
+        return str(named) if named else _NUMBER.sub("#", self.reason)
+
     def throttle_key(self) -> tuple[Any, ...]:
-        """Events with the same key within the throttle interval are reported once."""
-        return (self.kind, self.action, self.from_executors, self.to_executors, self.reason)
+        """Events with the same key within the throttle interval are reported once.
+
+        Keyed on the kind of situation, not the exact text: reasons carry measured numbers that
+        differ every tick, so keying on them would throttle nothing. An applied change
+        (scaling, rollback) is a different event for every (from, to) pair."""
+        executors = ((self.from_executors, self.to_executors) if self.kind in _PER_CHANGE_KINDS
+                     else ())
+        return (self.kind, self.action, self.severity, self.situation(), *executors)
 
 
 class EventHandler(ABC):
@@ -227,7 +246,7 @@ class EventDispatcher:
     still get the event: ``emit`` never raises into the control loop.
     """
 
-    # Bound on remembered keys: reasons carry numbers, so keys are many and mostly unique.
+    # Bound on remembered keys (situations named by custom emitters can be many).
     MAX_KEYS = 10_000
 
     def __init__(self, handlers: Sequence[EventHandler], throttle_s: float = 60.0,

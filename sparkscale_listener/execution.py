@@ -21,7 +21,7 @@ from .decisions import Decision, ScalingRecord
 from .events import AutoscalerEvent, EventDispatcher
 from .metrics import MetricSample
 from .policy import in_excluded_period, scaling_record
-from .provisioning import ProvisioningTracker
+from .provisioning import ProvisioningTracker, Shortfall
 from .realization import ScalingRealizer
 from .rollback import GuardOutcome, RollbackGuard
 from .state import AutoscalerState
@@ -46,6 +46,10 @@ class Targets:
     rolled_back: dict[str, Any] | None = None
     rolled_back_before_restart: dict[str, Any] | None = None
     restored: bool = False  # the guard's state came from the state store
+    # The cluster gave fewer executors than requested: scale-ups stop at what it gave until
+    # capacity_retry_at (then one is tried again).
+    capacity: Shortfall | None = None
+    capacity_retry_at: float = 0.0
 
 
 class ScalingExecutor:
@@ -69,9 +73,12 @@ class ScalingExecutor:
         extras found at start)."""
         t = self.targets
         live = sample.cluster.live_executors
-        window_start = self.provisioning.settle(now, live, t.current)
+        window_start = self.provisioning.settle(now, live, t.current, sample.cluster.live())
         if window_start is not None:
             t.window_start = window_start
+        shortfall, self.provisioning.shortfall = self.provisioning.shortfall, None
+        if shortfall is not None and self.config.mode != "recommend":
+            self._hold_at_capacity(now, shortfall)
         if self.config.mode == "recommend":
             t.current = live  # nothing is ever requested: the executors that run are the target
         elif live > t.current:
@@ -169,6 +176,9 @@ class ScalingExecutor:
         repeated = self._repeats_rolled_back(now, decision)
         if repeated:
             return replace(decision, reason=f"{decision.reason}; not applied: {repeated}")
+        decision = self._within_capacity(now, decision)
+        if decision.to_executors == t.current:
+            return decision
 
         record = replace(scaling_record(decision, max(1, history[-1].cluster.cores_per_executor), now),
                          from_executors=t.current)
@@ -211,9 +221,10 @@ class ScalingExecutor:
             t.rolled_back = {"action": undone.action, "to": undone.to_executors, "time": now,
                              "checker": checker, "reason": outcome.unhealthy.reason}
         if undone is not None and undone.action == "scale_up":
-            # The executors that scale-up brought are the suspects: remove them, not the old ones.
+            # The executors that scale-up brought and whose tasks failed are the suspects: removed
+            # first, busy or not. Others it brought are removed like any, when idle.
             t.bad_executors = {e.executor_id for e in sample.cluster.live()
-                               if e.added_time >= undone.time}
+                               if e.added_time >= undone.time and e.tasks_failed > 0}
         record = ScalingRecord(now, "rollback", t.current, target, f"checker {checker}: "
                                f"{outcome.unhealthy.reason}")
         result = self.realizer.realize(target, t.bad_executors)
@@ -257,6 +268,57 @@ class ScalingExecutor:
         return (f"{undone['action']} to {to} executors was rolled back {now - float(undone['time']):.0f}s "
                 f"ago, before the driver restarted (checker {undone.get('checker')}: "
                 f"{undone.get('reason')}); not repeated within rollback.window or until resume()")
+
+    def _hold_at_capacity(self, now: float, shortfall: Shortfall) -> None:
+        """The requested executors did not all arrive: hold the target at what the cluster gave
+        (cancelling the launches still hanging), report it, and try for more later."""
+        t = self.targets
+        if shortfall.live >= t.current:
+            return
+        held = max(shortfall.live, self.config.min_executors)
+        before = t.current
+        t.current = held
+        t.capacity = shortfall
+        t.capacity_retry_at = now + self.config.capacity_retry_s
+        result = self.realizer.realize(held)
+        failed = "" if result.ok else f"; lowering the request failed: {result.message}"
+        self.events.emit(AutoscalerEvent(
+            now, "capacity", f"capacity limit: the cluster gave {shortfall.live} of {shortfall.requested} "
+            f"requested executors within provisioningTimeout={self.config.provisioning_timeout_s:g}s "
+            f"(a full queue or a quota?); target held at {held}, asking for more again in "
+            f"{self.config.capacity_retry_s:g}s{failed}", from_executors=before, to_executors=held,
+            severity="warning", details=self.details() | {"situation": "capacity-limit"}))
+        self.state.store_target(t.current)
+
+    def _within_capacity(self, now: float, decision: Decision) -> Decision:
+        """A scale-up capped at the capacity the cluster showed, until the retry time."""
+        t = self.targets
+        if t.capacity is None or decision.action != "scale_up":
+            return decision
+        if now >= t.capacity_retry_at:
+            self.events.emit(AutoscalerEvent(now, "notice", f"capacity limit of {t.capacity.live} executors "
+                                             f"expired: asking for {decision.to_executors} again",
+                                             details=self.details()))
+            t.capacity = None
+            return decision
+        limit = t.capacity.live
+        if decision.to_executors <= limit:
+            return decision
+        why = (f"capacity limit: the cluster gave {limit} of {t.capacity.requested} requested executors "
+               f"at t={t.capacity.time:.0f}s; retrying in {t.capacity_retry_at - now:.0f}s")
+        if limit <= t.current:
+            return replace(decision, to_executors=t.current, reason=f"{decision.reason}; not applied: {why}",
+                           limited_by="capacity")
+        return replace(decision, to_executors=limit, reason=f"{decision.reason}; limited by {why}",
+                       limited_by="capacity")
+
+    def capacity_limit(self, now: float) -> dict[str, Any] | None:
+        """The capacity limit in force (for status()), or None."""
+        c = self.targets.capacity
+        if c is None:
+            return None
+        return {"executors": c.live, "requested": c.requested, "since": c.time,
+                "retry_in_s": max(0.0, self.targets.capacity_retry_at - now)}
 
     def details(self, decision: Decision | None = None) -> dict[str, Any]:
         details: dict[str, Any] = {"mode": self.config.mode, "app": self.app_name}

@@ -173,7 +173,11 @@ class ScalingPolicy:
         util_text = f"{util:.2f}" if util is not None else "n/a (no live executors)"
         above = util is None or util > cfg.utilization_max
 
-        if rec > cur and (above or evaluation.backlog_mode):
+        # An evaluator that recommends more than the load's slots explain asks for it on purpose
+        # (a floor, a forecast): that recommendation drives the decision, band or not. The
+        # default evaluator never does; its backlog already raises the utilization the band sees.
+        insists = rec > raw
+        if rec > cur and (above or insists):
             self._pending = None
             return self._scale_up(evaluation, context, util_text, suffix)
 
@@ -228,6 +232,9 @@ class ScalingPolicy:
                 else:
                     required += q.required_slots
         raw = math.ceil(required / cores - _EPS) if required > 0 else 0
+        insists = ev.recommended_executors > math.ceil(ev.required_slots / cores - _EPS)
+        if insists:
+            raw = max(raw, ev.recommended_executors)  # the evaluator's own recommendation
         target, limited = raw, None
         if target > cfg.max_executors:
             target, limited = cfg.max_executors, "maxExecutors"
@@ -238,6 +245,8 @@ class ScalingPolicy:
         if limited is None and any(q.capped for q in ev.queries.values()):
             limited = "parallelism"
         signal = "backlog" if ev.backlog_mode else "utilization"
+        if insists:
+            signal = "evaluator recommendation"
         if target <= cur:
             self._pending = None
             if blocked_notes:

@@ -3,22 +3,38 @@ settled enough to measure again.
 
 On Spark nothing restarts when executors are added: the next micro-batch simply uses them. What
 Flink calls restart time becomes provisioning time (request -> registered), which the evaluator
-adds to the capacity a backlog needs. The tracker learns it from every scale-up that arrived, and
-keeps the learned values in the state store so that a restarted driver starts from them.
+adds to the capacity a backlog needs. The tracker learns it from every scale-up, a timeout counting
+as the time waited, and keeps the observations in the state store so that a restarted driver starts
+from them. A scale-up sized on too short a time falls behind, so the estimate is a high percentile
+of recent observations (capped at ``provisioningTimeout``), not their median, and an observation
+ends when the last requested executor registered, not at the tick that noticed it.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config import AutoscalerConfig
 from .decisions import ScalingRecord
+from .metrics import ExecutorInfo
 from .policy import next_window_start
 from .state import AutoscalerState
 
-DEFAULT_PROVISIONING_TIME_S = 10.0
 _KEPT_OBSERVATIONS = 50
-_MEDIAN_OF_LAST = 10
+RECENT_OBSERVATIONS = 20
+PERCENTILE = 0.9
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A scale-up whose executors did not all arrive within ``provisioningTimeout``: the cluster
+    (a full queue, a quota) gave ``live`` of the ``requested`` executors."""
+
+    time: float
+    requested: int
+    live: int
 
 
 @dataclass
@@ -41,23 +57,30 @@ class ProvisioningTracker:
         self.config = config
         self.state = state
         self.pending: PendingChange | None = None
-        self.observations: list[float] = state.provisioning_seconds(limit=_MEDIAN_OF_LAST)
+        self.shortfall: Shortfall | None = None  # set by settle(), taken by the executor
+        self.observations: list[float] = state.provisioning_seconds(limit=RECENT_OBSERVATIONS)
 
     def time_s(self) -> float:
-        """Median of the recent request -> registered observations (Flink's restart time)."""
-        recent = sorted(self.observations[-_MEDIAN_OF_LAST:])
-        return recent[len(recent) // 2] if recent else DEFAULT_PROVISIONING_TIME_S
+        """The 90th percentile (nearest rank) of the recent request -> registered observations,
+        at most ``provisioningTimeout``; ``provisioningTime`` until one was made."""
+        recent = sorted(self.observations[-RECENT_OBSERVATIONS:])
+        if not recent:
+            return min(self.config.provisioning_time_s, self.config.provisioning_timeout_s)
+        rank = max(1, math.ceil(PERCENTILE * len(recent)))
+        return min(recent[rank - 1], self.config.provisioning_timeout_s)
 
     def start(self, record: ScalingRecord, requested_total: int, now: float) -> None:
         """A change was requested; measuring stops until it settles (see :meth:`settle`)."""
         self.pending = PendingChange(record, requested_total, now)
 
-    def settle(self, now: float, live: int, target: int) -> float | None:
+    def settle(self, now: float, live: int, target: int,
+               executors: Sequence[ExecutorInfo] = ()) -> float | None:
         """The next window start once the pending change arrived (or timed out), else None.
 
         A scale-up has arrived when every requested executor registered, a scale-down when no
         more than the target are live. Executors that never arrive stop the wait at
-        ``provisioningTimeout``.
+        ``provisioningTimeout``, which is recorded as an observation of that length.
+        ``executors`` (live ones, with registration times) tell when the last one registered.
         """
         change = self.pending
         if change is None:
@@ -66,10 +89,18 @@ class ProvisioningTracker:
         timed_out = now - change.requested_at >= self.config.provisioning_timeout_s
         if not (arrived or timed_out):
             return None
-        if arrived and change.adds:
+        if change.adds:
             took = now - change.requested_at
+            if arrived:
+                registered = [e.added_time for e in executors
+                              if change.requested_at <= e.added_time <= now]
+                if registered:
+                    took = max(registered) - change.requested_at
             self.observations = [*self.observations, took][-_KEPT_OBSERVATIONS:]
-            self.state.record_provisioning(now, took, change.record.to_executors)
+            self.state.record_provisioning(now, took, change.record.to_executors,
+                                           timed_out=not arrived)
+            if not arrived:
+                self.shortfall = Shortfall(now, change.requested_total, live)
         self.pending = None
         return next_window_start(self.config, change.requested_at, now if arrived else None, now)
 
@@ -82,4 +113,4 @@ class ProvisioningTracker:
         return f"ProvisioningTracker(time_s={self.time_s():g}, pending={pending})"
 
 
-__all__ = ["DEFAULT_PROVISIONING_TIME_S", "PendingChange", "ProvisioningTracker"]
+__all__ = ["PendingChange", "ProvisioningTracker", "Shortfall"]

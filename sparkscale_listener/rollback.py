@@ -80,6 +80,10 @@ class RollbackGuard:
         # The target in force is known healthy (start, or a completed watch); a target reached
         # by an unconfirmed or failed action must not become the "last healthy" one.
         self._current_confirmed = True
+        # The target in force was reached by an action the checkers judged unhealthy.
+        self._current_judged_unhealthy = False
+        # Where a rollback of the watched action goes (rollback.target=last), see watch().
+        self._undo_target: int | None = None
         self._rollback_times: list[float] = []
         self._paused_until: float | None = None
         self._paused_until_restart = False
@@ -100,9 +104,14 @@ class RollbackGuard:
     def watch(self, scaling: ScalingRecord, healthy_target_before: int) -> None:
         """Start watching an applied scale-up or scale-down. ``healthy_target_before`` is the
         target in force before it; it becomes the last healthy target unless that target was
-        itself never confirmed (an earlier action still watched, or one judged unhealthy)."""
+        itself never confirmed (an earlier action still watched, or one judged unhealthy).
+
+        A rollback of this action undoes it: back to ``healthy_target_before`` even when that
+        target's own watch was cut short by this action (nothing was found wrong with it), unless
+        it was judged unhealthy; then to the last healthy target."""
         if self._current_confirmed or self.healthy_target is None:
             self.healthy_target = healthy_target_before
+        self._undo_target = None if self._current_judged_unhealthy else healthy_target_before
         self._start_watch(scaling, rollback=False)
 
     def watch_rollback(self, scaling: ScalingRecord) -> None:
@@ -113,6 +122,7 @@ class RollbackGuard:
         self._watch = scaling
         self._watch_is_rollback = rollback
         self._current_confirmed = False
+        self._current_judged_unhealthy = False
 
     def observe(self, context: CheckContext, initial_target: int, current_target: int) -> GuardOutcome:
         """Judge the watched action at ``context.now`` and say what to do next (see the class
@@ -133,14 +143,17 @@ class RollbackGuard:
             # never judge must not keep the target unconfirmed forever.
             if elapsed >= duration and (not pending or elapsed >= 2 * duration):
                 self._end_watch(confirmed=True)
-                self.healthy_target = scaling.to_executors
+                # The target in force: a scale-up held at the cluster's capacity is healthy at
+                # what it got, not at what it asked for.
+                self.healthy_target = current_target
                 return GuardOutcome("healthy", f"{what} healthy for {format_seconds(elapsed)}: "
-                                    f"{scaling.to_executors} executors is the last healthy target",
-                                    results, None, scaling.to_executors)
+                                    f"{current_target} executors is the last healthy target",
+                                    results, None, current_target)
             waiting = f", waiting for {', '.join(pending)}" if pending else ""
             return GuardOutcome("watching", f"{what}: healthy after {format_seconds(elapsed)} of "
                                 f"{format_seconds(duration)}{waiting}", results)
         self._end_watch(confirmed=False)
+        self._current_judged_unhealthy = True
         target = self.rollback_target(initial_target)
         if was_rollback or target == current_target:
             # A failing rollback (or nothing to roll back to) is reported and paused, never chained.
@@ -176,11 +189,15 @@ class RollbackGuard:
     # --- rollback, pause, stop ------------------------------------------------------------------
 
     def rollback_target(self, initial_target: int) -> int:
-        """Where to roll back to: the last healthy target (``rollback.target=last``; the initial
-        one if none is known yet) or the initial one, within min/maxExecutors."""
+        """Where to roll back to, within min/maxExecutors. ``rollback.target=last``: the target
+        before the watched action (see :meth:`watch`), else the last healthy target, else the
+        initial one. ``initial``: the initial one."""
         target = initial_target
-        if self.config.rollback_target == "last" and self.healthy_target is not None:
-            target = self.healthy_target
+        if self.config.rollback_target == "last":
+            if self._undo_target is not None:
+                target = self._undo_target
+            elif self.healthy_target is not None:
+                target = self.healthy_target
         return min(max(target, self.config.min_executors), self.config.max_executors)
 
     def _record_rollback(self, now: float, result: CheckResult) -> None:
@@ -276,3 +293,5 @@ class RollbackGuard:
             if self.stopped else None
         self._watch = None
         self._current_confirmed = True
+        self._current_judged_unhealthy = False
+        self._undo_target = None

@@ -521,8 +521,9 @@ class AutoscalerState:
                   "reason": reason}
         self._guarded("state store", lambda: self.store.append(self.app, APP_SCOPE, "scaling", record))
 
-    def record_provisioning(self, now: float, seconds: float, executors: int) -> None:
-        record = {"time": now, "seconds": seconds, "executors": executors}
+    def record_provisioning(self, now: float, seconds: float, executors: int,
+                            timed_out: bool = False) -> None:
+        record = {"time": now, "seconds": seconds, "executors": executors, "timedOut": timed_out}
         self._guarded("state store",
                       lambda: self.store.append(self.app, APP_SCOPE, "provisioning", record))
 

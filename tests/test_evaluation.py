@@ -79,8 +79,8 @@ def test_catch_up_rate_and_backlog_mode() -> None:
     assert qe.backlog_growth_rate == pytest.approx(0.0)
     assert qe.target_rate == pytest.approx(100.0)
     assert qe.catch_up_rate == pytest.approx((60_000 - 100) / 300.0)
-    work = (100.0 + qe.catch_up_rate) * 0.05
-    assert qe.required_slots == pytest.approx(work / 0.7)
+    # The arrival rate at the target utilization; the catch-up rate at full speed (Flink's formula).
+    assert qe.required_slots == pytest.approx(100.0 * 0.05 / 0.7 + qe.catch_up_rate * 0.05)
     assert qe.backlog_mode and ev.backlog_mode  # 599 s of input behind > 60 s
     assert "query a dominates (backlog)" in ev.reason
 
@@ -89,8 +89,9 @@ def test_provisioning_time_adds_capacity() -> None:
     q = SteadyQuery("a", rate=100.0, cost=0.05)
     without = evaluate([q]).queries["a"].required_slots
     with_prov = evaluate([q], provisioning=30.0).queries["a"].required_slots
-    # target x provisioning / catchUpDuration more rows/s: 10 % with 30 s of 300 s
-    assert with_prov == pytest.approx(without * 1.1)
+    # target x provisioning / catchUpDuration more rows/s (10 % with 30 s of 300 s), at full speed
+    assert without == pytest.approx(100.0 * 0.05 / 0.7)
+    assert with_prov == pytest.approx(without + 0.1 * 100.0 * 0.05)
 
 
 def test_backlog_growth_adds_to_the_target_rate() -> None:
@@ -193,7 +194,7 @@ def test_cost_is_remembered_for_a_window_without_rows() -> None:
         last_progress_time=60.0, last_batch_duration_ms=1000.0)}) for t in (60.0, 90.0, 120.0)]
     qe = evaluator.evaluate(stalled, scaling_context(120, window_start=60)).queries["a"]
     assert qe.slot_seconds_per_row == pytest.approx(0.03)
-    assert qe.required_slots == pytest.approx(9000 / 300 * 0.03 / 0.7)
+    assert qe.required_slots == pytest.approx(9000 / 300 * 0.03)  # catch-up at full speed
 
 
 def test_saturated_query_without_backlog_uses_the_arrival_rate_gauge() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import multiprocessing
@@ -88,6 +89,34 @@ def test_different_events_pass() -> None:
                            "300 rows/s", action="scale_up", from_executors=4, to_executors=8))
     d.emit(AutoscalerEvent(time=0, kind="recommendation", reason="x"))
     assert len(rec.events) == 4
+
+
+def test_same_situation_with_other_numbers_is_throttled() -> None:
+    rec, clock = Recorder(), FakeClock()
+    d = EventDispatcher([rec], throttle_s=60, clock=clock)
+    first = AutoscalerEvent(time=0, kind="recommendation", reason="utilization 0.93 above 0.9: "
+                            "recommend 4 -> 6 (backlog 1200 rows)", action="scale_up",
+                            from_executors=4, to_executors=6)
+    assert d.emit(first) is True
+    clock.now = 10  # the next tick: the same situation measured with other numbers
+    assert d.emit(dataclasses.replace(first, reason="utilization 0.95 above 0.9: recommend 4 -> 7 "
+                                      "(backlog 1350.5 rows)", to_executors=7)) is False
+    assert d.emit(dataclasses.replace(first, reason="utilization 0.2 below 0.4: recommend 4 -> 2",
+                                      action="scale_down", to_executors=2)) is True
+    # A named situation wins over the text.
+    named = AutoscalerEvent(time=0, kind="notice", reason="a", details={"situation": "capacity"})
+    assert d.emit(named) is True
+    assert d.emit(dataclasses.replace(named, reason="b")) is False
+    clock.now = 75
+    assert d.emit(dataclasses.replace(first, to_executors=8)) is True
+    assert rec.events[-1].details == {"suppressed": 1}
+
+
+def test_applied_changes_with_other_executor_counts_are_not_throttled() -> None:
+    rec = Recorder()
+    d = EventDispatcher([rec], throttle_s=60, clock=FakeClock())
+    assert d.emit(scale_up()) is True
+    assert d.emit(dataclasses.replace(scale_up(), from_executors=4, to_executors=8)) is True
 
 
 def test_throttle_zero_disables() -> None:

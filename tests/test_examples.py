@@ -14,7 +14,7 @@ from sparkscale_listener.config import AutoscalerConfig, ConfigError
 from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
 from sparkscale_listener.plugins import PluginContext, construct, load_class
 from sparkscale_listener.realization import ScalingRealizer
-from sparkscale_listener.testing.sim import SimCluster
+from sparkscale_listener.testing.sim import SimCluster, SimQuery, Simulation
 
 
 def test_external_backlog_from_a_file_drives_the_evaluator(tmp_path: Path) -> None:
@@ -40,18 +40,22 @@ def test_missing_or_malformed_backlog_file_gives_no_metrics(tmp_path: Path) -> N
     assert read_backlog_file(tmp_path / "bad.json") == {}
 
 
-def test_evaluator_plugin_loads_by_class_path_and_applies_its_floor() -> None:
+def test_evaluator_plugin_loads_by_class_path_and_its_floor_drives_the_decision() -> None:
     config = AutoscalerConfig.from_keys({
         "maxExecutors": "20", "evaluator.class": "examples.plugins.BusinessHoursFloorEvaluator",
         "evaluator.floor": "6", "evaluator.hours": "00:00-00:00"})  # start == end: the whole day
     cls = load_class("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",))
     evaluator = construct(cls, PluginContext(config, config.module("evaluator.")), "evaluator.class")
     assert isinstance(evaluator, BusinessHoursFloorEvaluator)
-    evaluator.hours = ((0, 24 * 60),)
-    quiet = SteadyQuery("q1", rate=10.0, cost=0.01)
-    evaluation = evaluator.evaluate(series([quiet]), scaling_context(60.0, cfg=config))
-    assert evaluation.recommended_executors == 6
-    assert "business-hours floor" in evaluation.reason
+    # A quiet query that two executors serve well inside the utilization band: only the floor
+    # asks for more, and it must be what the autoscaler does.
+    quiet = SimQuery("q1", load=lambda t: 40.0, cost_per_row=0.02, trigger_interval_s=2.0)
+    result = Simulation(config, [quiet], initial_executors=2, evaluator=evaluator).run(30 * 60)
+    ups = [a for a in result.actions if a.action == "scale_up"]
+    assert [(a.from_executors, a.to_executors) for a in ups] == [(2, 6)]
+    assert "business-hours floor of 6" in ups[0].reason
+    assert result.final_executors == 6
+    assert not [a for a in result.actions if a.action == "scale_down"]
 
 
 def test_evaluator_plugin_rejects_unknown_keys_at_startup() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -152,10 +153,25 @@ def test_backlog_mode_blocks_scale_down() -> None:
     assert decide(ScalingPolicy(), 0, 8, required_slots=4.0, cfg=cfg).action == "scale_down"
 
 
-def test_backlog_mode_scales_up_inside_the_band_when_catch_up_needs_it() -> None:
-    # utilization 0.8 is inside the band, but the backlog's catch-up needs 5 executors
+def test_backlog_mode_inside_the_band_does_not_scale_up() -> None:
+    # The evaluator's utilization already counts the capacity the catch-up needs (Flink's
+    # thresholds): inside the band the spare slots work the backlog off.
     d = decide(ScalingPolicy(), 0, 4, required_slots=0.8 * 16 / 0.7, backlog_mode=True)
-    assert d.action == "scale_up" and d.to_executors == 5
+    assert d.action == "none" and "inside band" in d.reason
+
+
+def test_an_evaluator_recommending_more_than_the_load_needs_drives_the_decision() -> None:
+    # A custom evaluator's floor of 6 executors at a quiet load (utilization inside the band).
+    ev = replace(evaluation(0, current=2, required_slots=4.0, utilization=0.6), recommended_executors=6,
+                 reason="eval; business-hours floor of 6 executors")
+    d = ScalingPolicy().decide(ev, context(0, 2))
+    assert (d.action, d.to_executors) == ("scale_up", 6)
+    assert "evaluator recommendation" in d.reason and "floor of 6" in d.reason
+    # Still within the limits: maxExecutors and scaleUp.maxFactor.
+    capped = ScalingPolicy().decide(replace(ev, recommended_executors=12),
+                                    context(0, 2, AutoscalerConfig(max_executors=20,
+                                                                   scale_up_max_factor=2.0)))
+    assert (capped.to_executors, capped.limited_by) == (4, "scaleUp.maxFactor")
 
 
 def test_delayed_scale_down_applies_the_largest_recommendation_seen() -> None:

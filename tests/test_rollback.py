@@ -116,14 +116,43 @@ def test_guard_rollback_target_is_clamped_and_defaults_to_initial() -> None:
     assert guard.rollback_target(initial_target=1) == 6
 
 
-def test_guard_unconfirmed_target_does_not_become_healthy() -> None:
+def test_guard_unconfirmed_target_does_not_become_healthy_but_a_rollback_undoes_one_action() -> None:
     guard, checker = guard_with()
     guard.watch(record("scale_up", 2, 4), 2)
-    # Scaled again before 4 was confirmed: 2 stays the last healthy target.
+    # Scaled again before 4 was confirmed: 2 stays the last healthy target...
     guard.watch(record("scale_up", 4, 8, time=T0 + 20), 4)
     assert guard.healthy_target == 2
     checker.healthy_now = False
-    assert observe_at(guard, T0 + 30).target == 2
+    # ...but nothing was found wrong with 4: the rollback undoes the action judged, 4 -> 8.
+    assert observe_at(guard, T0 + 30).target == 4
+
+
+def test_a_bad_scale_up_after_unwatched_scale_downs_is_rolled_back_not_only_paused() -> None:
+    # 3 at the start; 3 -> 2 -> 1 within minutes (each watch cut short by the next action); then
+    # 1 -> 3 under load and every task fails. The last *confirmed* target is 3, the current one:
+    # rolling back there would change nothing. The scale-up is undone: back to 1.
+    guard, checker = guard_with()
+    guard.watch(record("scale_down", 3, 2, time=T0), 3)
+    guard.watch(record("scale_down", 2, 1, time=T0 + 30), 2)
+    guard.watch(record("scale_up", 1, 3, time=T0 + 200), 1)
+    checker.healthy_now = False
+    outcome = observe_at(guard, T0 + 210, initial=3)
+    assert (outcome.action, outcome.target) == ("rollback", 1)
+
+
+def test_a_rollback_never_returns_to_a_target_judged_unhealthy() -> None:
+    guard, checker = guard_with(cfg(**{"rollback.target": "last"}))
+    guard.watch(record("scale_up", 2, 4), 2)
+    checker.healthy_now = False
+    failed = guard.observe(context(guard.watching, None, [], config=guard.config, now=T0 + 10),
+                           initial_target=2, current_target=2)  # rolled back to 2 elsewhere
+    assert failed.action == "failed"  # already at 2: paused, 4 judged unhealthy
+    guard.resume()
+    # 4 is in force again (say, set by hand) and judged unhealthy; the next action from 4 fails.
+    guard._current_judged_unhealthy = True
+    guard.watch(record("scale_up", 4, 6, time=T0 + 100), 4)
+    outcome = observe_at(guard, T0 + 110)
+    assert (outcome.action, outcome.target) == ("rollback", 2)  # the last healthy, not 4
 
 
 def test_guard_pause_expires() -> None:

@@ -1,0 +1,61 @@
+"""Provisioning time: learned pessimistically (a high percentile, timeouts included), from when the
+executors registered, and kept across a driver restart."""
+
+from __future__ import annotations
+
+from harness import cfg
+from sparkscale_listener.decisions import ScalingRecord
+from sparkscale_listener.metrics import ExecutorInfo
+from sparkscale_listener.provisioning import ProvisioningTracker
+from sparkscale_listener.state import AutoscalerState, InMemoryStateStore
+
+
+def tracker(store: InMemoryStateStore | None = None, **keys: str) -> ProvisioningTracker:
+    def fail(where: str, exc: BaseException) -> None:
+        raise AssertionError(f"{where}: {exc}")
+
+    return ProvisioningTracker(cfg(**keys), AutoscalerState(store or InMemoryStateStore(), "app", fail))
+
+
+def scale_up(t: ProvisioningTracker, now: float, to: int) -> None:
+    t.start(ScalingRecord(now, "scale_up", 1, to, "test"), to, now)
+
+
+def test_the_configured_time_is_used_until_one_is_measured() -> None:
+    assert tracker(provisioningTime="45s").time_s() == 45.0
+    assert tracker(provisioningTime="300s", provisioningTimeout="120s").time_s() == 120.0
+
+
+def test_a_high_percentile_not_the_median() -> None:
+    t = tracker()
+    t.observations = [5.0] * 8 + [30.0, 40.0]
+    assert t.time_s() == 30.0  # the median would say 5 s: every slow start would fall behind
+    t.observations = [5.0] * 9 + [40.0]
+    assert t.time_s() == 5.0  # one outlier in ten is not the 90th percentile
+
+
+def test_the_time_is_when_the_last_executor_registered_not_the_tick_that_saw_it() -> None:
+    t = tracker()
+    scale_up(t, 100.0, 3)
+    executors = [ExecutorInfo("1", added_time=10.0), ExecutorInfo("2", added_time=107.5),
+                 ExecutorInfo("3", added_time=112.25)]
+    assert t.settle(120.0, live=3, target=3, executors=executors) is not None
+    assert t.observations == [12.25]
+
+
+def test_a_timeout_is_recorded_as_the_time_waited_and_survives_a_restart() -> None:
+    store = InMemoryStateStore()
+    t = tracker(store, provisioningTimeout="60s")
+    scale_up(t, 0.0, 4)
+    assert t.settle(30.0, live=2, target=4) is None  # still waiting
+    assert t.settle(60.0, live=2, target=4) is not None  # gave up
+    assert t.observations == [60.0] and t.time_s() == 60.0
+    restarted = tracker(store, provisioningTimeout="60s")
+    assert restarted.time_s() == 60.0
+
+
+def test_a_scale_down_is_not_a_provisioning_observation() -> None:
+    t = tracker()
+    t.start(ScalingRecord(0.0, "scale_down", 4, 2, "test"), 2, 0.0)
+    assert t.settle(10.0, live=2, target=2) is not None
+    assert t.observations == []
