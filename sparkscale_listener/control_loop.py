@@ -28,7 +28,7 @@ from .evaluation import MetricEvaluator
 from .events import AutoscalerEvent, EventDispatcher
 from .execution import ScalingExecutor
 from .gauges import GaugePublisher
-from .metrics import MetricSample
+from .metrics import ClusterMetrics, MetricSample
 from .policy import ScalingPolicy
 from .provisioning import ProvisioningTracker
 from .realization import ScalingRealizer
@@ -61,8 +61,11 @@ class Autoscaler:
         clock: Callable[[], float] = time.time,
         gauges: GaugePublisher | None = None,
         observers: Sequence[Observer] = (),
+        task_cpus: int = 1,
+        run_id: str | None = None,
     ) -> None:
         self.config = config
+        self.task_cpus = max(1, task_cpus)  # spark.task.cpus
         self.collector = collector
         self.evaluator = evaluator
         self.policy = policy
@@ -80,7 +83,10 @@ class Autoscaler:
         self._last_decision: Decision | None = None
         self._errors = 0
         self._last_error: str | None = None
-        self.state = AutoscalerState(state_store, app_name, self._on_state_error)
+        # run_id (the Spark application id) tells a restarted driver from a concurrent run.
+        self.state = AutoscalerState(state_store, app_name, self._on_state_error, run_id)
+        self._restored = False
+        self._policy_state: dict[str, Any] | None = None
         self.provisioning = ProvisioningTracker(config, self.state)
         self.executor = ScalingExecutor(config, realizer, guard, events, self.state, self.provisioning,
                                         app_name)
@@ -143,7 +149,8 @@ class Autoscaler:
         return self.provisioning.time_s()
 
     def close(self) -> None:
-        for closer in (getattr(self.collector, "close", None), self.events.close, self.state.close):
+        for closer in (getattr(self.collector, "close", None), self.events.close, self.state.release,
+                       self.state.close):
             if closer is None:
                 continue
             try:
@@ -157,6 +164,9 @@ class Autoscaler:
         sample = self.collector.collect(now)
         self._remember(sample)
         executor = self.executor
+        if not self._restored and not self._restore(now):
+            return []
+        self.state.heartbeat(now)
         if executor.targets.initial is None and not executor.establish_baseline(
                 now, sample.cluster.live_executors):
             return []
@@ -169,7 +179,36 @@ class Autoscaler:
         else:
             decisions.append(self._decide_and_apply(now, sample))
         self._record(decisions, sample)
+        self._persist_policy()
         return decisions
+
+    def _restore(self, now: float) -> bool:
+        """Take over what a previous driver of this application stored, once this run owns the
+        state (see :meth:`AutoscalerState.claim`); False while that is undecided."""
+        verdict = self.state.claim(now, stale_after_s=3 * self.config.interval_s)
+        if verdict is None:
+            return False
+        self._restored = True
+        if verdict == "separate":
+            self.events.emit(AutoscalerEvent(
+                now, "notice", f"another run of application '{self.app_name}' is alive and uses its "
+                f"state: this run keeps its own state under '{self.state.app}'", severity="warning",
+                details={"situation": "concurrent-run"}))
+            return True
+        self.executor.restore()
+        self.provisioning.restore()
+        policy_state = self.state.policy_state()
+        if policy_state:
+            self.policy.load_state(policy_state)
+            self._policy_state = policy_state
+        return True
+
+    def _persist_policy(self) -> None:
+        """Store the policy's memory when it changed (a pending scale-down, blocks)."""
+        state = self.policy.to_state()
+        if state != self._policy_state:
+            self.state.store_policy_state(state)
+            self._policy_state = state
 
     def _check_last_scaling(self, now: float, sample: MetricSample) -> list[Decision]:
         """Let the guard judge the scaling it watches; a rollback is the tick's first decision."""
@@ -196,7 +235,7 @@ class Autoscaler:
             self.events.emit(AutoscalerEvent(now, "blocked", note, severity="warning",
                                              details=self.executor.details()))
         if decision.action in ("scale_up", "scale_down") and decision.to_executors != context.current_target:
-            return self.executor.apply(now, decision, self._history)
+            return self.executor.apply(now, decision, self._history, context.slots_per_executor)
         self.executor.reassert_after_losses(sample)
         return decision
 
@@ -209,6 +248,8 @@ class Autoscaler:
             live_executors=sample.cluster.live_executors,
             pending_executors=max(0, self.realizer.requested_total - sample.cluster.live_executors),
             cores_per_executor=max(1, sample.cluster.cores_per_executor),
+            task_cpus=self.task_cpus,
+            live_slots=live_slots(sample.cluster, self.task_cpus),
             window_start=t.window_start,
             provisioning_time_s=self.provisioning.time_s(),
             last_scaling=t.last_scaling,
@@ -256,6 +297,15 @@ class Autoscaler:
 
     def _on_state_error(self, where: str, exc: BaseException) -> None:
         self._report_error(self.clock(), where, exc)
+
+
+def live_slots(cluster: ClusterMetrics, task_cpus: int) -> int | None:
+    """Task slots of the live executors from each one's own cores (sizes may differ: a changed
+    ``spark.executor.cores``, resource profiles), or None when the executors are not listed."""
+    live = cluster.live()
+    if not live or len(live) != cluster.live_executors:
+        return None
+    return sum(max(0, e.cores) // max(1, task_cpus) for e in live)
 
 
 def decision_to_dict(decision: Decision) -> dict[str, Any]:

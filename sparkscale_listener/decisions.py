@@ -43,6 +43,23 @@ class ScalingContext:
     window_start: float  # samples older than this must not be used (start / last change)
     provisioning_time_s: float  # learned request -> registered time
     last_scaling: ScalingRecord | None = None
+    task_cpus: int = 1  # spark.task.cpus: the cores one task occupies
+    # Task slots of the live executors, from each one's own cores (executors may differ in size);
+    # None: live_executors x slots_per_executor.
+    live_slots: int | None = None
+
+    @property
+    def slots_per_executor(self) -> int:
+        """Task slots one more executor brings: its cores (``spark.executor.cores``) divided by
+        ``spark.task.cpus``."""
+        return max(1, self.cores_per_executor // max(1, self.task_cpus))
+
+    @property
+    def slots(self) -> int:
+        """Task slots of the live executors: what the load is measured against."""
+        if self.live_slots is not None:
+            return self.live_slots
+        return self.live_executors * self.slots_per_executor
 
 
 @dataclass(frozen=True)

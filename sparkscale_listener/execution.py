@@ -66,7 +66,6 @@ class ScalingExecutor:
         self.provisioning = provisioning
         self.app_name = app_name
         self.targets = Targets()
-        self._restore()
 
     def follow_the_cluster(self, now: float, sample: MetricSample) -> None:
         """Note a change that settled, and finish a scale-down that found busy executors (or
@@ -161,7 +160,8 @@ class ScalingExecutor:
         self.state.store_target(t.current)
         return True
 
-    def apply(self, now: float, decision: Decision, history: Sequence[MetricSample]) -> Decision:
+    def apply(self, now: float, decision: Decision, history: Sequence[MetricSample],
+              slots_per_executor: int = 1) -> Decision:
         """Carry out a scale-up or scale-down the policy decided (or only publish it: recommend
         mode, excluded periods, a scaling rolled back before a restart); the decision as applied."""
         t = self.targets
@@ -180,7 +180,7 @@ class ScalingExecutor:
         if decision.to_executors == t.current:
             return decision
 
-        record = replace(scaling_record(decision, max(1, history[-1].cluster.cores_per_executor), now),
+        record = replace(scaling_record(decision, slots_per_executor, now),
                          from_executors=t.current)
         # rate_before must be what the queries processed (counter deltas), the same measure the
         # checkers and the ineffective-scale-up test take after the change; the evaluation's
@@ -332,11 +332,17 @@ class ScalingExecutor:
         return details
 
     # ------------------------------------------------------------------ persistence
-    def _restore(self) -> None:
+    def restore(self) -> None:
+        """Start from what a previous driver of this application stored (before the baseline)."""
         guard_state = self.state.rollback_guard()
         if guard_state:
             self.guard.load_state(guard_state)
             self.targets.restored = True
+        if self.guard.healthy_target is None:
+            stored = self.state.stored_target()
+            if stored is not None:  # a store written before the guard kept its state
+                self.guard.healthy_target = stored
+                self.targets.restored = True
         rolled_back = self.state.rolled_back_scaling()
         if rolled_back is not None:
             self.targets.rolled_back = self.targets.rolled_back_before_restart = rolled_back

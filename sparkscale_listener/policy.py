@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time as _time
 from dataclasses import dataclass
+from typing import Any
 
 from .config import AutoscalerConfig
 from .decisions import Decision, Evaluation, QueryEvaluation, ScalingContext, ScalingRecord
@@ -61,7 +62,7 @@ def next_window_start(config: AutoscalerConfig, change_time: float, settled_time
     return max(change_time, settled_time) + config.stabilization_interval_s
 
 
-def scaling_record(decision: Decision, cores_per_executor: int,
+def scaling_record(decision: Decision, slots_per_executor: int,
                    time: float | None = None) -> ScalingRecord:
     """The :class:`ScalingRecord` of an applied decision, with what it promised per query.
 
@@ -75,8 +76,8 @@ def scaling_record(decision: Decision, cores_per_executor: int,
     ev = decision.evaluation
     if ev is not None:
         for qid, q in ev.queries.items():
-            old = decision.from_executors * cores_per_executor
-            new = decision.to_executors * cores_per_executor
+            old = decision.from_executors * slots_per_executor
+            new = decision.to_executors * slots_per_executor
             if q.parallelism_cap:
                 old, new = min(old, q.parallelism_cap), min(new, q.parallelism_cap)
             demand = q.target_rate + q.catch_up_rate
@@ -138,6 +139,42 @@ class ScalingPolicy:
         """Block / unblock notes of the latest :meth:`decide`, each worth one event."""
         return list(self._notes)
 
+    def to_state(self) -> dict[str, Any]:
+        """What a restarted driver must not forget (JSON): the pending scale-down (its wait goes
+        on) and the blocked scale-ups (an ineffective scale-up is not tried again)."""
+        p = self._pending
+        return {
+            "pending": None if p is None else {"since": p.since, "from": p.from_executors,
+                                               "to": p.to_executors, "limitedBy": p.limited_by,
+                                               "reason": p.reason},
+            "blocked": {qid: {"reason": b.reason, "targetRate": b.target_rate, "since": b.since}
+                        for qid, b in self._blocked.items()},
+            "checked": list(self._checked_record) if self._checked_record else None,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`to_state` produced; malformed entries are skipped."""
+        try:
+            p = state.get("pending")
+            if isinstance(p, dict):
+                self._pending = _PendingScaleDown(float(p["since"]), int(p["from"]), int(p["to"]),
+                                                  p.get("limitedBy"), str(p.get("reason", "")))
+        except (KeyError, TypeError, ValueError):
+            self._pending = None
+        blocked = state.get("blocked")
+        for qid, b in (blocked.items() if isinstance(blocked, dict) else ()):
+            try:
+                self._blocked[str(qid)] = _Block(str(b["reason"]), float(b["targetRate"]),
+                                                 float(b["since"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+        checked = state.get("checked")
+        if isinstance(checked, list) and len(checked) == 3:
+            try:
+                self._checked_record = (float(checked[0]), int(checked[1]), int(checked[2]))
+            except (TypeError, ValueError):
+                self._checked_record = None
+
     # -- the decision -------------------------------------------------------------------------
 
     def decide(self, evaluation: Evaluation, context: ScalingContext) -> Decision:
@@ -165,7 +202,7 @@ class ScalingPolicy:
                                   f"current target {cur} is above maxExecutors={cfg.max_executors}"
                                   + suffix, "maxExecutors")
 
-        cores = max(1, context.cores_per_executor)
+        cores = context.slots_per_executor
         util = evaluation.utilization
         rec = evaluation.recommended_executors
         raw = math.ceil(evaluation.required_slots / cores - _EPS) if evaluation.required_slots > 0 else 0
@@ -216,7 +253,7 @@ class ScalingPolicy:
     def _scale_up(self, ev: Evaluation, ctx: ScalingContext, util_text: str, suffix: str) -> Decision:
         cfg = ctx.config
         cur = ctx.current_target
-        cores = max(1, ctx.cores_per_executor)
+        cores = ctx.slots_per_executor
         required = ev.required_slots
         blocked_notes: list[str] = []
         if self._blocked and ev.queries and ev.required_slots > 0:

@@ -58,7 +58,11 @@ class ProvisioningTracker:
         self.state = state
         self.pending: PendingChange | None = None
         self.shortfall: Shortfall | None = None  # set by settle(), taken by the executor
-        self.observations: list[float] = state.provisioning_seconds(limit=RECENT_OBSERVATIONS)
+        self.observations: list[float] = []
+
+    def restore(self) -> None:
+        """Start from the observations a previous driver of this application stored."""
+        self.observations = self.state.provisioning_seconds(limit=RECENT_OBSERVATIONS)
 
     def time_s(self) -> float:
         """The 90th percentile (nearest rank) of the recent request -> registered observations,

@@ -242,6 +242,14 @@ def _custom_modules(config: AutoscalerConfig) -> tuple[tuple[str, str, type, tup
             ("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline")))
 
 
+def task_cpus(value: str | None) -> int:
+    """``spark.task.cpus`` as Spark reads it (Spark itself refuses a bad value at startup)."""
+    try:
+        return max(1, int(str(value).strip()))
+    except ValueError:
+        return 1
+
+
 def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmBridge) -> Autoscaler:
     """Construct every module from the configuration; any misfit fails here, at startup."""
     sc = spark.sparkContext
@@ -273,5 +281,7 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmB
 
     store = build_state_store(config, on_fallback=store_fell_back)
     return Autoscaler(config, collector, evaluator, ScalingPolicy(), realizer, guard, events,
-                      store, sc.appName, gauges=GaugePublisher(bridge.set_gauge),
-                      observers=[UiPublisher(bridge)] if bridge.ui_tab_attached() else [])
+                      store, sc.appName, gauges=GaugePublisher(bridge),
+                      observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],
+                      task_cpus=task_cpus(sc.getConf().get("spark.task.cpus", "1")),
+                      run_id=sc.applicationId)

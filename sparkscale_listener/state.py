@@ -475,13 +475,21 @@ def build_state_store(config: AutoscalerConfig,
 class AutoscalerState:
     """The control loop's typed view of a :class:`StateStore`: one method per thing it keeps, so
     no string key appears at a call site. Every call is best effort: a store failure is handed to
-    ``on_error(where, exception)`` (the control loop reports it) and the tick goes on."""
+    ``on_error(where, exception)`` (the control loop reports it) and the tick goes on.
+
+    State is kept under the application's name, so that a restarted driver (a new application id)
+    finds it. Two runs of one application at the same time must not share it: with a ``run_id``
+    (the Spark application id) the state carries an owner and a heartbeat, see :meth:`claim`.
+    """
 
     def __init__(self, store: StateStore, app: str,
-                 on_error: Callable[[str, BaseException], None]) -> None:
+                 on_error: Callable[[str, BaseException], None], run_id: str | None = None) -> None:
         self.store = store
-        self.app = app
+        self.app = app  # the key the state lives under (changed by claim() for a concurrent run)
+        self.run_id = run_id
         self._on_error = on_error
+        self._claimed = run_id is None
+        self._seen: tuple[float, float] | None = None  # (other owner's heartbeat, when we saw it)
 
     def _guarded(self, where: str, op: Callable[[], Any], default: Any = None) -> Any:
         try:
@@ -489,6 +497,60 @@ class AutoscalerState:
         except Exception as exc:
             self._on_error(where, exc)
             return default
+
+    # -- ownership: a restart takes the state over, a concurrent run keeps its own ------------------
+
+    def claim(self, now: float, stale_after_s: float) -> str | None:
+        """Try to own the application's state; call every tick until it returns a verdict.
+
+        None: undecided, another run's heartbeat was fresh when first seen: if it keeps beating,
+        that run is alive (a concurrent run); if it stays still for ``stale_after_s``, it was this
+        application's crashed driver. "owned": this run owns ``self.app``'s state (restore it).
+        "separate": another run is alive, this run keeps its state apart (nothing to restore).
+        """
+        if self._claimed:
+            return "owned" if self.app_is_shared() else "separate"
+        owner = self._guarded("state store (owner)", lambda: self.store.get(self.app, APP_SCOPE, "owner"))
+        beat = owner.get("heartbeat") if isinstance(owner, dict) else None
+        fresh = (isinstance(beat, (int, float)) and not isinstance(beat, bool)
+                 and owner.get("run") != self.run_id and now - float(beat) < stale_after_s)
+        if fresh:
+            if self._seen is None:
+                self._seen = (float(beat), now)
+                return None
+            if float(beat) > self._seen[0]:  # it beats: alive, a concurrent run
+                self.app = f"{self.app} [{self.run_id}]"
+                self._claimed = True
+                return "separate"
+            if now - self._seen[1] < stale_after_s:
+                return None
+        self._claimed = True
+        self.heartbeat(now)
+        return "owned"
+
+    def app_is_shared(self) -> bool:
+        return not self.app.endswith(f" [{self.run_id}]")
+
+    def heartbeat(self, now: float) -> None:
+        """This run owns the state and is alive."""
+        if self.run_id is not None and self._claimed:
+            self._guarded("state store", lambda: self.store.put(
+                self.app, APP_SCOPE, "owner", {"run": self.run_id, "heartbeat": now}))
+
+    def release(self) -> None:
+        """A clean stop: the next run need not wait for the heartbeat to go stale."""
+        if self.run_id is not None and self._claimed:
+            self._guarded("state store", lambda: self.store.put(
+                self.app, APP_SCOPE, "owner", {"run": self.run_id, "heartbeat": None}))
+
+    # -- the policy's memory: a pending scale-down, blocked scale-ups ------------------------------
+
+    def policy_state(self) -> dict[str, Any] | None:
+        value = self._guarded("state store (restore)", lambda: self.store.get(self.app, APP_SCOPE, "policy"))
+        return value if isinstance(value, dict) else None
+
+    def store_policy_state(self, state: dict[str, Any]) -> None:
+        self._guarded("state store", lambda: self.store.put(self.app, APP_SCOPE, "policy", state))
 
     # -- the rollback guard and the scaling it rolled back ------------------------------------
 
@@ -514,6 +576,11 @@ class AutoscalerState:
 
     def store_target(self, target: int) -> None:
         self._guarded("state store", lambda: self.store.put(self.app, APP_SCOPE, "target", target))
+
+    def stored_target(self) -> int | None:
+        """The executor target in force when the state was last written, or None."""
+        value = self._guarded("state store (restore)", lambda: self.store.get(self.app, APP_SCOPE, "target"))
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
     def record_scaling(self, now: float, action: str, from_executors: int, to_executors: int,
                        reason: str) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from harness import CFG, CORES, SteadyQuery, scaling_context, series
 from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.control_loop import live_slots
 from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
-from sparkscale_listener.metrics import ClusterMetrics, MetricSample, QueryMetrics
+from sparkscale_listener.metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
 from sparkscale_listener.policy import ScalingPolicy
 
 
@@ -236,3 +238,29 @@ def test_a_full_pool_saturates_every_query() -> None:
     full = BusyTimeEvaluator().evaluate(series([a, b], pool_busy=1.0), scaling_context(60))
     assert full.queries["a"].target_rate == pytest.approx(1000.0)
     assert "saturated" in full.queries["a"].note
+
+
+def test_spark_task_cpus_divides_the_slots_of_an_executor() -> None:
+    # 400 rows/s x 0.02 = 8 slots of work = 11.4 at target 0.7. With spark.task.cpus=2 an
+    # executor of 4 cores runs 2 tasks at once: its 4 executors are full and it needs 6, not 3.
+    q = SteadyQuery("a", rate=400.0, cost=0.02)
+    history = series([q])
+    one = BusyTimeEvaluator().evaluate(history, scaling_context(60))
+    two = BusyTimeEvaluator().evaluate(history, replace(scaling_context(60), task_cpus=2))
+    assert (one.recommended_executors, one.utilization) == (3, pytest.approx(8.0 / 16))
+    assert (two.recommended_executors, two.utilization) == (6, pytest.approx(8.0 / 8))
+    assert "spark.task.cpus=2" in two.reason
+    decision = ScalingPolicy().decide(two, replace(scaling_context(60), task_cpus=2))
+    assert (decision.action, decision.to_executors) == ("scale_up", 6)
+
+
+def test_executors_of_unequal_size_count_their_own_slots() -> None:
+    # 4 live executors of 8, 4, 2 and 2 cores (16 slots as 4 x 4 would say, but sized apart).
+    cluster = ClusterMetrics(4, CORES, executors=tuple(
+        ExecutorInfo(str(i), cores=c) for i, c in enumerate([8, 4, 2, 2])))
+    assert live_slots(cluster, task_cpus=1) == 16 and live_slots(cluster, task_cpus=2) == 8
+    assert live_slots(cluster, task_cpus=4) == 2 + 1  # a 2-core executor runs no 4-cpu task
+    q = SteadyQuery("a", rate=300.0, cost=0.02)
+    ev = BusyTimeEvaluator().evaluate(series([q]), replace(scaling_context(60), live_slots=10))
+    assert ev.utilization == pytest.approx(6.0 / 10)
+    assert "executors of unequal size" in ev.reason

@@ -51,6 +51,7 @@ def test_a_timeout_is_recorded_as_the_time_waited_and_survives_a_restart() -> No
     assert t.settle(60.0, live=2, target=4) is not None  # gave up
     assert t.observations == [60.0] and t.time_s() == 60.0
     restarted = tracker(store, provisioningTimeout="60s")
+    restarted.restore()
     assert restarted.time_s() == 60.0
 
 

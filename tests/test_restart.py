@@ -5,11 +5,13 @@ rolled back and stops; the second starts where the first left off (simulated wal
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from test_sim_rollback import CORES, FAULT_AT, _query
 
 from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.policy import ScalingPolicy, _Block
 from sparkscale_listener.state import SqliteStateStore
 from sparkscale_listener.testing.sim import Simulation
 
@@ -72,3 +74,43 @@ def test_another_application_in_the_same_file_is_not_affected(tmp_path: Path) ->
     other.run(300)
     status = other.autoscaler.status()
     assert not status["paused"] and status["initial_executors"] == 3
+
+
+def test_a_pending_scale_down_keeps_its_wait_across_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "sparkscale.db"
+    cfg = AutoscalerConfig(max_executors=20)
+
+    def falling(t: float) -> float:
+        return 1600.0 if t < 600 else 200.0
+
+    before = Simulation(cfg, [_query(falling)], 3, seed=1, cores_per_executor=CORES,
+                        state_store=SqliteStateStore(str(db)), app_name="orders-job", run_id="app-1")
+    before.run(800)
+    pending = before.autoscaler.policy.pending_scale_down()
+    assert pending is not None and not [a for a in before.result.actions if a.action == "scale_down"]
+    since, _ = pending
+    executors = before.result.executors_at(before.now)
+    before.autoscaler.close()
+
+    after = Simulation(cfg, [_query(falling)], executors, seed=2, cores_per_executor=CORES,
+                       start_time=before.now + 30, state_store=SqliteStateStore(str(db)),
+                       app_name="orders-job", run_id="app-2")
+    result = after.run(600)
+    down = next(a for a in result.actions if a.action == "scale_down")
+    # The wait started before the restart: the scale-down comes at its end (the first tick after
+    # the new driver has a full window), not scaleDownInterval after the restart.
+    assert down.time - since < cfg.scale_down_interval_s + cfg.stabilization_interval_s + \
+        cfg.metrics_window_s + 2 * cfg.interval_s
+    assert down.time - (before.now + 30) < cfg.scale_down_interval_s
+
+
+def test_ineffective_scale_up_blocks_survive_a_restart() -> None:
+    policy = ScalingPolicy()
+    policy._blocked["q1"] = _Block("scale-up 2 -> 4 promised 100 -> 200 rows/s but delivered 101",
+                                   target_rate=150.0, since=1000.0)
+    restored = ScalingPolicy()
+    restored.load_state(json.loads(json.dumps(policy.to_state())))
+    assert restored.blocked_queries() == policy.blocked_queries()
+    broken = ScalingPolicy()
+    broken.load_state({"pending": {"since": "x"}, "blocked": {"q": {"reason": "r"}}, "checked": [1]})
+    assert broken.pending_scale_down() is None and broken.blocked_queries() == {}

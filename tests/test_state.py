@@ -17,6 +17,7 @@ import pytest
 from sparkscale_listener.config import AutoscalerConfig, ConfigError
 from sparkscale_listener.state import (
     APP_SCOPE,
+    AutoscalerState,
     InMemoryStateStore,
     SqliteStateStore,
     StateStore,
@@ -321,3 +322,46 @@ def test_build_custom_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     config = AutoscalerConfig.from_keys({"stateStore.class": "sparkscale_test_custom_store.MyStore"})
     s = build_state_store(config)
     assert type(s).__name__ == "MyStore" and s.config is config  # type: ignore[attr-defined]
+
+
+# -- ownership: a restarted driver takes the state over, a concurrent run keeps its own ----------
+
+def _state(store: StateStore, run_id: str) -> AutoscalerState:
+    def fail(where: str, exc: BaseException) -> None:
+        raise AssertionError(f"{where}: {exc}")
+    return AutoscalerState(store, "orders-job", fail, run_id=run_id)
+
+
+def test_a_restarted_driver_takes_the_state_over_once_the_old_heartbeat_is_stale() -> None:
+    store = InMemoryStateStore()
+    crashed = _state(store, "app-1")
+    assert crashed.claim(100.0, stale_after_s=30.0) == "owned"
+    crashed.store_target(6)
+    crashed.heartbeat(110.0)  # then the driver dies without releasing
+    restarted = _state(store, "app-2")
+    assert restarted.claim(115.0, 30.0) is None  # fresh heartbeat: wait and see
+    assert restarted.claim(125.0, 30.0) is None
+    assert restarted.claim(146.0, 30.0) == "owned"  # it never beat again: take over
+    assert restarted.app == "orders-job" and restarted.stored_target() == 6
+
+
+def test_a_clean_stop_releases_the_state_at_once() -> None:
+    store = InMemoryStateStore()
+    first = _state(store, "app-1")
+    first.claim(100.0, 30.0)
+    first.release()
+    assert _state(store, "app-2").claim(101.0, 30.0) == "owned"
+
+
+def test_a_concurrent_run_of_the_same_application_keeps_its_own_state() -> None:
+    store = InMemoryStateStore()
+    running = _state(store, "app-1")
+    running.claim(100.0, 30.0)
+    running.store_target(6)
+    second = _state(store, "app-2")
+    assert second.claim(105.0, 30.0) is None
+    running.heartbeat(110.0)  # alive
+    assert second.claim(115.0, 30.0) == "separate"
+    assert second.app != running.app and second.stored_target() is None
+    second.store_target(2)
+    assert running.stored_target() == 6  # untouched

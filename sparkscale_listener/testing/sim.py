@@ -618,7 +618,8 @@ class Simulation:
                  state_store: StateStore | None = None, app_name: str = "sim", strict: bool = True,
                  fail_tasks_on_new_executors: bool = False, executor_start_failure: bool = False,
                  executor_start_failure_reason: str | None = None, faults_from: float | None = None,
-                 heap_used_ratio: float | None = 0.5, gc_fraction: float = 0.02) -> None:
+                 heap_used_ratio: float | None = 0.5, gc_fraction: float = 0.02,
+                 run_id: str | None = None) -> None:
         if step_s <= 0 or step_s > config.interval_s:
             raise ValueError(f"step_s={step_s} must be in (0, interval_s={config.interval_s}]")
         self.config = config
@@ -650,7 +651,7 @@ class Simulation:
         self.autoscaler = Autoscaler(config, SimCollector(self), self.evaluator, self.policy,
                                      self.realizer, self.guard, self.events,
                                      state_store if state_store is not None else InMemoryStateStore(),
-                                     app_name, clock=lambda: self.now)
+                                     app_name, clock=lambda: self.now, run_id=run_id)
         self._states = [_QueryState(q, random.Random(f"{seed}:{i}:{q.name}"), start_time)
                         for i, q in enumerate(self.queries)]
         self._slot_ms = 0.0
