@@ -26,7 +26,7 @@ from .config import AutoscalerConfig
 from .decisions import Decision, ScalingContext
 from .evaluation import MetricEvaluator
 from .events import AutoscalerEvent, EventDispatcher
-from .execution import ScalingExecutor
+from .execution import ScalingExecutor, processed_rates
 from .gauges import GaugePublisher
 from .metrics import ClusterMetrics, MetricSample
 from .policy import ScalingPolicy
@@ -250,6 +250,8 @@ class Autoscaler:
             cores_per_executor=max(1, sample.cluster.cores_per_executor),
             task_cpus=self.task_cpus,
             live_slots=live_slots(sample.cluster, self.task_cpus),
+            processed_rates=processed_rates(list(self._history), t.window_start,
+                                            self.config.metrics_window_s),
             window_start=t.window_start,
             provisioning_time_s=self.provisioning.time_s(),
             last_scaling=t.last_scaling,

@@ -47,6 +47,9 @@ class ScalingContext:
     # Task slots of the live executors, from each one's own cores (executors may differ in size);
     # None: live_executors x slots_per_executor.
     live_slots: int | None = None
+    # Rows/s each query processed over the window (counter deltas): the measure a scale-up's
+    # effect is judged by, the same one its "before" rate was taken with.
+    processed_rates: dict[str, float] = field(default_factory=dict)
 
     @property
     def slots_per_executor(self) -> int:

@@ -25,6 +25,8 @@ from .metrics import MetricSample, QueryMetrics
 HEALTHY_BATCH_FRACTION = 0.8
 # A query busy on this fraction of the slots it can use is saturated (it cannot show more demand).
 SATURATED_FRACTION = 0.95
+# A query whose batches take longer than this many trigger intervals falls behind its trigger.
+BEHIND_FACTOR = 1.1
 # A query's first batches pay for starting Python workers, loading classes, opening the sink:
 # their task time says nothing about the steady cost of a row.
 WARMUP_BATCHES = 2
@@ -390,13 +392,29 @@ class BusyTimeEvaluator(MetricEvaluator):
                 notes.append(f"saturated, using last batch arrival rate {q.input_rate:.1f} rows/s")
                 target_rate = q.input_rate
 
+        trigger_s = q.trigger_interval_ms / 1000.0 if q.trigger_interval_ms else None
+        avg_batch_s = self._avg_batch_s(q, q0, batches)
+        # A source that reports no backlog (the file source, rate) hides a read-limited query's
+        # demand: each batch reads its limit and the rest waits unseen. Batches longer than the
+        # trigger show it: keeping to the trigger needs the rows of a batch read every trigger
+        # interval, input rate x batch time / trigger. Sized on that in one action, rather than
+        # on the rate the too-few slots managed, which takes one scale-up per step.
+        behind = False
+        if (backlog is None and trigger_s and avg_batch_s and input_rate > 0
+                and avg_batch_s > BEHIND_FACTOR * trigger_s):
+            behind_rate = input_rate * avg_batch_s / trigger_s
+            if behind_rate > target_rate:
+                notes.append(f"falling behind: batches take {avg_batch_s:.1f}s of a {trigger_s:g}s "
+                             f"trigger and no backlog is reported; sizing for {behind_rate:.1f} "
+                             "rows/s, what keeps a batch within the trigger")
+                target_rate = behind_rate
+                behind = True
+
         # Up to one batch period of arrivals is always waiting in a micro-batch system; only the
         # backlog beyond that needs catching up.
         period = self._batch_period(q, q0, batches)
         in_flight = target_rate * period
         excess = max(0.0, (backlog or 0.0) - in_flight)
-        trigger_s = q.trigger_interval_ms / 1000.0 if q.trigger_interval_ms else None
-        avg_batch_s = self._avg_batch_s(q, q0, batches)
         healthy = (trigger_s is not None and avg_batch_s is not None
                    and avg_batch_s <= HEALTHY_BATCH_FRACTION * trigger_s
                    and (growth <= 0 or excess <= 0))
@@ -415,6 +433,7 @@ class BusyTimeEvaluator(MetricEvaluator):
         m = _QueryMeasure(q=q, input_rate=input_rate, backlog=backlog, growth=growth,
                           target_rate=target_rate, catch_up_rate=catch_up_rate, cost=cost,
                           cap=cap, busy_slots=busy_slots, healthy=healthy, idle=idle)
+        m.behind = behind
         if idle:
             notes.append("idle: no rows and no backlog in the window")
         elif cost is None:
@@ -511,6 +530,8 @@ class BusyTimeEvaluator(MetricEvaluator):
         d = queries[dominant.q.query_id]
         if dominant.backlog_mode or dominant.catch_up_work > dominant.rate_work:
             signal = "backlog"
+        elif dominant.behind:
+            signal = "falling behind its trigger, no backlog reported"
         elif utilization is not None and not (cfg.utilization_min <= utilization
                                               <= cfg.utilization_max):
             signal = "utilization"
@@ -559,6 +580,7 @@ class _QueryMeasure:
         self.uncapped: float | None = None
         self.capped = False
         self.backlog_mode = False
+        self.behind = False  # batches longer than the trigger, sized on keeping to it
         self.needs_share = False
         self.utilization: float | None = None
         self.notes: list[str] = []

@@ -410,15 +410,18 @@ class ScalingPolicy:
                 continue
             # Measure against what the query needs now: if its load fell since, it could not
             # show the promised rate, and that is no evidence against the scale-up.
-            need = max(q.target_rate + q.catch_up_rate, q.input_rate)
+            # Processed rows/s from the counters, as ``before`` was taken (the evaluator's input
+            # rate is a per-batch arrival estimate that a long batch inflates).
+            done = ctx.processed_rates.get(qid, q.input_rate)
+            need = max(q.target_rate + q.catch_up_rate, done)
             expected = min(promised, need) - before
             if expected <= _EPS:
                 continue
-            actual = q.input_rate - before
+            actual = done - before
             if actual < threshold * expected:
                 reason = (f"scale-up {rec.from_executors} -> {rec.to_executors} at t={rec.time:.0f}s "
                           f"promised {before:.1f} -> {min(promised, need):.1f} rows/s but delivered "
-                          f"{q.input_rate:.1f} rows/s (less than {threshold:.0%} of the promised "
+                          f"{done:.1f} rows/s (less than {threshold:.0%} of the promised "
                           "increase)")
                 self._blocked[qid] = _Block(reason, q.target_rate, ctx.now)
                 self._notes.append(f"blocked scale-up for query {_label(q, qid)}: {reason}")

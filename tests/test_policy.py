@@ -247,6 +247,19 @@ def test_ineffective_scale_up_blocks_then_a_load_change_unblocks() -> None:
     assert any(n.startswith("unblocked") for n in policy.last_notes())
 
 
+def test_a_scale_up_is_judged_on_processed_rows_the_measure_its_before_rate_used() -> None:
+    # Before: 1000 rows/s processed (counter deltas). After: the counters say 1050, but one long
+    # batch inflates the evaluator's per-batch arrival estimate to 2500. Compared with the
+    # counters, as the "before" rate was, the scale-up delivered 5 % of its promise.
+    queries = {"q": qe(input_rate=2500.0, target_rate=3000.0, required=40.0)}
+    ev = evaluation(1300, current=4, required_slots=40.0, utilization=1.6, queries=queries)
+    policy = ScalingPolicy()
+    ctx = replace(context(1300, 4, window_start=1035, last=_record(before=1000.0, promised=2000.0)),
+                  processed_rates={"q": 1050.0})
+    policy.decide(ev, ctx)
+    assert "q" in policy.blocked_queries() and "delivered 1050.0 rows/s" in policy.blocked_queries()["q"]
+
+
 def test_effective_scale_up_does_not_block() -> None:
     policy = ScalingPolicy()
     queries = {"q": qe(input_rate=1900.0, target_rate=3000.0, required=40.0)}

@@ -237,3 +237,24 @@ def test_executor_realizer_on_the_sim_cluster_kills_idle_executors_and_sets_an_a
     c.set_running(20)
     result = realizer.realize(1)
     assert result.removed == () and c.live_count == 5 and "busy" in result.message
+
+
+def test_a_read_limited_source_without_backlog_reaches_its_capacity_in_one_action() -> None:
+    # A file-like source (no backlog reported) read 2000 rows per 5 s trigger: at most 400
+    # rows/s. The load steps 100 -> 1000 rows/s; the rest waits unseen. The batches' length
+    # (10 s on a 5 s trigger) shows the saturation: sized on what keeps a batch within the
+    # trigger, one scale-up gets there (sized on the rate the too-few slots managed, it took
+    # 2 -> 3 -> 4 -> 6 over three actions).
+    cfg = AutoscalerConfig(max_executors=20, metrics_window_s=30.0, interval_s=5.0,
+                           stabilization_interval_s=10.0)
+    files = SimQuery("files", load=step_load(100.0, 1000.0, 300.0), cost_per_row=0.02,
+                     trigger_interval_s=5.0, max_rows_per_batch=2000, reports_backlog=False)
+    result = Simulation(cfg, [files], 1, provisioning_delay_s=10.0, cores_per_executor=2).run(900)
+    after = _actions_after(result, 300.0)
+    assert [a.action for a in after] == ["scale_up"]
+    assert "falling behind" in after[0].reason
+    provisioning, window = 10.0, cfg.metrics_window_s
+    assert after[0].time - 300.0 <= provisioning + 2 * window
+    # The read limit's 400 rows/s x 0.02 s/row = 8 slots of work now fit within the band.
+    slots = result.final_executors * 2
+    assert cfg.utilization_min <= 8.0 / slots <= cfg.utilization_max
