@@ -141,9 +141,27 @@ class JvmBridge:
         """Post an ``io.sparkscale.bridge.AutoscalerEvent`` on the listener bus."""
         self._bridge().postAutoscalerEvent(kind, severity, reason, _to_json(details))
 
+    def post_tick_event(self, summary_json: str) -> None:
+        """Post an ``io.sparkscale.bridge.AutoscalerTick`` (a tick summary for the event log; schema
+        in :mod:`sparkscale_listener.ui`) on the listener bus."""
+        self._bridge().postTickEvent(summary_json)
+
     def set_gauge(self, name: str, value: float) -> None:
-        """Set a driver metric gauge; unknown names (e.g. ``backlog.<query>``) are registered on first use."""
+        """Set a driver metric gauge; unknown names (e.g. ``query.<name>.backlogRows``) are registered on
+        first use."""
         self._bridge().setGauge(name, float(value))
+
+    def remove_gauge(self, name: str) -> None:
+        """Unregister a gauge (a stopped query's): it leaves every metrics sink."""
+        self._bridge().removeGauge(name)
+
+    def publish_metrics(self, text: str) -> None:
+        """Hand ``/autoscaler/metrics`` its latest Prometheus text (see :mod:`sparkscale_listener.gauges`)."""
+        self._bridge().publishMetrics(text)
+
+    def latest_metrics(self) -> str:
+        """The text last given to :meth:`publish_metrics` ("" before the first)."""
+        return str(self._bridge().latestMetrics())
 
     def publish_status(self, json_text: str) -> None:
         """Hand the Autoscaler UI tab its latest document (see :mod:`sparkscale_listener.ui`); the JVM keeps
@@ -158,6 +176,10 @@ class JvmBridge:
     def ui_tab_attached(self) -> bool:
         """The Autoscaler tab is on the driver UI (False with ``spark.ui.enabled=false``)."""
         return bool(self._bridge().uiTabAttached())
+
+    def metrics_endpoint_attached(self) -> bool:
+        """``/autoscaler/metrics`` is served (with the tab)."""
+        return bool(self._bridge().metricsEndpointAttached())
 
     # --- SparkContext calls that need no bridge class (plain py4j, kept here so that the bridge is
     # --- the only way into the JVM)

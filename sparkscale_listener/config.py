@@ -442,6 +442,12 @@ class AutoscalerConfig:
     event_throttle_s: float = option("events.throttleInterval", Duration(), 60.0,
                                      "Identical repeated events are reported at most once per this "
                                      "interval.")
+    event_tick_interval_s: float = option("events.tickInterval", Duration(), 60.0,
+                                          "With listenerBus: a summary of the control tick (load, "
+                                          "backlog, utilization, executors) goes to the event log at "
+                                          "most this often, and at every change of executors or pause; "
+                                          "the History Server's Autoscaler tab draws its chart from "
+                                          "them. 0: every tick.")
     # Every spark.sparkscale.* key as given (prefix stripped, deprecated names renamed), for the
     # modules' own keys.
     raw: Mapping[str, str] = field(default_factory=dict)

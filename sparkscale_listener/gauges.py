@@ -1,40 +1,195 @@
-"""Driver gauges: the autoscaler's state as Spark metrics (the plugin's metric registry, so every
-configured sink, the PrometheusServlet included, shows them).
+"""Driver gauges: the autoscaler's state as metrics, set once per control tick, in two places.
 
-Names are relative to the plugin's registry: ``targetExecutors``, ``liveExecutors``,
-``pendingExecutors``, ``paused`` (1 or 0), ``utilization`` (when evaluated), ``backlog`` (all
-queries, rows) and ``backlog.<query name or id>``.
+- **Spark's metrics system**, through the plugin's metric registry: every configured sink (JMX,
+  Graphite, CSV, Spark's PrometheusServlet...) shows them under the driver's
+  ``plugin.io.sparkscale.bridge.SparkscalePlugin`` source, named as in :data:`GAUGES`
+  (``query.<query>.backlogRows`` for per-query ones).
+- **``/autoscaler/metrics`` on the driver UI**, in the Prometheus text format: snake_case names with
+  their unit, a ``query`` label instead of the query in the name, and help text on every family.
+  Spark's PrometheusServlet cannot give that (no HELP lines, the plugin's class name inside every
+  series name), so its output fails ``promtool check metrics`` whatever the gauges are called; this
+  one passes.
+
+:data:`GAUGES` is the one list of them: the README's metrics table is generated from it and a test
+keeps the two in sync. A query's gauges are removed, from both places, when the query stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
 from .decisions import Decision
 from .metrics import MetricSample
 
-SetGauge = Callable[[str, float], None]
+QUERY = "{query}"  # stands for the query's name (its id when it has none) in a per-query gauge's name
+
+
+@dataclass(frozen=True)
+class Gauge:
+    name: str  # in Spark's metrics system, under the plugin's source
+    prometheus: str  # on /autoscaler/metrics (per-query ones with a `query` label)
+    unit: str
+    meaning: str
+
+    @property
+    def per_query(self) -> bool:
+        return QUERY in self.name
+
+    def metric_name(self, query: str | None = None) -> str:
+        """The name in Spark's metrics system (``query`` fills a per-query gauge's name)."""
+        return self.name.replace(QUERY, query or "") if self.per_query else self.name
+
+
+GAUGES: tuple[Gauge, ...] = (
+    Gauge("targetExecutors", "sparkscale_target_executors", "executors",
+          "the executor total the autoscaler asks the cluster manager for"),
+    Gauge("liveExecutors", "sparkscale_live_executors", "executors", "executors registered now"),
+    Gauge("pendingExecutors", "sparkscale_pending_executors", "executors",
+          "executors requested and not registered yet"),
+    Gauge("utilization", "sparkscale_utilization_ratio", "ratio",
+          "at the last evaluation, the work all queries need (arrivals plus backlog catch-up) per task "
+          "slot: 1 = every slot busy, above 1 = more work than slots"),
+    Gauge("paused", "sparkscale_paused", "0 or 1",
+          "1 while automatic scaling is paused or stopped after rollbacks"),
+    Gauge("backlog", "sparkscale_backlog_rows", "rows",
+          "rows waiting in the sources of all queries that report a backlog"),
+    Gauge("lastTickTime", "sparkscale_last_tick_timestamp_seconds", "seconds (Unix time)",
+          "when the last control tick ran; alert on its age to catch a stopped control loop"),
+    Gauge(f"query.{QUERY}.processedRowsPerSecond", "sparkscale_query_processed_rows_per_second", "rows/s",
+          "rows the query processed per second over the metrics window (before its first evaluation: "
+          "Spark's processedRowsPerSecond of its last batch)"),
+    Gauge(f"query.{QUERY}.backlogRows", "sparkscale_query_backlog_rows", "rows",
+          "rows waiting in the query's sources (absent when no source reports a backlog)"),
+    Gauge(f"query.{QUERY}.backlogSeconds", "sparkscale_query_backlog_seconds", "seconds",
+          "the backlog in seconds of input: backlog rows / arrival rate (what backlogThreshold is "
+          "compared with)"),
+    Gauge(f"query.{QUERY}.utilization", "sparkscale_query_utilization_ratio", "ratio",
+          "the query's part of utilization: the work it needs per task slot of the application, at its "
+          "last evaluation"),
+)
+_BY_NAME = {g.name: g for g in GAUGES}
+PROCESSED, BACKLOG_ROWS, BACKLOG_SECONDS, UTILIZATION = (g.name for g in GAUGES if g.per_query)
+
+
+class GaugeSink(Protocol):
+    """What the publisher needs from :class:`~sparkscale_listener.bridge.JvmBridge`."""
+
+    def set_gauge(self, name: str, value: float) -> None: ...
+
+    def remove_gauge(self, name: str) -> None: ...
+
+    def publish_metrics(self, text: str) -> None: ...
 
 
 class GaugePublisher:
-    """Sets the gauges once per tick through ``set_gauge(name, value)`` (the bridge's)."""
+    """Sets the gauges once per tick, removes those of stopped queries, and publishes the
+    Prometheus text of all of them. A value not known yet (no evaluation so far, no backlog
+    reported) is not set: Spark's gauge then reads NaN and the Prometheus series is absent."""
 
-    def __init__(self, set_gauge: SetGauge) -> None:
-        self._set = set_gauge
+    def __init__(self, sink: GaugeSink) -> None:
+        self._sink = sink
+        self._app: dict[str, float] = {}
+        self._queries: dict[str, dict[str, float]] = {}  # query label -> gauge name -> value
+        self._arrival: dict[str, float] = {}  # query label -> arrival rate at its last evaluation
+        self._sent: dict[str, float] = {}  # what the JVM holds: unchanged values cost no py4j call
 
     def publish(self, sample: MetricSample, decision: Decision | None, target: int,
                 requested_total: int, paused: bool) -> None:
         live = sample.cluster.live_executors
-        self._set("targetExecutors", float(target))
-        self._set("liveExecutors", float(live))
-        self._set("pendingExecutors", float(max(0, requested_total - live)))
-        self._set("paused", 1.0 if paused else 0.0)
+        app = {"targetExecutors": float(target), "liveExecutors": float(live),
+               "pendingExecutors": float(max(0, requested_total - live)),
+               "paused": 1.0 if paused else 0.0, "lastTickTime": float(sample.time)}
         evaluation = decision.evaluation if decision is not None else None
+        ready = evaluation is not None and evaluation.ready
         if evaluation is not None and evaluation.utilization is not None:
-            self._set("utilization", float(evaluation.utilization))
+            app["utilization"] = float(evaluation.utilization)
         total = 0.0
+        queries: dict[str, dict[str, float]] = {}
         for q in sample.queries.values():
-            if q.backlog is not None:
-                total += q.backlog
-                self._set(f"backlog.{q.name or q.query_id}", float(q.backlog))
-        self._set("backlog", total)
+            if not q.active:
+                continue  # a stopped query: its gauges are removed below
+            label = q.name or q.query_id
+            old = self._queries.get(label, {})
+            # Evaluated figures stay until the next evaluation (none while stabilizing after a change).
+            values = {k: v for k, v in old.items() if k in (PROCESSED, UTILIZATION)}
+            qe = evaluation.queries.get(q.query_id) if evaluation is not None and ready else None
+            if qe is not None:
+                values[PROCESSED] = qe.input_rate
+                self._arrival[label] = qe.target_rate
+                if qe.utilization is not None:
+                    values[UTILIZATION] = qe.utilization
+            elif label not in self._arrival:
+                values[PROCESSED] = q.processed_rate  # not evaluated yet: Spark's own figure
+            backlog, _ = sample.backlog_of(q)
+            if backlog is not None:
+                total += backlog
+                values[BACKLOG_ROWS] = float(backlog)
+                arrival = self._arrival.get(label)
+                if backlog == 0:
+                    values[BACKLOG_SECONDS] = 0.0
+                elif arrival is not None and arrival > 0:
+                    values[BACKLOG_SECONDS] = backlog / arrival
+            queries[label] = {k: float(v) for k, v in values.items() if _finite(v)}
+        app["backlog"] = total
+        for label, old in self._queries.items():
+            for name in old.keys() - queries.get(label, {}).keys():
+                metric = _BY_NAME[name].metric_name(label)
+                self._sink.remove_gauge(metric)
+                self._sent.pop(metric, None)
+            if label not in queries:
+                self._arrival.pop(label, None)
+        self._queries = queries
+        self._app.update({k: v for k, v in app.items() if _finite(v)})
+        current = dict(self._app)
+        for label, values in self._queries.items():
+            current.update({_BY_NAME[name].metric_name(label): value for name, value in values.items()})
+        for metric, value in current.items():
+            if self._sent.get(metric) != value:
+                self._sink.set_gauge(metric, value)
+                self._sent[metric] = value
+        self._sink.publish_metrics(render_prometheus(self._app, self._queries))
+
+
+def render_prometheus(app: Mapping[str, float], queries: Mapping[str, Mapping[str, float]]) -> str:
+    """The Prometheus text exposition (format 0.0.4) of these values: one HELP and TYPE line per
+    family that has a sample, per-query samples labelled ``query``; unknown values are left out."""
+    lines: list[str] = []
+    for gauge in GAUGES:
+        if gauge.per_query:
+            samples = [(f'{{query="{_label_value(label)}"}}', values[gauge.name])
+                       for label, values in sorted(queries.items()) if _finite(values.get(gauge.name))]
+        else:
+            samples = [("", app[gauge.name])] if _finite(app.get(gauge.name)) else []
+        if not samples:
+            continue
+        lines.append(f"# HELP {gauge.prometheus} {_help_text(gauge)}")
+        lines.append(f"# TYPE {gauge.prometheus} gauge")
+        lines.extend(f"{gauge.prometheus}{labels} {float(value)!r}" for labels, value in samples)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def metrics_table() -> str:
+    """The README's table of every gauge (a test checks the README has it)."""
+    rows = ["| Spark metrics system (`plugin.io.sparkscale.bridge.SparkscalePlugin.`) | "
+            "`/autoscaler/metrics` | unit | meaning |", "|---|---|---|---|"]
+    for g in GAUGES:
+        name = g.name.replace(QUERY, "<query>")
+        prometheus = g.prometheus + ('{query="<query>"}' if g.per_query else "")
+        rows.append(f"| `{name}` | `{prometheus}` | {g.unit} | {g.meaning} |")
+    return "\n".join(rows)
+
+
+def _help_text(gauge: Gauge) -> str:
+    text = f"{gauge.meaning[0].upper()}{gauge.meaning[1:]} ({gauge.unit})."
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _label_value(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

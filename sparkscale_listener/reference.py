@@ -1,4 +1,5 @@
-"""The README's configuration reference, generated from the key declarations so it cannot drift.
+"""The README's configuration and metrics reference, generated from the key and gauge declarations
+so it cannot drift.
 
 ``python -m sparkscale_listener.reference README.md`` rewrites the tables between the
 ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers; a test checks they are current.
@@ -12,6 +13,7 @@ from pathlib import Path
 from .checking import BUILTIN_CHECKER_CLASSES
 from .config import CORE_OPTIONS, markdown_table
 from .events import JsonLinesEventHandler
+from .gauges import metrics_table
 from .state import STATE_STORE_OPTIONS
 
 
@@ -30,7 +32,8 @@ def tables() -> dict[str, str]:
     for prefix, options in module_options():
         table = markdown_table(options, prefix).splitlines()
         rows.extend(table if not rows else table[2:])
-    return {"config-table": markdown_table(CORE_OPTIONS), "module-keys-table": "\n".join(rows)}
+    return {"config-table": markdown_table(CORE_OPTIONS), "module-keys-table": "\n".join(rows),
+            "metrics-table": metrics_table()}
 
 
 def rewrite(text: str) -> str:

@@ -1,12 +1,16 @@
-"""The Autoscaler tab of the driver UI and the gauges on Spark's PrometheusServlet, on a real scaling job.
+"""The Autoscaler tab of the driver UI and the gauges, on a real scaling job.
 
 One local-cluster session serves every Spark test in this module (starting one costs ~20 s on 2 cores): a
 streaming job whose load steps up until the autoscaler scales up; then the tests read the UI over HTTP, scrape
-``/metrics/prometheus``, and open the page in headless Chromium (dumped DOM and a screenshot). The last test
-stops that session and checks that a session without a UI gets no tab and keeps working.
+``/metrics/prometheus`` (Spark's servlet) and ``/autoscaler/metrics`` (ours, checked with ``promtool check
+metrics``), open the page in headless Chromium (dumped DOM, a screenshot, and a page driven over the DevTools
+protocol that must refresh itself), stop the query (its gauges must go), and stop the session (the open page
+must say it stopped refreshing). The last test checks that a session without a UI gets no tab and keeps
+working.
 
-Every wait is a condition with a deadline. Set ``SPARKSCALE_UI_SCREENSHOT=/some/path.png`` to keep the
-screenshot. The publisher's own tests (no Spark) are in tests/test_ui.py.
+Every wait is a condition with a deadline. ``SPARKSCALE_UI_SCREENSHOT=docs/autoscaler-tab.png`` keeps the
+screenshot (that is how the README's picture is made). The publisher's own tests (no Spark) are in
+tests/test_ui.py and tests/test_gauges.py; the History Server's tab is in test_history_server.py.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,15 +29,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import DevToolsPage, dump_dom
 
+from sparkscale_listener.gauges import GAUGES
 from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
 from sparkscale_listener.ui import UiPublisher
 
 GAUGE_PREFIX = "driver_plugin_io_sparkscale_bridge_SparkscalePlugin_"
 PROMETHEUS_SERVLET = "org.apache.spark.metrics.sink.PrometheusServlet"
-GAUGES = ("targetExecutors", "liveExecutors", "pendingExecutors", "utilization", "paused", "backlog")
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
+QUERY = "demo"
+
+
+def spark_gauge_names(query: str) -> set[str]:
+    """Every gauge as Spark's servlet names it (anything but letters and digits becomes _)."""
+    return {re.sub(r"[^a-zA-Z0-9]", "_", g.metric_name(query)) for g in GAUGES}
+
+
+def promtool() -> str:
+    """promtool on PATH, or where `make promtool` puts it (beside this Python); else skip."""
+    path = shutil.which("promtool") or shutil.which("promtool", path=str(Path(sys.executable).parent))
+    if path is None:
+        pytest.skip("promtool not found: `make promtool` copies it into the venv from Debian's prometheus "
+                    "package (apt-get download prometheus)")
+    return path
 
 
 # ---------------------------------------------------------------------------------------- Spark
@@ -129,10 +148,11 @@ def test_gauges_reach_the_prometheus_servlet(env: Env) -> None:
 
     def complete() -> dict[str, float] | None:
         values = scrape()
-        return values if set(GAUGES) <= set(values) and "backlog_demo" in values else None
+        return values if spark_gauge_names(QUERY) <= set(values) else None
 
     values = wait_for(complete, 60, what="every sparkscale gauge on /metrics/prometheus")
-    assert values["paused"] == 0.0 and values["backlog"] >= 0 and values["backlog_demo"] >= 0
+    assert values["paused"] == 0.0 and values["backlog"] >= 0 and values[f"query_{QUERY}_backlogRows"] >= 0
+    assert values["lastTickTime"] > 1.7e9  # Unix time
 
     def agree() -> bool:  # the gauge is set at the end of a tick; the status may move on meanwhile
         return scrape()["targetExecutors"] == float(env.scaler.status()["target_executors"])
@@ -140,20 +160,41 @@ def test_gauges_reach_the_prometheus_servlet(env: Env) -> None:
     wait_for(agree, 60, what="targetExecutors on /metrics/prometheus equal to status()['target_executors']")
 
 
-def _chromium(*args: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["chromium", *CHROMIUM_FLAGS, *args], capture_output=True, text=True,
-                          timeout=timeout, check=True)
+def _metrics(env: Env) -> tuple[str, str]:
+    with urllib.request.urlopen(f"{env.base_url}/autoscaler/metrics", timeout=30) as response:
+        return response.headers.get("Content-Type", ""), response.read().decode("utf-8")
+
+
+@pytest.mark.spark
+def test_the_autoscaler_metrics_endpoint_passes_promtool(env: Env) -> None:
+    def complete() -> str | None:
+        text = _metrics(env)[1]
+        return text if all(f"# HELP {g.prometheus} " in text for g in GAUGES) else None
+
+    text = wait_for(complete, 60, what="every gauge family on /autoscaler/metrics")
+    content_type, _ = _metrics(env)
+    assert content_type.startswith("text/plain; version=0.0.4")
+    assert re.search(rf'^sparkscale_query_backlog_rows{{query="{QUERY}"}} \d', text, re.M)
+    target = re.search(r"^sparkscale_target_executors (\S+)$", text, re.M)
+    assert target and float(target.group(1)) >= 2  # the scale-up
+    check = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True,
+                           timeout=60)
+    assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), check
+
+    # Why the endpoint exists: Spark's own servlet output for the same gauges fails the same check.
+    ours = "\n".join(line for line in _get(f"{env.base_url}/metrics/prometheus").splitlines()
+                     if GAUGE_PREFIX in line) + "\n"
+    spark = subprocess.run([promtool(), "check", "metrics"], input=ours, capture_output=True, text=True,
+                           timeout=60)
+    assert spark.returncode != 0 and "no help text" in spark.stdout + spark.stderr
 
 
 @pytest.mark.spark
 def test_page_renders_in_chromium(env: Env, tmp_path: Path) -> None:
-    if shutil.which("chromium") is None:
-        pytest.skip("chromium is not on PATH: apt-get install chromium")
-    profile = f"--user-data-dir={tmp_path / 'profile'}"
-    jobs_dom = _chromium(profile, "--dump-dom", f"{env.base_url}/jobs/").stdout
+    jobs_dom = dump_dom(tmp_path / "profile", f"{env.base_url}/jobs/")
     assert re.search(r'href="[^"]*/autoscaler/"[^>]*>Autoscaler</a>', jobs_dom), "no tab in the nav bar"
 
-    dom = _chromium(profile, "--dump-dom", f"{env.base_url}/autoscaler/").stdout
+    dom = dump_dom(tmp_path / "profile", f"{env.base_url}/autoscaler/")
     text = html.unescape(dom)
     assert env.scale_up["reason"] in text, "the applied decision's reason is not on the page"
     mode = re.search(r'<span id="sparkscale-mode">([^<]*)</span>', dom)
@@ -165,12 +206,59 @@ def test_page_renders_in_chromium(env: Env, tmp_path: Path) -> None:
     assert live and int(live.group(1)) >= 3 and len(live.group(2).split()) == int(live.group(1))
     assert 'class="marker marker-scale_up"' in chart.group(0), "the scale-up is not marked on the chart"
 
-    shot = tmp_path / "autoscaler.png"
-    _chromium(profile, f"--screenshot={shot}", "--window-size=1400,1800", f"{env.base_url}/autoscaler/")
-    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    keep = os.environ.get("SPARKSCALE_UI_SCREENSHOT")
-    if keep:
-        shutil.copyfile(shot, keep)
+
+@pytest.mark.spark
+def test_the_open_page_refreshes_itself_and_shows_the_last_tick(env: Env, tmp_path: Path) -> None:
+    with DevToolsPage(tmp_path / "profile") as page:
+        page.open(f"{env.base_url}/autoscaler/")
+        first = float(page.evaluate("document.getElementById('sparkscale-page').dataset.published"))
+        page.evaluate("window.sparkscaleMarker = 'not reloaded'")
+        # The next control tick publishes a newer status; the page fetches and swaps it in by itself.
+        page.wait_for(f"Number(document.getElementById('sparkscale-page').dataset.published) > {first}"
+                      " && Number(document.getElementById('sparkscale-page').dataset.refreshes) >= 1", 60,
+                      "the page to show a newer status without a reload")
+        assert page.evaluate("window.sparkscaleMarker") == "not reloaded"
+        assert page.evaluate("document.getElementById('sparkscale-page').dataset.refreshMs") == "2000"
+        last_tick = page.evaluate("document.getElementById('sparkscale-last-tick').textContent")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", last_tick), last_tick
+        age = page.wait_for("/^\\d+ s ago$/.test(document.getElementById('sparkscale-tick-age').textContent)"
+                            " && document.getElementById('sparkscale-tick-age').textContent", 30,
+                            "the age of the last tick")
+        assert int(age.split()[0]) < 60, age
+        assert env.scale_up["reason"] in html.unescape(page.evaluate("document.body.innerHTML"))
+
+        # The picture in the README: the top of the page (summary and charts), kept small.
+        shot = page.screenshot(tmp_path / "autoscaler.png", 1100, 1000)
+        assert shot[:8] == b"\x89PNG\r\n\x1a\n" and len(shot) > 10_000
+        keep = os.environ.get("SPARKSCALE_UI_SCREENSHOT")
+        if keep:
+            shutil.copyfile(tmp_path / "autoscaler.png", keep)
+
+
+@pytest.mark.spark
+def test_a_stopped_query_loses_its_gauges(env: Env) -> None:
+    names = {f"query_{QUERY}_{g.name.rsplit('.', 1)[1]}" for g in GAUGES if g.per_query}
+    servlet = f"{env.base_url}/metrics/prometheus"
+    assert any(name in _get(servlet) for name in names)
+    env.job.stop()
+
+    def gone() -> bool:
+        spark_text, ours = _get(servlet), _metrics(env)[1]
+        return (not any(f"{GAUGE_PREFIX}{name}_" in spark_text for name in names)
+                and f'query="{QUERY}"' not in ours and "sparkscale_target_executors " in ours)
+
+    wait_for(gone, 60, what="the stopped query's gauges to leave both endpoints")
+    assert f"{GAUGE_PREFIX}targetExecutors_Value" in _get(servlet)  # the application's stay
+
+
+@pytest.mark.spark
+def test_an_open_page_says_when_the_driver_is_gone(env: Env, tmp_path: Path) -> None:
+    with DevToolsPage(tmp_path / "profile") as page:
+        page.open(f"{env.base_url}/autoscaler/")
+        env.spark.stop()  # this module's shared session ends here: the tests after it need none
+        note = page.wait_for("document.getElementById('sparkscale-refresh-note').textContent", 60,
+                             "the page to say it stopped refreshing")
+        assert "stopped refreshing" in note, note
 
 
 @pytest.mark.spark
@@ -179,7 +267,7 @@ def test_no_ui_means_no_tab_and_the_autoscaler_still_runs(env: Env) -> None:
     from sparkscale_listener.bridge import JvmBridge
 
     env.job.stop()
-    env.spark.stop()  # this module's shared session ends here: this test runs last
+    env.spark.stop()  # stopped already by the test before; this one runs last
     from pyspark.sql import SparkSession
 
     spark = autoscale(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false"))

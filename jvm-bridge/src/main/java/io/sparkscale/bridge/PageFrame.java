@@ -14,7 +14,8 @@ import scala.xml.Node;
 import scala.xml.Unparsed;
 
 /**
- * The Autoscaler page inside Spark's page frame (header, navigation bar, stylesheets), for every Spark line.
+ * The Autoscaler page inside Spark's page frame (header, navigation bar, stylesheets), for every Spark line, on the
+ * driver UI and in the History Server.
  *
  * <p>{@code UIUtils.headerSparkPage} is called by reflection because its signature is not stable within Spark 4:
  * 3.5, 4.0 and 4.1 take (request, title, content, tab, helpText, showVisualization, useDataTables) and 4.2 added a
@@ -33,18 +34,79 @@ final class PageFrame {
 
   private static volatile Header header;
 
+  /**
+   * The live page refreshes itself: every {@code data-refresh-ms} (the control-loop interval) it fetches its own URL
+   * and swaps in the new {@code #sparkscale-page} (the first one, for a page opened before the first tick), so the
+   * scroll position and the rest of Spark's frame stay put; the age of the last tick counts up every second in
+   * between. Three failed fetches in a row (the driver is gone once the application ends) stop it, with a note
+   * saying so. Plain inline script: no external asset, works offline.
+   */
+  static final String SELF_REFRESH = "<p id=\"sparkscale-refresh-note\" class=\"text-muted\"></p><script>\n"
+      + "(function () {\n"
+      + "  var refreshes = 0, failures = 0;\n"
+      + "  function page() { return document.getElementById('sparkscale-page'); }\n"
+      + "  function every() {\n"
+      + "    var p = page(), ms = p ? Number(p.getAttribute('data-refresh-ms')) : 0;\n"
+      + "    return ms > 0 ? ms : 5000;\n"
+      + "  }\n"
+      + "  function showAge() {\n"
+      + "    var el = document.getElementById('sparkscale-tick-age');\n"
+      + "    if (!el) { return; }\n"
+      + "    if (!el.hasAttribute('data-shown-at')) { el.setAttribute('data-shown-at', String(Date.now())); }\n"
+      + "    var age = Number(el.getAttribute('data-age-s'))\n"
+      + "        + Math.floor((Date.now() - Number(el.getAttribute('data-shown-at'))) / 1000);\n"
+      + "    el.textContent = age + ' s ago';\n"
+      + "  }\n"
+      + "  function note(text) { document.getElementById('sparkscale-refresh-note').textContent = text; }\n"
+      + "  function refresh() {\n"
+      + "    if (document.hidden) { setTimeout(refresh, every()); return; }\n"
+      + "    fetch(window.location.href, {cache: 'no-store', credentials: 'same-origin'})\n"
+      + "      .then(function (r) { if (!r.ok) { throw new Error('HTTP ' + r.status); } return r.text(); })\n"
+      + "      .then(function (text) {\n"
+      + "        var next = new DOMParser().parseFromString(text, 'text/html').getElementById('sparkscale-page');\n"
+      + "        var current = page() || document.getElementById('sparkscale-no-status');\n"
+      + "        if (next && current) {\n"
+      + "          refreshes += 1;\n"
+      + "          next.setAttribute('data-refreshes', String(refreshes));\n"
+      + "          current.replaceWith(next);\n"
+      + "        }\n"
+      + "        failures = 0;\n"
+      + "        note('');\n"
+      + "        showAge();\n"
+      + "        setTimeout(refresh, every());\n"
+      + "      })\n"
+      + "      .catch(function (err) {\n"
+      + "        failures += 1;\n"
+      + "        if (failures >= 3) {\n"
+      + "          note('This page stopped refreshing: the driver does not answer (' + err.message\n"
+      + "              + '); the application may have ended. Its History Server shows the same tab.');\n"
+      + "          return;\n"
+      + "        }\n"
+      + "        setTimeout(refresh, every());\n"
+      + "      });\n"
+      + "  }\n"
+      + "  showAge();\n"
+      + "  setInterval(showAge, 1000);\n"
+      + "  setTimeout(refresh, every());\n"
+      + "})();\n"
+      + "</script>";
+
   private PageFrame() {
   }
 
-  static Seq<Node> render(Object request, SparkUITab tab) {
+  static Seq<Node> render(Object request, AutoscalerTab tab) {
     String html;
     try {
-      html = StatusPage.render(SparkscaleBridge.latestStatus(), SparkscaleBridge.latestStatusMs(),
-          System.currentTimeMillis());
+      html = tab.html(System.currentTimeMillis());
     } catch (RuntimeException e) {
-      // A malformed document must cost a message on the page, never a 500 from the driver UI.
+      // A malformed document must cost a message on the page, never a 500 from the UI.
       html = "<div class=\"alert alert-danger\">The autoscaler status could not be rendered: "
           + StatusPage.esc(e.toString()) + "</div>";
+    }
+    if (tab.live()) {
+      String nonce = cspNonce();
+      html = html + SELF_REFRESH.replace("<script>", nonce == null ? "<script>"
+          : "<script nonce=\"" + StatusPage.esc(nonce) + "\">");
     }
     // Unparsed is a Node, and a Node is a Seq<Node>: the ready HTML goes into Spark's page frame as it is.
     Seq<Node> content = new Unparsed(html);
@@ -71,6 +133,35 @@ final class PageFrame {
       throw new IllegalStateException("UIUtils.headerSparkPage failed", cause);
     } catch (IllegalAccessException e) {
       throw new IllegalStateException("UIUtils.headerSparkPage is not accessible", e);
+    }
+  }
+
+  /**
+   * The nonce of this request's Content-Security-Policy (Spark 4.3 allows only scripts that carry it; its
+   * {@code CspNonce} keeps it per request thread), or null when this Spark sets no such policy (no such class).
+   */
+  static String cspNonce() {
+    if (Csp.GET == null) {
+      return null;
+    }
+    try {
+      Object nonce = Csp.GET.invoke(null);
+      return nonce == null ? null : nonce.toString();
+    } catch (ReflectiveOperationException e) {
+      return null;
+    }
+  }
+
+  /** Looked up once, on first use (the holder idiom): {@code CspNonce.get}, or null before Spark 4.3. */
+  private static final class Csp {
+    static final Method GET = find();
+
+    private static Method find() {
+      try {
+        return Class.forName("org.apache.spark.ui.CspNonce").getMethod("get");
+      } catch (ReflectiveOperationException | LinkageError e) {
+        return null;
+      }
     }
   }
 

@@ -53,6 +53,9 @@ public final class SparkscaleBridge {
   private static volatile String status;
   private static volatile long statusMs;
   private static volatile AutoscalerTab tab;
+  // The gauges in the Prometheus text format, as Python rendered them last; served at /autoscaler/metrics.
+  private static volatile String metricsText = "";
+  private static volatile MetricsEndpoint metricsEndpoint;
 
   private SparkscaleBridge() {
   }
@@ -67,6 +70,7 @@ public final class SparkscaleBridge {
     REGISTERED.clear();
     status = null;
     statusMs = 0;
+    metricsText = "";
     for (String name : DEFAULT_GAUGES) {
       register(name);
     }
@@ -77,18 +81,30 @@ public final class SparkscaleBridge {
       tab = null;
       LOG.warn("could not attach the Autoscaler UI tab: {}", e.toString());
     }
+    try {
+      metricsEndpoint = tab == null ? null : MetricsEndpoint.attachTo(tab.ui());
+    } catch (RuntimeException | LinkageError e) {
+      // As for the tab: Spark's metrics system still has the gauges.
+      metricsEndpoint = null;
+      LOG.warn("could not attach the autoscaler's Prometheus endpoint {}: {}", MetricsEndpoint.PATH, e.toString());
+    }
   }
 
   static synchronized void uninstall(SparkContext context) {
     if (sc == context) {
       AutoscalerTab t = tab;
+      MetricsEndpoint m = metricsEndpoint;
       tab = null;
-      if (t != null) {
-        try {
-          t.detach();
-        } catch (RuntimeException e) {
-          // The UI is being stopped with the context anyway.
+      metricsEndpoint = null;
+      try {
+        if (m != null) {
+          m.detach();
         }
+        if (t != null) {
+          t.detach();
+        }
+      } catch (RuntimeException e) {
+        // The UI is being stopped with the context anyway.
       }
       sc = null;
       listener = null;
@@ -123,6 +139,16 @@ public final class SparkscaleBridge {
     return tab != null;
   }
 
+  /** True when {@code /autoscaler/metrics} is served (with the tab). */
+  public static boolean metricsEndpointAttached() {
+    return metricsEndpoint != null;
+  }
+
+  /** The latest text given to {@link #publishMetrics} ("" before the first). */
+  public static String latestMetrics() {
+    return metricsText;
+  }
+
   /** The latest document given to {@link #publishStatus}, or null before the first one. */
   public static String latestStatus() {
     return status;
@@ -142,6 +168,11 @@ public final class SparkscaleBridge {
   public static void publishStatus(String json) {
     statusMs = System.currentTimeMillis();
     status = json;
+  }
+
+  /** Stores the gauges in the Prometheus text format (rendered by sparkscale_listener/gauges.py) for the endpoint. */
+  public static void publishMetrics(String text) {
+    metricsText = text == null ? "" : text;
   }
 
   /**
@@ -217,7 +248,22 @@ public final class SparkscaleBridge {
         System.currentTimeMillis()));
   }
 
-  /** Sets a gauge value; a name seen for the first time (e.g. "backlog.orders") gets its gauge registered. */
+  /**
+   * Posts a tick summary for the event log (an {@link AutoscalerTick}); {@code json} is one object with the parts
+   * "point", "decision", "status", "queries" and "config" (schema in sparkscale_listener/ui.py).
+   */
+  public static void postTickEvent(String json) {
+    SparkContext c = activeContext();
+    if (c == null) {
+      return;
+    }
+    Map<String, Object> parts = parseDetails(json);
+    c.listenerBus().post(new AutoscalerTick(object(parts.get("point")), object(parts.get("decision")),
+        object(parts.get("status")), list(parts.get("queries")), object(parts.get("config")),
+        System.currentTimeMillis()));
+  }
+
+  /** Sets a gauge value; a name seen for the first time (e.g. "query.orders.backlogRows") gets its gauge registered. */
   public static void setGauge(String name, double value) {
     if (name == null || name.isEmpty()) {
       return;
@@ -228,7 +274,31 @@ public final class SparkscaleBridge {
     }
   }
 
+  /** Unregisters a gauge (a stopped query's): it leaves every metrics sink. Unknown names are ignored. */
+  public static synchronized void removeGauge(String name) {
+    if (name == null) {
+      return;
+    }
+    GAUGE_VALUES.remove(name);
+    if (REGISTERED.remove(name) != null) {
+      MetricRegistry r = registry;
+      if (r != null) {
+        r.remove(name);
+      }
+    }
+  }
+
   // ---------------------------------------------------------------- helpers
+
+  @SuppressWarnings("unchecked")
+  private static Map<String, Object> object(Object value) {
+    return value instanceof Map ? (Map<String, Object>) value : null;
+  }
+
+  @SuppressWarnings("unchecked")
+  private static java.util.List<Map<String, Object>> list(Object value) {
+    return value instanceof java.util.List ? (java.util.List<Map<String, Object>>) value : null;
+  }
 
   /**
    * A Scala List, built without Scala's collection converters (their Java API differs between Scala 2.12 and

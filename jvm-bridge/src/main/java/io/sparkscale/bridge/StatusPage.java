@@ -47,23 +47,80 @@ final class StatusPage {
       return "<div class=\"alert alert-danger\">The published autoscaler status is not valid JSON: "
           + esc(e.getOriginalMessage()) + "</div>";
     }
+    return render(doc, receivedMs, nowMs);
+  }
+
+  /**
+   * The page for a document: the live one Python published ({@code receivedMs}: when it arrived), or one rebuilt
+   * from an event log by {@link HistoryDocument} (it has a "history" member; {@code receivedMs} is not used).
+   */
+  static String render(JsonNode doc, long receivedMs, long nowMs) {
     StringBuilder out = new StringBuilder(32 * 1024);
-    out.append("<div id=\"sparkscale-page\">");
-    summary(out, doc, receivedMs, nowMs);
+    JsonNode history = doc.path("history");
+    double interval = num(doc.path("config").path("interval_s"));
+    out.append("<div id=\"sparkscale-page\"");
+    if (history.isObject()) {
+      out.append(" data-source=\"event-log\"");
+    } else if (Double.isFinite(interval)) {
+      // The live page refreshes itself once per control tick (PageFrame.SELF_REFRESH), within sane bounds.
+      long refreshMs = Math.round(Math.max(2, Math.min(30, interval)) * 1000);
+      out.append(" data-source=\"live\" data-refresh-ms=\"").append(refreshMs).append('"');
+    }
+    out.append(" data-published=\"").append(fmtPlain(num(doc.path("published")))).append("\">");
+    if (history.isObject()) {
+      summary(out, doc, history);
+    } else {
+      summary(out, doc, receivedMs, nowMs);
+    }
     out.append("<h4 style=\"margin-top:1.2em\">Executors against load</h4>");
     JsonNode config = doc.path("config");
     out.append(SvgChart.render(doc.path("timeline"), doc.path("decisions"),
         num(config.path("utilization_min")), num(config.path("utilization_max"))));
     queries(out, doc.path("queries"), doc.path("status").path("blocked_queries"),
         num(doc.path("published")) - 1.5 * num(config.path("interval_s")));
-    decisions(out, doc.path("decisions"));
+    decisions(out, doc.path("decisions"), history.isObject() ? HistoryDocument.MAX_DECISIONS : MAX_DECISIONS);
+    if (doc.has("events")) {
+      events(out, doc.path("events"));
+    }
     out.append("</div>");
     return out.toString();
   }
 
   // ---------------------------------------------------------------- sections
 
+  /** The live summary: ends with when the last tick ran, counting up in the browser (PageFrame.SELF_REFRESH). */
   private static void summary(StringBuilder out, JsonNode doc, long receivedMs, long nowMs) {
+    state(out, doc, true);
+    double published = num(doc.path("published"));
+    double interval = num(doc.path("config").path("interval_s"));
+    long ageS = Math.max(0, (nowMs - receivedMs) / 1000);
+    String tick = "<span id=\"sparkscale-last-tick\">" + (Double.isFinite(published) ? esc(dateClock(published))
+        : "?") + "</span> (<span id=\"sparkscale-tick-age\" data-age-s=\"" + ageS + "\">" + ageS + " s ago</span>)"
+        + (Double.isFinite(interval) ? "; the control loop runs every " + fmt(interval) + " s" : "");
+    if (Double.isFinite(interval) && ageS > 3 * interval + 30) {
+      tick += " <strong style=\"color:#d62728\">stale: the control loop may have stopped</strong>";
+    }
+    item(out, "Last tick", tick + " <span class=\"text-muted\">(this page refreshes itself)</span>");
+    out.append("</ul>");
+  }
+
+  /** The summary of an application read back from its event log. */
+  private static void summary(StringBuilder out, JsonNode doc, JsonNode history) {
+    state(out, doc, false);
+    double lastTick = num(history.path("last_tick"));
+    double ended = num(history.path("ended"));
+    item(out, "Last tick", "<span id=\"sparkscale-last-tick\">" + (Double.isFinite(lastTick)
+        ? esc(dateClock(lastTick)) : "none recorded") + "</span>");
+    item(out, "Source", "<span id=\"sparkscale-source\">rebuilt from the event log: "
+        + history.path("ticks").asLong(0) + " tick summaries, " + history.path("scalings").asLong(0)
+        + " scaling events, " + history.path("events").asLong(0) + " other events; "
+        + (Double.isFinite(ended) ? "the application ended " + esc(dateClock(ended))
+        : "the application had not ended when the log was read") + "</span>");
+    out.append("</ul>");
+  }
+
+  /** Mode, executors, pause, utilization, last scaling, provisioning time and errors (an open list). */
+  private static void state(StringBuilder out, JsonNode doc, boolean live) {
     JsonNode s = doc.path("status");
     JsonNode config = doc.path("config");
     String mode = s.path("mode").asText("?");
@@ -85,7 +142,8 @@ final class StatusPage {
     if (stopped || paused) {
       String why = s.path("pause_reason").isTextual() ? s.path("pause_reason").asText() : "no reason given";
       pauseText = "<span style=\"" + BADGE + "background:#d62728\">" + (stopped ? "stopped" : "paused")
-          + "</span> " + esc(why) + " <span class=\"text-muted\">(resume with autoscaler(spark).resume())</span>";
+          + "</span> " + esc(why)
+          + (live ? " <span class=\"text-muted\">(resume with autoscaler(spark).resume())</span>" : "");
     } else {
       pauseText = "no";
     }
@@ -112,16 +170,6 @@ final class StatusPage {
     if (errors > 0) {
       item(out, "Errors", errors + ", last: " + esc(s.path("last_error").asText("")));
     }
-    double published = num(doc.path("published"));
-    double interval = num(config.path("interval_s"));
-    long ageS = Math.max(0, (nowMs - receivedMs) / 1000);
-    String fresh = "published " + ageS + " s ago" + (Double.isFinite(published) ? " (" + esc(dateClock(published))
-        + ")" : "") + (Double.isFinite(interval) ? ", control loop every " + fmt(interval) + " s" : "");
-    if (Double.isFinite(interval) && ageS > 3 * interval + 30) {
-      fresh += " <strong style=\"color:#d62728\">stale: the control loop may have stopped</strong>";
-    }
-    item(out, "Status", fresh + " <span class=\"text-muted\">(reload the page to refresh)</span>");
-    out.append("</ul>");
   }
 
   /** Per query; evaluations older than {@code freshAfter} (epoch s) are labelled with their time. */
@@ -158,7 +206,7 @@ final class StatusPage {
             + " (waiting for a full metrics window since)");
       }
       out.append("<tr><td>").append(name.isEmpty() ? "" : "<strong>" + esc(name) + "</strong>");
-      if (!id.equals(name)) {
+      if (!id.isEmpty() && !id.equals(name)) { // tick events leave the id out when it is the name
         out.append(name.isEmpty() ? "" : "<br>").append("<span class=\"text-muted\" style=\"font-size:smaller\">")
             .append(esc(id)).append("</span>");
       }
@@ -174,13 +222,13 @@ final class StatusPage {
     out.append("</tbody></table>");
   }
 
-  private static void decisions(StringBuilder out, JsonNode decisions) {
+  private static void decisions(StringBuilder out, JsonNode decisions, int limit) {
     out.append("<h4 style=\"margin-top:1.2em\">Decisions</h4>");
     if (!decisions.isArray() || decisions.isEmpty()) {
       out.append("<p>No decision yet: the autoscaler decides once a full metrics window was collected.</p>");
       return;
     }
-    out.append("<p class=\"text-muted\">Newest first, the last ").append(MAX_DECISIONS)
+    out.append("<p class=\"text-muted\">Newest first, the last ").append(limit)
         .append(" entries; consecutive decisions to do nothing are collapsed into one row.</p>")
         .append("<table class=\"table table-bordered table-sm\" id=\"sparkscale-decisions\">")
         .append("<thead><tr><th style=\"white-space:nowrap\">Time</th><th>Action</th><th>Executors</th>")
@@ -188,7 +236,7 @@ final class StatusPage {
     List<JsonNode> rows = new ArrayList<>();
     decisions.forEach(rows::add);
     int shown = 0;
-    for (int i = rows.size() - 1; i >= 0 && shown < MAX_DECISIONS; i--, shown++) {
+    for (int i = rows.size() - 1; i >= 0 && shown < limit; i--, shown++) {
       JsonNode d = rows.get(i);
       String action = d.path("action").asText("?");
       boolean applied = d.path("applied").asBoolean(false);
@@ -212,6 +260,32 @@ final class StatusPage {
           .append(intText(d.path("to_executors"))).append("</td>")
           .append("<td>").append("none".equals(action) ? "" : applied ? "yes" : "no (recommendation)").append("</td>")
           .append("<td>").append(esc(d.path("reason").asText(""))).append(limited).append("</td></tr>");
+    }
+    out.append("</tbody></table>");
+  }
+
+  /** Pauses, resumes, blocked scale-ups, errors and notices (the history page only), newest first. */
+  private static void events(StringBuilder out, JsonNode events) {
+    out.append("<h4 style=\"margin-top:1.2em\">Pauses, blocks and other events</h4>");
+    if (!events.isArray() || events.isEmpty()) {
+      out.append("<p>None.</p>");
+      return;
+    }
+    out.append("<table class=\"table table-bordered table-sm\" id=\"sparkscale-events\">")
+        .append("<thead><tr><th style=\"white-space:nowrap\">Time</th><th>Kind</th><th>Severity</th>")
+        .append("<th>Reason</th></tr></thead><tbody>");
+    List<JsonNode> rows = new ArrayList<>();
+    events.forEach(rows::add);
+    for (int i = rows.size() - 1, shown = 0; i >= 0 && shown < MAX_DECISIONS; i--, shown++) {
+      JsonNode e = rows.get(i);
+      String kind = e.path("kind").asText("?");
+      String severity = e.path("severity").asText("info");
+      String style = "error".equals(severity) || "pause".equals(kind) || "stopped".equals(kind)
+          ? " style=\"background:#fde0dd\"" : "warning".equals(severity) ? " style=\"background:#fff3cd\"" : "";
+      out.append("<tr class=\"sparkscale-event sparkscale-event-").append(esc(kind)).append("\"").append(style)
+          .append("><td style=\"white-space:nowrap\">").append(esc(clock(num(e.path("time"))))).append("</td>")
+          .append("<td>").append(esc(kind)).append("</td><td>").append(esc(severity)).append("</td>")
+          .append("<td>").append(esc(e.path("reason").asText(""))).append("</td></tr>");
     }
     out.append("</tbody></table>");
   }
@@ -284,6 +358,11 @@ final class StatusPage {
     double a = Math.abs(v);
     String pattern = a >= 100 || v == Math.rint(v) ? "%.0f" : a >= 10 ? "%.1f" : "%.2f";
     return String.format(Locale.ROOT, pattern, v);
+  }
+
+  /** A number for an attribute: plain digits, no grouping, "" when unknown. */
+  static String fmtPlain(double v) {
+    return Double.isFinite(v) ? String.format(Locale.ROOT, "%.3f", v) : "";
   }
 
   static String pct(double v) {

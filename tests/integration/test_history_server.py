@@ -1,0 +1,323 @@
+"""The Autoscaler tab in the Spark History Server, rebuilt from a real job's event log.
+
+One job (the module's first fixture) on a local-cluster: the load steps up until the autoscaler
+scales up; the executor that scale-up adds fails every task (the test source's fault injection),
+so the taskFailures checker rolls the scale-up back and scaling pauses. The job runs without a
+driver UI (the tick summaries reach the event log all the same) and with Spark 4's default event
+log: rolling and zstd-compressed. Then:
+
+- the README's one-liner loads the decisions from that log into a DataFrame;
+- a real History Server (pyspark's own ``spark-class``, on loopback and a free port, the bridge
+  jar on ``SPARK_DAEMON_CLASSPATH``, its store on disk) serves the application's Autoscaler tab,
+  fetched over HTTP and rendered in headless Chromium, and its content is checked against the
+  job's events;
+- an application without autoscaler events, in the same log directory, gets no tab;
+- the History Servers of Spark 3.5.7 and 4.0.1, with their lines' jars, show the tab too.
+
+Every wait is a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import re
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import dump_dom
+
+from sparkscale_listener import autoscaler, bridge_jars
+from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
+
+pytestmark = pytest.mark.spark
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+# The other supported lines, each with the jar of its own (as in test_spark_versions).
+OLDER_LINES = {"3.5.7": "2.12", "4.0.1": "2.13"}
+KEPT_EVENTS = ("SparkListenerLogStart", "SparkListenerApplicationStart", "SparkListenerApplicationEnd",
+               "io.sparkscale.bridge.ScalingEvent", "io.sparkscale.bridge.AutoscalerEvent",
+               "io.sparkscale.bridge.AutoscalerTick")
+
+
+@dataclass
+class Job:
+    app_id: str
+    events_dir: Path
+    event_log: Path  # the application's log: a directory of rolling files
+    decisions: list[dict[str, Any]]  # scaler.decisions() at the end
+    status: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Job:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    workdir = tmp_path_factory.mktemp("history-job")
+    conf = cluster_conf(workdir, workers=2, extra={
+        "spark.ui.enabled": "false",
+        "spark.eventLog.compress": "true",  # Spark 4's default (zstd), which the demo's settings turn off
+        "spark.sparkscale.maxExecutors": "2",
+        "spark.sparkscale.events.tickInterval": "6s",  # 3 ticks: throttling shows in the counts
+        "spark.sparkscale.checker.taskFailures.window": "30s",
+        "spark.sparkscale.rollback.pauseDuration": "10min",
+        # As in test_rollback_spark: a failed task is retried on another executor, the failing one
+        # is never excluded, so it goes on failing until the rollback removes it.
+        "spark.excludeOnFailure.enabled": "true",
+        "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": "100000",
+        "spark.excludeOnFailure.application.maxFailedTasksPerExecutor": "100000",
+        "spark.task.maxFailures": "8",
+    })
+    spark = build_session("it-history", conf)
+    scaler = autoscaler(spark)
+    stream = None
+    try:
+        app_id = spark.sparkContext.applicationId
+
+        def executor_ids() -> list[int]:
+            text = spark.sparkContext._jsc.sc().getExecutorIds().mkString(",")
+            return sorted(int(e) for e in text.split(",") if e)
+
+        wait_for(lambda: scaler.status()["initial_executors"] is not None and len(executor_ids()) == 1, 120,
+                 what="the baseline of 1 executor")
+        good = max(executor_ids())
+        stream = StreamingJob(spark, workdir, rows_per_second=220,
+                              source_options={"failOnExecutorsAbove": str(good)}).start()
+        wait_for(lambda: [d for d in scaler.decisions() if d["action"] == "rollback"], 240,
+                 what="a scale-up, then its rollback by taskFailures")
+        wait_for(lambda: scaler.status()["paused"], 30, what="the pause after the rollback")
+        ticks = len(scaler.decisions())
+        wait_for(lambda: len(scaler.decisions()) >= ticks + 3, 60, what="three ticks while paused")
+        decisions, status = scaler.decisions(), scaler.status()
+    finally:
+        if stream is not None:
+            stream.stop()
+        spark.stop()
+    logs = [p for p in (workdir / "events").iterdir() if app_id in p.name]
+    assert len(logs) == 1 and logs[0].is_dir(), logs  # Spark 4 rolls event logs by default
+    return Job(app_id, workdir / "events", logs[0], decisions, status)
+
+
+def readme_one_liner() -> str:
+    """The README's Python block that loads the decisions from an event log (needs ``spark`` and
+    ``event_log``)."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    found = [b for b in blocks if "event_log" in b and "io.sparkscale.bridge.ScalingEvent" in b]
+    assert len(found) == 1, "the README documents one line that reads the decisions from an event log"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def logged(job: Job) -> dict[str, Any]:
+    """The job's event log read back with Spark, in a second (plain local) session, which itself
+    writes an event log without autoscaler events next to the job's."""
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[1]").appName("it-history-reader")
+             .config("spark.ui.enabled", "false").config("spark.eventLog.enabled", "true")
+             .config("spark.eventLog.dir", str(job.events_dir)).getOrCreate())
+    try:
+        scope: dict[str, Any] = {"spark": spark, "event_log": str(job.event_log)}
+        exec(readme_one_liner(), scope)  # the documented line, as written
+        rows = [r.asDict() for r in scope["decisions"].collect()]
+        lines = (spark.read.text(str(job.event_log))
+                 .selectExpr("value", "get_json_object(value, '$.Event') AS event"))
+        counts = {row["event"]: row["count"] for row in lines.groupBy("event").count().collect()}
+        # The application's lifecycle and the autoscaler's events, in the log's order (one small file: one
+        # partition), for the older lines' History Servers, which may not read all of Spark 4.3's events.
+        kept = lines.where(f"event IN {KEPT_EVENTS}").select("value").collect()
+        reader_id = spark.sparkContext.applicationId
+    finally:
+        spark.stop()
+    return {"decisions": rows, "counts": counts, "reader_id": reader_id, "kept": [r.value for r in kept]}
+
+
+def test_the_readme_one_liner_loads_the_decisions_into_a_dataframe(job: Job, logged: dict[str, Any]) -> None:
+    expected = [(d["action"], d["from_executors"], d["to_executors"], d["applied"], d["reason"])
+                for d in job.decisions if d["applied"] and d["action"] != "none"]
+    assert [a for a, *_ in expected][:1] == ["scale_up"] and "rollback" in [a for a, *_ in expected], expected
+    got = [(r["action"], r["fromExecutors"], r["toExecutors"], r["applied"], r["reason"])
+           for r in logged["decisions"]]
+    assert got == expected
+    times = [r["time"] for r in logged["decisions"]]
+    assert all(times) and times == sorted(times)
+
+
+# ---------------------------------------------------------------------------------------- the server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str, timeout: float = 120.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.read().decode("utf-8")
+
+
+@dataclass
+class HistoryServer:
+    url: str
+    log: Path
+
+
+@contextlib.contextmanager
+def history_server(spark_home: Path, log_dir: Path, jar: Path, workdir: Path,
+                   store: Path | None = None) -> Iterator[HistoryServer]:
+    """A History Server process of the Spark in ``spark_home`` on ``log_dir``, with ``jar`` on its
+    classpath as the README says, keeping applications in memory or, with ``store``, on disk (as
+    production servers do: Jackson then writes and reads every record); entered once it serves."""
+    log = workdir / "history-server.log"
+    env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_DAEMON_CLASSPATH": str(jar),
+           "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "512m",
+           "SPARK_HISTORY_OPTS": " ".join([
+               f"-Dspark.history.fs.logDirectory={log_dir.as_uri()}",
+               f"-Dspark.history.ui.port={_free_port()}",  # taken meanwhile: it tries the next ones
+               "-Dspark.history.fs.update.interval=1s",
+               *([f"-Dspark.history.store.path={store}"] if store is not None else [])])}
+    with log.open("wb") as out:
+        proc = subprocess.Popen([str(spark_home / "bin" / "spark-class"),
+                                 "org.apache.spark.deploy.history.HistoryServer"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
+    try:
+        def bound() -> str | None:
+            assert proc.poll() is None, f"the History Server exited:\n{log.read_text()[-3000:]}"
+            match = re.search(r"Bound HistoryServer to \S+, and started at (http://\S+)", log.read_text())
+            return match.group(1) if match else None
+
+        url = wait_for(bound, 120, what="the History Server to listen")
+        # The server listens on loopback only, whatever host name its message gives.
+        yield HistoryServer(re.sub(r"//[^:/]+", "//127.0.0.1", url, count=1).rstrip("/"), log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=60)
+
+
+def pyspark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+@pytest.fixture(scope="module")
+def server(job: Job, logged: dict[str, Any],
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[HistoryServer]:
+    jar = bridge_jars.bridge_jar()  # the jar of this Spark, as the README tells users to pick it
+    workdir = tmp_path_factory.mktemp("hs")
+    with history_server(pyspark_home(), job.events_dir, jar, workdir, store=workdir / "store") as running:
+        yield running
+
+
+def _listed(server: HistoryServer, *app_ids: str) -> bool:
+    try:
+        apps = json.loads(_get(f"{server.url}/api/v1/applications", timeout=30))
+    except (urllib.error.URLError, TimeoutError, ConnectionError):
+        return False
+    return set(app_ids) <= {a["id"] for a in apps}
+
+
+def test_the_history_server_shows_the_autoscaler_tab(job: Job, logged: dict[str, Any],
+                                                     server: HistoryServer) -> None:
+    wait_for(lambda: _listed(server, job.app_id), 120, what="the History Server to list the application")
+    page = _get(f"{server.url}/history/{job.app_id}/autoscaler/")
+    text = html.unescape(page)
+    assert re.search(r'href="[^"]*/autoscaler/"[^>]*>Autoscaler</a>', page), "no tab in the nav bar"
+    assert 'data-source="event-log"' in page
+    assert "Drop unrecognized event" not in server.log.read_text()
+
+    # Every applied action and its reason, as the job decided them.
+    for d in job.decisions:
+        if d["applied"] and d["action"] != "none":
+            assert d["reason"] in text, d
+    rows = re.findall(r'<tr class="sparkscale-decision sparkscale-(\w+)"', page)
+    assert rows.count("scale_up") >= 1 and rows.count("rollback") == 1 and "none" in rows, rows
+    pause = [e for e in re.findall(r'<tr class="sparkscale-event sparkscale-event-(\w+)"', page)]
+    assert "pause" in pause, pause
+    assert job.status["pause_reason"] in text  # the pause event's reason, and the summary's
+    paused = re.search(r'<span id="sparkscale-paused">(.*?)</span></li>', page, re.S)
+    assert paused and "paused" in paused.group(1), paused
+    mode = re.search(r'<span id="sparkscale-mode">([^<]*)</span>', page)
+    assert mode and mode.group(1) == "autoscale"
+    target = re.search(r'<span id="sparkscale-target">(\d+)</span>', page)
+    assert target and int(target.group(1)) == job.status["target_executors"]
+
+    # The summary counts exactly the events the log holds.
+    counts = logged["counts"]
+    source = re.search(r'<span id="sparkscale-source">([^<]*)</span>', page)
+    assert source, "no source line"
+    assert (f"{counts['io.sparkscale.bridge.AutoscalerTick']} tick summaries, "
+            f"{counts['io.sparkscale.bridge.ScalingEvent']} scaling events, "
+            f"{counts['io.sparkscale.bridge.AutoscalerEvent']} other events") in source.group(1)
+    # Throttled: fewer tick summaries than ticks, and at least one per change of executors.
+    assert 3 <= counts["io.sparkscale.bridge.AutoscalerTick"] < len(job.decisions)
+
+
+def test_the_tab_renders_in_chromium(job: Job, server: HistoryServer, tmp_path: Path) -> None:
+    wait_for(lambda: _listed(server, job.app_id), 120, what="the History Server to list the application")
+    dom = dump_dom(tmp_path / "profile", f"{server.url}/history/{job.app_id}/autoscaler/")
+    text = html.unescape(dom)
+    rollback = next(d for d in job.decisions if d["action"] == "rollback")
+    assert rollback["reason"] in text
+    chart = re.search(r'<svg id="sparkscale-chart-executors".*?</svg>', dom, re.S)
+    assert chart, "no executors chart"
+    live = re.search(r'<polyline class="series-live" data-points="(\d+)"[^>]* points="([^"]+)"',
+                     chart.group(0))
+    assert live and int(live.group(1)) >= 3 and len(live.group(2).split()) == int(live.group(1))
+    for action in ("scale_up", "rollback"):
+        assert f'class="marker marker-{action}"' in chart.group(0), f"no {action} on the chart"
+    # The time axis spans the job, not an instant (times are kept exact in the tick events).
+    ticks = re.findall(r'text-anchor="(?:start|end)" fill="#444">(\d\d:\d\d:\d\d)</text>', chart.group(0))
+    assert len(ticks) == 2 and ticks[0] != ticks[1], ticks
+    backlog = re.search(r'<svg id="sparkscale-chart-backlog".*?</svg>', dom, re.S)
+    assert backlog and 'class="series-backlog"' in backlog.group(0)
+    assert re.search(r'<table[^>]*id="sparkscale-queries".*?<strong>demo</strong>', dom, re.S)
+
+
+def test_an_application_without_autoscaler_events_has_no_tab(logged: dict[str, Any],
+                                                              server: HistoryServer) -> None:
+    reader = logged["reader_id"]
+    wait_for(lambda: _listed(server, reader), 120, what="the History Server to list the reader application")
+    jobs = _get(f"{server.url}/history/{reader}/jobs/")
+    assert "/environment/" in jobs and "Autoscaler</a>" not in jobs
+    # The History Server answers a path an application does not have with its jobs page.
+    assert 'id="sparkscale-page"' not in _get(f"{server.url}/history/{reader}/autoscaler/")
+
+
+@pytest.mark.parametrize("version", list(OLDER_LINES))
+def test_the_older_lines_history_servers_show_the_tab_too(version: str, job: Job, logged: dict[str, Any],
+                                                          tmp_path: Path) -> None:
+    """The History Server of Spark 3.5 (javax servlets, Scala 2.12) and 4.0 (Jetty 11) with their own
+    jar and a store on disk, on the job's lifecycle and autoscaler events (an event log of Spark 4.3
+    holds events that an older History Server does not know)."""
+    from test_spark_versions import python_with_pyspark  # the same virtualenvs, made once
+
+    where = "import os, pyspark; print(os.path.dirname(pyspark.__file__))"
+    home = Path(subprocess.run([python_with_pyspark(version), "-c", where], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    log_dir = tmp_path / "events"
+    log_dir.mkdir()
+    (log_dir / job.app_id).write_text("\n".join(logged["kept"]) + "\n", encoding="utf-8")
+    jar = bridge_jars.jar_path(version, OLDER_LINES[version])
+    with history_server(home, log_dir, jar, tmp_path, store=tmp_path / "store") as server:
+        wait_for(lambda: _listed(server, job.app_id), 120, what=f"Spark {version}'s History Server")
+        page = _get(f"{server.url}/history/{job.app_id}/autoscaler/")
+        text = html.unescape(page)
+        rollback = next(d for d in job.decisions if d["action"] == "rollback")
+        assert rollback["reason"] in text and 'class="marker marker-rollback"' in page
+        assert re.search(r'<polyline class="series-live" data-points="([3-9]|\d\d+)"', page)
+        assert "sparkscale-event-pause" in page
+        assert "Drop unrecognized event" not in server.log.read_text()
