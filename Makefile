@@ -4,12 +4,14 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
+# Apache Kafka's broker for the Kafka tests, resolved by Maven (see its rule below).
+KAFKA_JARS := tests/kafka/target/lib/.resolved
 # One bridge jar per supported Spark line; sparkscale_listener/bridge_jars.py picks the one that fits.
 JAR := $(patsubst %,sparkscale_listener/jars/sparkscale-bridge-%.jar,spark3.5_2.12 spark3.5_2.13 spark4_2.13)
-JAVA_SOURCES := $(shell find jvm-bridge/src -name '*.java' 2>/dev/null) \
+JAVA_SOURCES := $(shell find jvm-bridge/src -type f 2>/dev/null) \
   $(wildcard jvm-bridge/pom.xml jvm-bridge/lines/*/pom.xml jvm-bridge/.mvn/*.config)
 
-.PHONY: env bridge test test-fast demo lint bench clean check-java browser
+.PHONY: env bridge test test-fast demo lint bench clean check-java browser promtool
 
 env: $(VENV)/.installed
 
@@ -41,9 +43,18 @@ $(JAR) &: $(JAVA_SOURCES) | $(VENV)/.installed
 # Unit and simulator tests first (seconds), then each real-Spark file in its own process: a
 # driver JVM keeps the first session's settings as system properties, which later sessions in the
 # same process would inherit.
-test: $(JAR) browser
+test: $(JAR) browser promtool $(KAFKA_JARS)
 	$(PY) -m pytest tests -m 'not spark'
 	@set -e; for f in tests/integration/test_*.py; do echo "== $$f"; $(PY) -m pytest $$f; done
+
+# Apache Kafka's own broker and tools for the Kafka tests (tests/kafka_broker.py starts the broker),
+# copied by Maven from its cache into tests/kafka/target/lib; the tests resolve Spark's Kafka
+# connector for each Spark line themselves (tests/kafka/connector-pom.xml).
+$(KAFKA_JARS): tests/kafka/pom.xml
+	@$(MAKE) --no-print-directory check-java
+	rm -rf tests/kafka/target/lib
+	mvn --batch-mode --quiet -Dstyle.color=never -f tests/kafka/pom.xml dependency:copy-dependencies
+	@touch $@
 
 # The UI test renders the Autoscaler tab in headless Chromium (Debian's package). Installed when
 # we can (root with apt-get); otherwise that one test skips and says how to install it.
@@ -54,6 +65,19 @@ browser:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	      || echo "warning: could not install chromium; the UI test will be skipped" >&2; \
 	  else echo "note: chromium not found; the UI test will be skipped (apt-get install chromium)" >&2; fi; }
+
+# The metrics test lints /autoscaler/metrics with promtool, a static binary taken out of Debian's
+# prometheus package into the venv (installing the package would also start a Prometheus server).
+# Without it that one test skips and says how to get it.
+promtool: | $(VENV)/.installed
+	@command -v promtool >/dev/null 2>&1 || test -x $(VENV)/bin/promtool || { \
+	  tmp=$$(mktemp -d); \
+	  if { (cd $$tmp && apt-get download prometheus) >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] \
+	         && apt-get update -qq && (cd $$tmp && apt-get download prometheus) >/dev/null 2>&1; }; } \
+	     && dpkg-deb -x $$tmp/prometheus_*.deb $$tmp/root && cp $$tmp/root/usr/bin/promtool $(VENV)/bin/; then \
+	    echo "promtool (Debian's prometheus package) copied into $(VENV)/bin for the metrics test"; \
+	  else echo "warning: could not get promtool (apt-get download prometheus); the metrics test will be skipped" >&2; fi; \
+	  rm -rf $$tmp; }
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest tests -m 'not spark'

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from py4j.java_gateway import JavaClass
@@ -74,6 +74,18 @@ class JvmBridge:
         if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
             return None  # no JVM yet: pyspark passes spark.jars to the spark-submit it launches
         SparkContext._ensure_initialized()  # connects to the running JVM; never launches one here
+        return SparkContext._jvm
+
+    @staticmethod
+    def launch_driver_jvm(conf: Mapping[str, str]) -> Any:
+        """Start the driver JVM (pyspark's spark-submit) with ``conf`` and return its py4j view,
+        as ``getOrCreate()`` would; spark-submit resolves ``spark.jars.packages`` on the way."""
+        from pyspark import SparkConf, SparkContext
+
+        spark_conf = SparkConf()
+        for key, value in conf.items():
+            spark_conf.set(key, value)
+        SparkContext._ensure_initialized(conf=spark_conf)
         return SparkContext._jvm
 
     @staticmethod
@@ -183,6 +195,34 @@ class JvmBridge:
 
     # --- SparkContext calls that need no bridge class (plain py4j, kept here so that the bridge is
     # --- the only way into the JVM)
+
+    def dropped_listener_events(self) -> int:
+        """Events Spark's listener bus dropped so far (its queues were full), summed over every
+        queue: ours, the streams queue that carries query progress, and the others."""
+        registry = self._sc._jsc.sc().listenerBus().metrics().metricRegistry()
+        counters = registry.getCounters()
+        names = [str(n) for n in counters.keySet().toArray()]
+        return sum(int(counters.get(n).getCount()) for n in names if n.endswith(".numDroppedEvents"))
+
+    def non_streaming_tasks(self, streaming_run_ids: Collection[str]) -> int:
+        """Pending plus running tasks of the active stages of jobs outside every streaming query
+        (a query's jobs run in the job group of its run id): what a batch or ML job sharing the
+        application needs slots for, counted as Spark's own dynamic allocation counts it."""
+        tracker = self._sc.statusTracker()
+        streaming: set[int] = set()
+        for run_id in streaming_run_ids:
+            streaming.update(tracker.getJobIdsForGroup(run_id))
+        active_stages = set(tracker.getActiveStageIds())
+        total = 0
+        for job_id in tracker.getActiveJobsIds():
+            info = tracker.getJobInfo(job_id)
+            if job_id in streaming or info is None:
+                continue
+            for stage_id in set(info.stageIds) & active_stages:
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    total += max(0, stage.numTasks - stage.numCompletedTasks)
+        return total
 
     def executor_ids(self) -> list[str]:
         """The scheduler's own list of executors it can schedule on (driver excluded)."""

@@ -31,6 +31,7 @@ import logging
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from sparkscale_listener.metrics import (
@@ -117,6 +118,8 @@ class SparkMetricCollector(MetricCollector):
         # (e.g. an AvailableNow trigger) is tried once per run, not every tick.
         self._trigger_looked_up: set[tuple[str, str | None]] = set()
         self._last_snapshot: Mapping[str, Any] = {}
+        # Per query: the backlog problem last logged, so each change is logged once, not every tick.
+        self._backlog_problems: dict[str, str | None] = {}
         if spark is not None and not recorder.attached:
             recorder.attach(spark)
 
@@ -135,7 +138,9 @@ class SparkMetricCollector(MetricCollector):
             self._batch_busy_total.pop(qid, None)
             self._batch_busy_added.pop(qid, None)
         self._trigger_looked_up = {k for k in self._trigger_looked_up if k[0] in progress}
-        cluster = self._cluster(snapshot)
+        self._report_backlog_problems(progress)
+        cluster = replace(self._cluster(snapshot), other_tasks=self._other_tasks(progress),
+                          events_lost=self._events_lost(snapshot))
         jvm_queries = snapshot.get("queries") or {}
         queries = {qid: self._query(p, jvm_queries.get(qid) or {}) for qid, p in progress.items()}
         return MetricSample(time=now, cluster=cluster, queries=queries,
@@ -185,6 +190,31 @@ class SparkMetricCollector(MetricCollector):
             run_ms=finite_float(totals.get("runMs")),
             heap_used_ratio=max(ratios) if ratios else None)
 
+    def _other_tasks(self, progress: Mapping[str, QueryProgress]) -> int:
+        """Pending + running tasks of jobs outside the active streaming queries (best effort: a
+        bridge without the lookup, or a failing one, counts none)."""
+        lookup = getattr(self.bridge, "non_streaming_tasks", None)
+        if lookup is None:
+            return 0
+        run_ids = [p.run_id for p in progress.values() if p.active and p.run_id]
+        try:
+            return int(lookup(run_ids))
+        except Exception:
+            log.debug("sparkscale: counting the tasks of other jobs failed", exc_info=True)
+            return 0
+
+    def _events_lost(self, snapshot: Mapping[str, Any]) -> int:
+        """Listener events known lost so far: dropped by Spark's listener bus, plus tasks the
+        bridge aged out because their end never came."""
+        lost = _i((snapshot.get("totals") or {}).get("tasksAgedOut"))
+        dropped = getattr(self.bridge, "dropped_listener_events", None)
+        if dropped is not None:
+            try:
+                lost += int(dropped())
+            except Exception:
+                log.debug("sparkscale: reading the listener bus's dropped events failed", exc_info=True)
+        return lost
+
     def _batch_busy(self, progress: QueryProgress, jvm_batches: Mapping[str, Any]) -> float:
         """Running total of the JVM busy time of batches the recorder has seen complete."""
         qid = progress.query_id
@@ -217,6 +247,7 @@ class SparkMetricCollector(MetricCollector):
             batch_duration_ms=p.batch_duration_ms,
             backlog=p.backlog,
             backlog_sources=p.backlog_sources,
+            backlog_problem=p.backlog_problem,
             input_rate=p.input_rate,
             processed_rate=p.processed_rate,
             last_batch_duration_ms=p.last_batch_duration_ms,
@@ -229,6 +260,27 @@ class SparkMetricCollector(MetricCollector):
             active=p.active,
             exception=p.exception,
             failed_batches=p.failed_batches)
+
+    def _report_backlog_problems(self, progress: Mapping[str, QueryProgress]) -> None:
+        """Say once, on the control-loop thread, when a query's sources stop giving a usable backlog
+        (a lag that makes no sense, a unit that cannot be turned into rows) and when they resume.
+        The query's own error, if it fails, is Spark's to report; this only explains why the
+        autoscaler sizes the query without a backlog meanwhile."""
+        for qid in [q for q in self._backlog_problems if q not in progress]:
+            del self._backlog_problems[qid]
+        for qid, p in progress.items():
+            problem = p.backlog_problem if p.active else None
+            before = self._backlog_problems.get(qid)
+            if problem == before:
+                continue
+            self._backlog_problems[qid] = problem
+            label = f"'{p.name}'" if p.name else qid
+            if problem is not None:
+                effect = ("it is sized on its processed rate until its sources report a usable lag"
+                          if p.backlog is None else "its backlog counts the other sources only")
+                log.warning("sparkscale: query %s: %s; %s", label, problem, effect)
+            elif before is not None:
+                log.info("sparkscale: query %s reports a usable backlog again", label)
 
     def _fill_trigger_intervals(self, progress: Mapping[str, QueryProgress]) -> bool:
         """Best effort: the trigger interval is not in the progress JSON, so ask the JVM query.

@@ -87,6 +87,7 @@ class Autoscaler:
         self.state = AutoscalerState(state_store, app_name, self._on_state_error, run_id)
         self._restored = False
         self._policy_state: dict[str, Any] | None = None
+        self._events_lost: int | None = None  # cumulative count at the previous tick
         self.provisioning = ProvisioningTracker(config, self.state)
         self.executor = ScalingExecutor(config, realizer, guard, events, self.state, self.provisioning,
                                         app_name)
@@ -127,6 +128,7 @@ class Autoscaler:
                 "blocked_queries": dict(self.policy.blocked_queries()),
                 "healthy_target": self.guard.healthy_target,
                 "capacity_limit": self.executor.capacity_limit(now),
+                "events_lost": self._events_lost or 0,
                 "errors": self._errors,
                 "last_error": self._last_error,
             }
@@ -171,6 +173,7 @@ class Autoscaler:
                 now, sample.cluster.live_executors):
             return []
         executor.follow_the_cluster(now, sample)
+        self._note_lost_events(now, sample)
         decisions = self._check_last_scaling(now, sample)
         if self.guard.stopped or self.guard.paused(now):
             current = executor.targets.current
@@ -202,6 +205,22 @@ class Autoscaler:
             self.policy.load_state(policy_state)
             self._policy_state = policy_state
         return True
+
+    def _note_lost_events(self, now: float, sample: MetricSample) -> None:
+        """Listener events were lost since the last tick (Spark's bus dropped some, or a task's
+        end never came): the counters over the window miss work. Measure afresh from now, so that
+        no decision rests on the incomplete window, and say so."""
+        lost, before = sample.cluster.events_lost, self._events_lost
+        self._events_lost = lost
+        if before is None or lost <= before:
+            return
+        t = self.executor.targets
+        t.window_start = max(t.window_start, now)
+        self.events.emit(AutoscalerEvent(
+            now, "notice", f"{lost - before} listener event(s) lost (Spark's listener bus dropped them "
+            "or a task's end never arrived; raise spark.scheduler.listenerbus.eventqueue.capacity): "
+            "the metrics of the last window are incomplete, measuring afresh before any decision",
+            severity="warning", details={"situation": "events-lost", "eventsLost": lost}))
 
     def _persist_policy(self) -> None:
         """Store the policy's memory when it changed (a pending scale-down, blocks)."""

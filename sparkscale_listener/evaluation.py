@@ -278,10 +278,14 @@ class BusyTimeEvaluator(MetricEvaluator):
                 m.work = m.rate_work = share * cfg.utilization_target  # neutral: at target
         queries = {qid: m.result() for qid, m in measured.items()}
 
-        required = sum(q.required_slots for q in queries.values())
-        work = sum(m.work for m in measured.values())
+        # Jobs outside the streaming queries (a batch or ML job sharing the application) keep the
+        # slots their pending and running tasks ask for, at full use, as Spark's own allocation
+        # counts them; the most seen over the window, so a gap between stages frees nothing.
+        other = float(max(s.cluster.other_tasks for s in window.samples))
+        required = sum(q.required_slots for q in queries.values()) + other
+        work = sum(m.work for m in measured.values()) + other
         utilization = band_utilization(sum(m.rate_work for m in measured.values()),
-                                       sum(m.reserved for m in measured.values()), slots)
+                                       sum(m.reserved for m in measured.values()) + other, slots)
         cores = context.slots_per_executor
         raw = math.ceil(required / cores - _EPS) if required > 0 else 0
         recommended = min(max(raw, cfg.min_executors), cfg.max_executors)
@@ -291,12 +295,15 @@ class BusyTimeEvaluator(MetricEvaluator):
         # with no growing backlog are keeping up; they are never a reason to scale up.
         with_work = [m for m in measured.values() if m.work > 0]
         all_healthy = bool(with_work) and all(m.healthy for m in with_work)
-        healthy_hold = all_healthy and recommended > current
+        healthy_hold = all_healthy and recommended > current and other == 0
         if healthy_hold:
             recommended = max(min(current, cfg.max_executors), cfg.min_executors)
 
         reason = self._reason(measured, queries, required, work, slots, utilization, raw,
                               recommended, context, window.dt, healthy_hold)
+        if other:
+            reason += (f"; other jobs (not streaming) have up to {other:.0f} pending or running "
+                       "tasks, a slot each")
         return Evaluation(time=context.now, ready=True, current_executors=current,
                           recommended_executors=recommended, required_slots=required,
                           utilization=utilization, backlog_mode=backlog_mode, queries=queries,
@@ -374,7 +381,8 @@ class BusyTimeEvaluator(MetricEvaluator):
         backlog, source = last.backlog_of(q)
         backlog0, _ = first_sample.backlog_of(q0)
         if backlog is None:
-            notes.append("no backlog reported")
+            notes.append(f"no backlog: {q.backlog_problem}" if q.backlog_problem
+                         else "no backlog reported")
         elif source:
             notes.append(f"backlog from external metric {source}")
         growth = (backlog - backlog0) / span if (backlog is not None and backlog0 is not None

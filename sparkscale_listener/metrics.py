@@ -32,11 +32,34 @@ def executor_id_order(executor_id: str) -> tuple[int, int | str]:
 
 @dataclass(frozen=True)
 class SourceBacklog:
-    """What one source of a query still has to read, as its progress reports it."""
+    """What one source of a query still has to read, in the unit its progress reports.
+
+    The autoscaler works in rows (the unit of the arrival rate), so a backlog in another unit is
+    converted with ``rows_per_unit``, learned from the source's own batches (rows read / offsets or
+    files read). A backlog without a known conversion is kept here for people to see but is not
+    counted in the query's backlog; ``problem`` says why, as it does for a lag that makes no sense.
+    """
 
     description: str
-    backlog: float | None  # None: this source reports no backlog (e.g. the `rate` source)
-    unit: str = "rows"  # "rows", "offsets" (Kafka), "files"
+    backlog: float | None  # in `unit`; None: no backlog (e.g. the `rate` source) or none usable
+    unit: str = "rows"  # "rows", "offsets" (Kafka), "files" (file and Delta sources)
+    rows_per_unit: float | None = None  # None: not known (always 1 for rows)
+    problem: str | None = None  # why this source gives no usable backlog in rows, if it does not
+
+    @property
+    def rows(self) -> float | None:
+        """The backlog in rows, or None when there is none or it cannot be converted."""
+        if self.backlog is None:
+            return None
+        if self.unit == "rows":
+            return self.backlog
+        return None if self.rows_per_unit is None else self.backlog * self.rows_per_unit
+
+    @property
+    def nonsense(self) -> bool:
+        """The source reported a lag, but one that cannot be true (negative, larger than the log,
+        partitions gone): the query's backlog is then unknown, not this source's part left out."""
+        return self.backlog is None and self.problem is not None
 
 
 @dataclass(frozen=True)
@@ -51,8 +74,11 @@ class QueryMetrics:
     batch_busy_ms: float = 0.0  # executor task time of exactly those completed batches
     batch_duration_ms: float = 0.0  # sum of their triggerExecution durations (driver + executors)
     # --- latest gauges
-    backlog: float | None = None  # sum over sources that report one; None if none does
+    # Rows: the sum over sources whose backlog is known in rows; None if none is, or if a source
+    # reported a lag that makes no sense (see SourceBacklog.nonsense).
+    backlog: float | None = None
     backlog_sources: tuple[SourceBacklog, ...] = ()
+    backlog_problem: str | None = None  # why the backlog is missing or partial, for people
     input_rate: float = 0.0  # last progress inputRowsPerSecond
     processed_rate: float = 0.0  # last progress processedRowsPerSecond
     last_batch_duration_ms: float | None = None
@@ -98,6 +124,12 @@ class ClusterMetrics:
     gc_ms: float = 0.0  # cumulative JVM GC time reported by finished tasks
     run_ms: float = 0.0  # cumulative executorRunTime of finished tasks (denominator for GC ratio)
     heap_used_ratio: float | None = None  # max over live executors of heap used / heap max
+    # Pending + running tasks of active jobs outside every streaming query (a batch or ML job
+    # sharing the application): demand counted as Spark's own dynamic allocation counts it.
+    other_tasks: int = 0
+    # Listener events known lost, cumulative: dropped by Spark's listener bus (full queue) plus
+    # tasks whose end never arrived. A sample after a loss is incomplete.
+    events_lost: int = 0
 
     @property
     def total_slots(self) -> int:

@@ -281,7 +281,8 @@ class ScalingPolicy:
         target = max(target, cfg.min_executors)
         if limited is None and any(q.capped for q in ev.queries.values()):
             limited = "parallelism"
-        signal = "backlog" if ev.backlog_mode else "utilization"
+        growing = any(q.backlog_growth_rate > 0 or q.catch_up_rate > 0 for q in ev.queries.values())
+        signal = "backlog" if ev.backlog_mode or growing else "utilization"
         if insists:
             signal = "evaluator recommendation"
         if target <= cur:

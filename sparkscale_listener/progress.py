@@ -8,6 +8,10 @@ The control loop reads everything at once through :meth:`ProgressRecorder.snapsh
 Backlog parsing (:func:`source_backlog`) is pure and handles every source shape Spark reports:
 numeric offsets, nested per-partition offsets (Kafka, Python data sources), Kafka's
 ``*OffsetsBehindLatest`` metrics, file/Delta ``numFilesOutstanding``; anything else gives ``None``.
+A Kafka lag that cannot be true (negative, larger than the log, a partition gone) gives ``None``
+with the reason. :func:`query_backlog` turns each source's backlog into rows, the unit of the
+arrival rate, with the rows per offset (or file) the source's batches read, which the recorder
+learns per query.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql.streaming.listener import (
@@ -40,6 +44,9 @@ log = logging.getLogger("sparkscale")
 MAX_BATCH_IDS = 128
 # Terminated queries are kept (checkers look at how they ended) but only this many.
 MAX_TERMINATED_QUERIES = 64
+# Batches per source over which rows per offset (or file) are learned: enough to smooth one odd
+# batch, few enough to follow a producer that starts or stops writing transactions.
+UNIT_SAMPLES = 32
 
 # ---------------------------------------------------------------------------------------------
 # Backlog parsing (pure)
@@ -108,7 +115,8 @@ def _metric(metrics: Mapping[str, Any], name: str) -> float | None:
 
 
 def source_backlog(source: Mapping[str, Any]) -> SourceBacklog:
-    """What one source (an entry of a progress's ``sources``) still has to read. Never raises."""
+    """What one source (an entry of a progress's ``sources``) still has to read, in the unit it
+    reports (not yet converted to rows: see :func:`query_backlog`). Never raises."""
     description = str(source.get("description") or "") if isinstance(source, Mapping) else ""
     try:
         return _source_backlog(source, description)
@@ -117,46 +125,204 @@ def source_backlog(source: Mapping[str, Any]) -> SourceBacklog:
         return SourceBacklog(description, None)
 
 
+def _is_kafka(description: str, metrics: Mapping[str, Any]) -> bool:
+    return bool(_KAFKA_SOURCE.search(description)) or any(k in metrics for k in _KAFKA_METRICS)
+
+
+def _metrics_of(source: Mapping[str, Any]) -> Mapping[str, Any]:
+    metrics = source.get("metrics") or {}
+    return metrics if isinstance(metrics, Mapping) else {}
+
+
 def _source_backlog(source: Mapping[str, Any], description: str) -> SourceBacklog:
     if _RATE_SOURCE.match(description):
         return SourceBacklog(description, None)
-    metrics = source.get("metrics") or {}
-    if not isinstance(metrics, Mapping):
-        metrics = {}
+    metrics = _metrics_of(source)
 
     # File and Delta sources count what is left in files; their offsets are log/table versions.
     files = _metric(metrics, "numFilesOutstanding")
     if files is not None:
-        return SourceBacklog(description, max(0.0, files), "files")
+        if files < 0:
+            return SourceBacklog(description, None, "files",
+                                 problem=f"reported {files:.0f} files outstanding, a negative backlog")
+        return SourceBacklog(description, files, "files")
     if _DELTA_SOURCE.match(description):
         return SourceBacklog(description, None, "files")
 
-    kafka = bool(_KAFKA_SOURCE.search(description)) or any(k in metrics for k in _KAFKA_METRICS)
-    unit = "offsets" if kafka else "rows"
     end = _parse_offset(source.get("endOffset"))
     latest = _parse_offset(source.get("latestOffset"))
-    diff = offset_difference(end, latest)
-    if diff is not None:
-        return SourceBacklog(description, diff, unit)
+    if not _is_kafka(description, metrics):
+        diff = offset_difference(end, latest)
+        return SourceBacklog(description, diff, "rows")
 
-    if kafka:
-        # No comparable offsets: avg x partitions is the exact sum; max is a lower bound of it.
-        avg = _metric(metrics, "avgOffsetsBehindLatest")
-        partitions = sum(1 for _ in _numeric_leaves(end)) if isinstance(end, Mapping) else 0
-        if avg is not None and partitions:
-            return SourceBacklog(description, max(0.0, avg * partitions), unit)
-        for name in ("maxOffsetsBehindLatest", "avgOffsetsBehindLatest"):
-            value = _metric(metrics, name)
-            if value is not None:
-                return SourceBacklog(description, max(0.0, value), unit)
-    return SourceBacklog(description, None, unit)
+    lag, problem = kafka_lag(end, latest)
+    if lag is not None or problem is not None:
+        return SourceBacklog(description, lag, "offsets", problem=problem)
+    # No comparable offsets: avg x partitions is the exact sum; max is a lower bound of it.
+    avg = _metric(metrics, "avgOffsetsBehindLatest")
+    partitions = sum(1 for _ in _numeric_leaves(end)) if isinstance(end, Mapping) else 0
+    candidates = [(avg * partitions, "avgOffsetsBehindLatest")] if avg is not None and partitions else []
+    for name in ("maxOffsetsBehindLatest", "avgOffsetsBehindLatest"):
+        value = _metric(metrics, name)
+        if value is not None:
+            candidates.append((value, name))
+    if candidates:
+        value, name = candidates[0]
+        if value < 0:
+            return SourceBacklog(description, None, "offsets",
+                                 problem=f"{name}={_metric(metrics, name):g} is a negative lag")
+        return SourceBacklog(description, value, "offsets")
+    return SourceBacklog(description, None, "offsets")
 
 
-def query_backlog(sources: Any) -> tuple[float | None, tuple[SourceBacklog, ...]]:
-    """(sum of the sources' backlogs, or None if none reports one; per-source backlogs)."""
-    per_source = tuple(source_backlog(s) for s in (sources or ()) if isinstance(s, Mapping))
-    known = [s.backlog for s in per_source if s.backlog is not None]
-    return (sum(known) if known else None), per_source
+def _partition_name(path: tuple[str, ...]) -> str:
+    return "-".join(path)  # Kafka's own topic-partition spelling
+
+
+def kafka_lag(end: Any, latest: Any) -> tuple[float | None, str | None]:
+    """A Kafka source's lag in offsets, summed over partitions: ``(lag, None)``; ``(None, why)``
+    when the offsets make no sense; ``(None, None)`` when they are not there to compare.
+
+    Unlike :func:`offset_difference` nothing is clamped: a partition whose latest offset is behind
+    the query's end offset (the topic was deleted and made again, or truncated), a negative offset,
+    or a partition that vanished from the latest offsets means the lag is unknown. A lag larger
+    than the log (more offsets behind than the partition ever held) shows as a negative end offset.
+    Partitions only in the latest offsets (just added) are not counted: the query has not
+    reached them yet.
+    """
+    if not (isinstance(end, Mapping) and isinstance(latest, Mapping)):
+        return None, None
+    end_leaves = dict(_numeric_leaves(end))
+    latest_leaves = dict(_numeric_leaves(latest))
+    if not end_leaves or not latest_leaves:
+        return None, None
+    total = 0.0
+    for path, end_offset in end_leaves.items():
+        name = _partition_name(path)
+        latest_offset = latest_leaves.get(path)
+        if latest_offset is None:
+            return None, f"partition {name} is missing from the latest offsets (topic deleted?)"
+        if latest_offset < 0:
+            return None, f"partition {name} has a negative latest offset ({latest_offset:.0f})"
+        if end_offset < 0:
+            return None, (f"partition {name} lag {latest_offset - end_offset:.0f} is larger than its log "
+                          f"({latest_offset:.0f} offsets): end offset {end_offset:.0f}")
+        if latest_offset < end_offset:
+            return None, (f"partition {name} has a negative lag: latest offset {latest_offset:.0f} is "
+                          f"behind the query's end offset {end_offset:.0f} (topic recreated or "
+                          "truncated?)")
+        total += latest_offset - end_offset
+    return total, None
+
+
+def source_units_read(source: Mapping[str, Any]) -> float | None:
+    """How many of its own units (Kafka offsets, Delta files) a batch read from this source, from
+    the batch's start and end offsets; None when they do not tell (first batch, offsets that went
+    backwards, a Delta batch spanning table versions, a source counted in rows)."""
+    try:
+        description = str(source.get("description") or "")
+        start = _parse_offset(source.get("startOffset"))
+        end = _parse_offset(source.get("endOffset"))
+        if not (isinstance(start, Mapping) and isinstance(end, Mapping)):
+            return None
+        if _DELTA_SOURCE.match(description):
+            # Within one table version the offset's index counts the version's files read so far.
+            same_version = start.get("reservoirVersion") == end.get("reservoirVersion")
+            i0, i1 = start.get("index"), end.get("index")
+            if same_version and _isfinite_float(i0) and _isfinite_float(i1) and i1 >= i0:
+                return float(i1 - i0)
+            return None
+        if not _is_kafka(description, _metrics_of(source)):
+            return None
+        start_leaves = dict(_numeric_leaves(start))
+        end_leaves = dict(_numeric_leaves(end))
+        if not end_leaves:
+            return None
+        total = 0.0
+        for path, end_offset in end_leaves.items():
+            start_offset = start_leaves.get(path)
+            if start_offset is None or start_offset < 0 or end_offset < start_offset:
+                return None
+            total += end_offset - start_offset
+        return total
+    except Exception:  # malformed progress: no measurement, never an error
+        return None
+
+
+def batch_rows_per_unit(source: Mapping[str, Any]) -> float | None:
+    """Rows per unit (offset, file) one batch of this source read; None if it does not tell.
+
+    A Kafka offset holds at most one record (transaction markers and compacted records leave
+    offsets without one), so a batch reporting more rows than offsets is not a measurement.
+    """
+    units = source_units_read(source)
+    rows = _metric(source, "numInputRows") if isinstance(source, Mapping) else None
+    if units is None or units <= 0 or rows is None or rows < 0:
+        return None
+    ratio = rows / units
+    kafka = _is_kafka(str(source.get("description") or ""), _metrics_of(source))
+    return None if kafka and ratio > 1.0 else ratio
+
+
+# Before any batch of a source was measured: one row per Kafka offset, an upper bound (see
+# batch_rows_per_unit). Files hold any number of rows, so they have no default.
+DEFAULT_ROWS_PER_UNIT: dict[str, float] = {"offsets": 1.0}
+
+
+def in_rows(backlog: SourceBacklog, rows_per_unit: float | None) -> SourceBacklog:
+    """The source's backlog with its conversion to rows (``rows_per_unit``, learned from its
+    batches; else the unit's default), or with a problem saying why it cannot be converted."""
+    if backlog.backlog is None or backlog.unit == "rows":
+        return backlog
+    rate = rows_per_unit if rows_per_unit is not None else DEFAULT_ROWS_PER_UNIT.get(backlog.unit)
+    if rate is None:
+        unit = backlog.unit[:-1] if backlog.unit.endswith("s") else backlog.unit
+        return replace(backlog, rows_per_unit=None, problem=(
+            f"{backlog.backlog:.0f} {backlog.unit} behind, not counted: rows per {unit} not known until "
+            "a batch shows how many it read"))
+    return replace(backlog, rows_per_unit=rate, problem=None)
+
+
+def query_backlog(sources: Any, rows_per_unit: Mapping[str, float] | None = None,
+                  ) -> tuple[float | None, tuple[SourceBacklog, ...]]:
+    """(the query's backlog in rows, or None; per-source backlogs with their conversion to rows).
+
+    ``rows_per_unit`` maps a source's description to what its batches showed (the recorder learns
+    it over recent batches); a source not in it uses its own batch, then the unit's default. The
+    query's backlog sums the sources known in rows; a source in a unit that cannot be converted is
+    left out (its ``problem`` says so); a source whose lag makes no sense makes the whole query's
+    backlog unknown (None), so no decision is taken on it.
+    """
+    learned = rows_per_unit or {}
+    per_source = []
+    for source in sources or ():
+        if not isinstance(source, Mapping):
+            continue
+        backlog = source_backlog(source)
+        rate = learned.get(backlog.description)
+        per_source.append(in_rows(backlog, rate if rate is not None else batch_rows_per_unit(source)))
+    if any(s.nonsense for s in per_source):
+        return None, tuple(per_source)
+    known = [s.rows for s in per_source if s.rows is not None]
+    return (sum(known) if known else None), tuple(per_source)
+
+
+def backlog_problem(per_source: tuple[SourceBacklog, ...]) -> str | None:
+    """One line for people: why a query has no backlog signal, or what its backlog leaves out."""
+    nonsense = [s for s in per_source if s.nonsense]
+    if nonsense:
+        return "no backlog signal: " + "; ".join(f"{s.description}: {s.problem}" for s in nonsense)
+    partial = [s for s in per_source if s.problem]
+    return "; ".join(f"{s.description}: {s.problem}" for s in partial) or None
+
+
+def _learned_rates(samples: Mapping[str, deque[tuple[float, float]]]) -> dict[str, float]:
+    rates = {}
+    for description, batches in samples.items():
+        units = sum(u for _, u in batches)
+        if units > 0:
+            rates[description] = sum(r for r, _ in batches) / units
+    return rates
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,8 +343,9 @@ class QueryProgress:
     last_batch_id: int | None = None
     input_rate: float = 0.0
     processed_rate: float = 0.0
-    backlog: float | None = None
+    backlog: float | None = None  # rows (see query_backlog)
     backlog_sources: tuple[SourceBacklog, ...] = ()
+    backlog_problem: str | None = None
     last_batch_duration_ms: float | None = None
     last_progress_time: float | None = None  # progress or idle event: liveness
     trigger_interval_ms: float | None = None  # None: unknown, or the default trigger
@@ -203,6 +370,9 @@ class _QueryState:
     processed_rate: float = 0.0
     backlog: float | None = None
     backlog_sources: tuple[SourceBacklog, ...] = ()
+    backlog_problem: str | None = None
+    # Per source description: (rows, units) read by recent batches, to convert its backlog to rows.
+    unit_samples: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
     last_batch_duration_ms: float | None = None
     last_progress_time: float | None = None
     trigger_interval_ms: float | None = None
@@ -218,7 +388,8 @@ class _QueryState:
             input_rows=self.input_rows, batch_duration_ms=self.batch_duration_ms,
             batch_ids=tuple(self.batch_ids), last_batch_id=self.last_batch_id,
             input_rate=self.input_rate, processed_rate=self.processed_rate, backlog=self.backlog,
-            backlog_sources=self.backlog_sources, last_batch_duration_ms=self.last_batch_duration_ms,
+            backlog_sources=self.backlog_sources, backlog_problem=self.backlog_problem,
+            last_batch_duration_ms=self.last_batch_duration_ms,
             last_progress_time=self.last_progress_time, trigger_interval_ms=self.trigger_interval_ms,
             active=self.active, exception=self.exception, failed_batches=self.failed_batches,
             started_time=self.started_time, terminated_time=self.terminated_time)
@@ -285,10 +456,20 @@ class ProgressRecorder(StreamingQueryListener):
             state.trigger_interval_ms = None  # the new run may use another trigger
             self._queries.move_to_end(state.query_id)
 
+    def rows_per_unit(self, query_id: str) -> dict[str, float]:
+        """Per source description of the query: rows per offset (or file) its recent batches read."""
+        with self._lock:
+            state = self._queries.get(str(query_id))
+            return _learned_rates(state.unit_samples) if state else {}
+
     def record_progress(self, progress_json: Mapping[str, Any], now: float) -> None:
         """Record one ``StreamingQueryProgress.json`` (already parsed into a dict)."""
         query_id = str(progress_json.get("id"))
-        backlog, sources = query_backlog(progress_json.get("sources"))
+        raw_sources = progress_json.get("sources")
+        sources = [s for s in raw_sources if isinstance(s, Mapping)] if isinstance(raw_sources, list) else []
+        # What each source's batch read, in its own unit (parsed outside the lock).
+        measured = [(source_backlog(s).description, s.get("numInputRows"), source_units_read(s),
+                     batch_rows_per_unit(s)) for s in sources]
         durations = progress_json.get("durationMs") or {}
         duration = finite_float(durations.get("triggerExecution"), math.nan) if isinstance(
             durations, Mapping) else math.nan
@@ -306,13 +487,19 @@ class ProgressRecorder(StreamingQueryListener):
             state.last_progress_time = now
             state.input_rate = finite_float(progress_json.get("inputRowsPerSecond"))
             state.processed_rate = finite_float(progress_json.get("processedRowsPerSecond"))
-            state.backlog = backlog
-            state.backlog_sources = sources
             if not math.isnan(duration):
                 state.last_batch_duration_ms = duration
             # A batch is counted once: progress for an already seen batch id (older Spark's
-            # no-data reports, a replay) updates the gauges above but not the counters.
-            if batch_id is not None and batch_id in state.batch_ids:
+            # no-data reports, a replay) updates the gauges but not the counters.
+            new_batch = batch_id is None or batch_id not in state.batch_ids
+            if new_batch:
+                for description, rows, units, ratio in measured:
+                    if ratio is not None and units:
+                        samples = state.unit_samples.setdefault(description, deque(maxlen=UNIT_SAMPLES))
+                        samples.append((finite_float(rows), float(units)))
+            state.backlog, state.backlog_sources = query_backlog(sources, _learned_rates(state.unit_samples))
+            state.backlog_problem = backlog_problem(state.backlog_sources)
+            if not new_batch:
                 return
             state.batches += 1
             state.input_rows += int(finite_float(progress_json.get("numInputRows")))
@@ -331,11 +518,13 @@ class ProgressRecorder(StreamingQueryListener):
                 state.active = True
             state.input_rate = 0.0
             state.processed_rate = 0.0
+            # Only a usable backlog becomes 0: idling says nothing about a lag that made no sense.
             if state.backlog is not None:
                 state.backlog = 0.0
                 state.backlog_sources = tuple(
-                    SourceBacklog(s.description, None if s.backlog is None else 0.0, s.unit)
+                    s if s.backlog is None else replace(s, backlog=0.0, problem=None)
                     for s in state.backlog_sources)
+                state.backlog_problem = backlog_problem(state.backlog_sources)
 
     def record_terminated(self, query_id: str, exception: str | None, now: float) -> None:
         with self._lock:

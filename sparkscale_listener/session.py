@@ -79,9 +79,18 @@ def autoscale(session_or_builder: Any) -> SparkSession:
         # driver's class loader here (Spark loads plugins, and py4j finds classes, through it).
         JvmBridge.add_to_driver_classpath(jvm, jar)
     # Executors load every spark.plugins class too (an executor without it exits): they get the
-    # jar through spark.jars.
-    builder.config("spark.jars", _append_csv(options.get("spark.jars"), str(jar)))
-    builder.config("spark.plugins", _append_csv(options.get("spark.plugins"), PLUGIN_CLASS))
+    # jar through spark.jars. The builder's spark.jars replaces the driver JVM's when the session
+    # starts, so it must hold the jars the JVM already has: those spark-submit put there from
+    # --jars and from --packages / spark.jars.packages, which it resolves when it starts.
+    jars = _append_csv(submitted.get("spark.jars"), str(jar))
+    plugins = _append_csv(submitted.get("spark.plugins"), PLUGIN_CLASS)
+    if jvm is None and submitted.get("spark.jars.packages"):
+        # Start the driver JVM now, with this builder's settings, and read back what spark-submit
+        # resolved the packages into.
+        jvm = JvmBridge.launch_driver_jvm({**options, "spark.jars": jars, "spark.plugins": plugins})
+        jars = _append_csv(JvmBridge.submitted_conf(jvm).get("spark.jars"), str(jar))
+    builder.config("spark.jars", jars)
+    builder.config("spark.plugins", plugins)
     return _attach(_start_session(builder, jar))
 
 
@@ -161,9 +170,15 @@ def refuse_dynamic_allocation(conf: dict[str, str]) -> None:
 
 def _append_csv(existing: str | None, item: str) -> str:
     items = [x.strip() for x in (existing or "").split(",") if x.strip()]
-    if item not in items:
+    # spark-submit hands local jars back as file: URIs: the same jar must not be added twice.
+    if item not in items and item not in (_local_path(x) for x in items):
         items.append(item)
     return ",".join(items)
+
+
+def _local_path(uri: str) -> str:
+    return uri[len("file://"):] if uri.startswith("file://") else uri[len("file:"):] \
+        if uri.startswith("file:") else uri
 
 
 def _attach(spark: SparkSession) -> SparkSession:

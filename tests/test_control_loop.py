@@ -79,3 +79,33 @@ def test_a_rollback_is_the_first_decision_of_its_tick() -> None:
     assert [e.kind for e in h.recorded.events][-2:] == ["rollback", "pause"]
     assert h.realizer.calls[-1][:2] == ("realize", 2)
     assert [d["action"] for d in h.autoscaler.decisions()][-2:] == ["rollback", "none"]
+
+
+def test_lost_listener_events_restart_the_window_and_are_reported() -> None:
+    h = LoopHarness(cfg(initialExecutors="2", metricsWindow="30s", stabilizationInterval="0s"))
+    for t in range(10, 60, 10):
+        h.tick(sample(t, live=2, events_lost=3))  # lost before we started: no news
+    assert not [e for e in h.recorded.events if e.details.get("situation") == "events-lost"]
+    [decision] = h.tick(sample(60, live=2, events_lost=5))
+    assert "collecting metrics: 0s of the 30s window" in decision.reason
+    (event,) = [e for e in h.recorded.events if e.details.get("situation") == "events-lost"]
+    assert event.severity == "warning" and event.reason.startswith("2 listener event(s) lost")
+    assert h.autoscaler.status()["events_lost"] == 5
+    for t in (70, 80):
+        assert "collecting metrics" in h.tick(sample(t, live=2, events_lost=5))[0].reason
+    assert "collecting" not in h.tick(sample(90, live=2, events_lost=5))[0].reason  # a full window
+
+
+def test_a_batch_job_beside_no_streaming_query_keeps_the_executors_it_uses() -> None:
+    # No streaming query, but a batch job with 20 pending or running tasks (4 slots an executor):
+    # as Spark's own allocation would, it keeps 5 executors, not minExecutors.
+    h = LoopHarness(cfg(initialExecutors="2", maxExecutors="10", metricsWindow="30s",
+                        stabilizationInterval="0s"))
+    decisions = [h.tick(sample(t, live=2, other_tasks=20))[0] for t in range(10, 60, 10)]
+    up = [d for d in decisions if d.action == "scale_up" and d.applied]
+    assert [(d.from_executors, d.to_executors) for d in up] == [(2, 5)]
+    assert "other jobs (not streaming) have up to 20 pending or running tasks" in up[0].reason
+    # The batch job ends: executors go back after scaleDownInterval like any scale-down.
+    later = [h.tick(sample(t, live=5, other_tasks=0))[0] for t in range(60, 500, 10)]
+    downs = [d for d in later if d.action == "scale_down" and d.applied]
+    assert downs and downs[0].time - 60 >= h.config.scale_down_interval_s

@@ -240,6 +240,43 @@ def test_decommission_refused_without_decommission_enabled(env: Env) -> None:
     assert env.bridge.decommission_executors([]) == []
 
 
+def test_a_task_whose_end_event_was_lost_ages_out(env: Env) -> None:
+    # Spark drops listener events when a queue is full. A task whose end never arrives would stay
+    # "running" forever: busy time growing without bound, its executor never idle. Fed Spark's
+    # own events (parsed by its JsonProtocol) into a fresh listener, without the task's end.
+    jvm = env.spark.sparkContext._jvm
+    listener = jvm.io.sparkscale.bridge.SparkscaleListener(env.spark.sparkContext._jsc.sc().conf())
+    t0 = 1_700_000_000_000
+    task = {"Task ID": 9001, "Index": 0, "Attempt": 0, "Partition ID": 0, "Launch Time": t0,
+            "Executor ID": "7", "Host": "h", "Locality": "PROCESS_LOCAL", "Speculative": False,
+            "Getting Result Time": 0, "Finish Time": 0, "Failed": False, "Killed": False,
+            "Accumulables": []}
+    events = [
+        {"Event": "SparkListenerExecutorAdded", "Timestamp": t0, "Executor ID": "7",
+         "Executor Info": {"Host": "h", "Total Cores": 2, "Log Urls": {}}},
+        {"Event": "SparkListenerTaskStart", "Stage ID": 900, "Stage Attempt ID": 0, "Task Info": task},
+        {"Event": "SparkListenerStageCompleted", "Stage Info": {
+            "Stage ID": 900, "Stage Attempt ID": 0, "Stage Name": "lost", "Number of Tasks": 1,
+            "RDD Info": [], "Parent IDs": [], "Details": "", "Submission Time": t0,
+            "Completion Time": t0 + 1000, "Accumulables": [], "Resource Profile Id": 0}},
+    ]
+    handlers = {"SparkListenerExecutorAdded": listener.onExecutorAdded,
+                "SparkListenerTaskStart": listener.onTaskStart,
+                "SparkListenerStageCompleted": listener.onStageCompleted}
+    for event in events:
+        handlers[event["Event"]](jvm.org.apache.spark.util.JsonProtocol.sparkEventFromJson(json.dumps(event)))
+
+    def at(ms: int) -> tuple[int, float, int]:
+        snap = listener.snapshot("app", t0 + ms)
+        executor, totals = snap.get("executors").get("7"), snap.get("totals")
+        return executor.get("runningTasks"), totals.get("busyMs"), totals.get("tasksAgedOut")
+
+    # Within the grace a straggler may still end; it ran at most until its stage completed.
+    assert at(20_000) == (1, 1000.0, 0)
+    assert at(31_000) == (0, 1000.0, 1)  # 30 s after its stage completed: its end was lost
+    assert at(90_000) == (0, 1000.0, 1)  # its busy time neither grows nor goes back
+
+
 def test_kill_idle_executor_is_seen_removed(env: Env) -> None:
     # Baseline first (a kill before any request would leave the cluster manager a target of
     # zero: the empty-target trap), then kill one idle executor.

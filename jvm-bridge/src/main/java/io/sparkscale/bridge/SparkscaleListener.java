@@ -23,6 +23,7 @@ import org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate;
 import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.scheduler.SparkListenerTaskStart;
@@ -45,6 +46,11 @@ public class SparkscaleListener extends SparkListener {
   static final int MAX_BATCHES_PER_QUERY = 64;
   static final int MAX_QUERIES = 256;
   static final int MAX_REASON_CHARS = 300;
+  static final int MAX_COMPLETED_STAGES = 2000;
+  // A task still "running" this long after its stage completed or its executor was removed lost
+  // its end event (Spark drops events when a listener queue is full): without its end it would
+  // stay busy forever and keep its executor from ever looking idle.
+  static final long AGE_OUT_MS = 30_000L;
 
   static final class Executor {
     String host;
@@ -86,7 +92,11 @@ public class SparkscaleListener extends SparkListener {
   }
 
   /** @param tag null when the task's stage belongs to no streaming query */
-  record RunningTask(String executorId, long launchMs, Tag tag) {
+  record RunningTask(String executorId, long launchMs, Tag tag, long stageKey) {
+  }
+
+  private static long stageKey(int stageId, int attempt) {
+    return ((long) stageId << 20) | (attempt & 0xFFFFF);
   }
 
   private final long heapMaxBytes;
@@ -98,6 +108,12 @@ public class SparkscaleListener extends SparkListener {
   private final HashMap<Long, RunningTask> running = new HashMap<>();
   private final HashMap<Integer, Tag> stageTags = new HashMap<>();
   private final HashMap<Integer, Tag> jobTags = new HashMap<>();
+  private final LinkedHashMap<Long, Long> completedStages = new LinkedHashMap<>() {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<Long, Long> eldest) {
+      return size() > MAX_COMPLETED_STAGES;
+    }
+  };
   private final LinkedHashMap<String, Query> queries = new LinkedHashMap<>(16, 0.75f, true) {
     @Override
     protected boolean removeEldestEntry(Map.Entry<String, Query> eldest) {
@@ -111,6 +127,7 @@ public class SparkscaleListener extends SparkListener {
   private long tasksFinished;
   private long tasksFailed;
   private long tasksKilled;
+  private long tasksAgedOut;
   private double gcMs;
   private double runMs;
   private long executorsAdded;
@@ -237,7 +254,15 @@ public class SparkscaleListener extends SparkListener {
     Executor e = executor(info.executorId(), info.host(), info.launchTime());
     e.runningTasks++;
     // The tag travels with the task: its end may arrive after the job has ended (e.g. speculative copies).
-    running.put(info.taskId(), new RunningTask(info.executorId(), info.launchTime(), stageTags.get(event.stageId())));
+    running.put(info.taskId(), new RunningTask(info.executorId(), info.launchTime(), stageTags.get(event.stageId()),
+        stageKey(event.stageId(), event.stageAttemptId())));
+  }
+
+  @Override
+  public synchronized void onStageCompleted(SparkListenerStageCompleted event) {
+    StageInfo info = event.stageInfo();
+    long done = info.completionTime().isDefined() ? (Long) info.completionTime().get() : System.currentTimeMillis();
+    completedStages.put(stageKey(info.stageId(), info.attemptNumber()), done);
   }
 
   @Override
@@ -310,16 +335,19 @@ public class SparkscaleListener extends SparkListener {
 
   /** One consistent view of all counters; times are epoch ms, durations ms, counters cumulative. */
   public Map<String, Object> snapshot(String appId) {
-    long now = System.currentTimeMillis();
+    return snapshot(appId, System.currentTimeMillis());
+  }
+
+  /** {@link #snapshot(String)} as of {@code now} (epoch ms). */
+  public Map<String, Object> snapshot(String appId, long now) {
     synchronized (this) {
+      ageOutLostTasks(now);
       // Elapsed part of running tasks, per executor and per query.
       HashMap<String, Double> inflightByExec = new HashMap<>();
       HashMap<String, Double> inflightByQuery = new HashMap<>();
       double inflight = 0;
       for (RunningTask rt : running.values()) {
-        Executor e = executors.get(rt.executorId());
-        long end = e != null && e.removedMs != null ? Math.min(now, e.removedMs) : now;
-        double elapsed = Math.max(0L, end - rt.launchMs());
+        double elapsed = Math.max(0L, lastPossibleEnd(rt, now) - rt.launchMs());
         inflight += elapsed;
         inflightByExec.merge(rt.executorId(), elapsed, Double::sum);
         if (rt.tag() != null) {
@@ -355,6 +383,7 @@ public class SparkscaleListener extends SparkListener {
       totals.put("tasksFinished", tasksFinished);
       totals.put("tasksFailed", tasksFailed);
       totals.put("tasksKilled", tasksKilled);
+      totals.put("tasksAgedOut", tasksAgedOut);
       totals.put("gcMs", gcMs);
       totals.put("runMs", runMs);
       totals.put("executorsAdded", executorsAdded);
@@ -397,6 +426,44 @@ public class SparkscaleListener extends SparkListener {
   }
 
   // ---------------------------------------------------------------- helpers
+
+  /** A running task ended at the latest when its stage completed or its executor was removed. */
+  private long lastPossibleEnd(RunningTask rt, long now) {
+    long end = now;
+    Executor e = executors.get(rt.executorId());
+    if (e != null && e.removedMs != null) {
+      end = Math.min(end, e.removedMs);
+    }
+    Long stageDone = completedStages.get(rt.stageKey());
+    return stageDone != null ? Math.min(end, stageDone) : end;
+  }
+
+  /**
+   * Forget running tasks whose end event was lost (see {@link #AGE_OUT_MS}), counted in tasksAgedOut. Their time up to
+   * the last possible end stays in the busy counters, so that no counter ever goes down.
+   */
+  private void ageOutLostTasks(long now) {
+    running.values().removeIf(rt -> {
+      long end = lastPossibleEnd(rt, now);
+      if (end == now || now - end < AGE_OUT_MS) {
+        return false;
+      }
+      tasksAgedOut++;
+      double busy = Math.max(0L, end - rt.launchMs());
+      finishedBusyMs += busy;
+      Executor e = executors.get(rt.executorId());
+      if (e != null) {
+        e.busyMs += busy;
+        if (e.runningTasks > 0) {
+          e.runningTasks--;
+        }
+      }
+      if (rt.tag() != null) {
+        query(rt.tag().queryId()).busyMs += busy;
+      }
+      return true;
+    });
+  }
 
   private static double slotMs(Executor e, long now) {
     long end = e.removedMs != null ? Math.min(now, e.removedMs) : now;

@@ -1,0 +1,383 @@
+"""Kafka end to end: a real broker (tests/kafka_broker.py), Spark's own Kafka connector, the job of
+``examples/kafka_job.py`` on a real multi-executor cluster (local-cluster), and the autoscaler
+deciding from the topic's lag.
+
+Every record is ``k<id>`` -> ``<id>``; each scenario ends with every record in the file sink
+exactly once (count and distinct keys) and no failed task. Every wait is a condition with a
+generous deadline; nothing here depends on how fast the machine is beyond those deadlines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+from kafka_broker import KafkaBroker, KeyedProducer, connector_jars
+from test_spark_versions import REPO, python_with_pyspark
+
+from examples.kafka_job import build_session, enrich, read_topic, start_query
+from sparkscale_listener import autoscaler
+from sparkscale_listener.bridge import JvmBridge
+from sparkscale_listener.bridge_jars import installed_versions
+from sparkscale_listener.progress import kafka_lag
+from sparkscale_listener.testing.demo import (
+    cluster_conf,
+    quiet_executor_removal_noise,
+    read_event_log,
+    wait_for,
+)
+
+pytestmark = pytest.mark.spark
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the cluster stays on loopback, like the broker
+
+COST_S = 0.01  # per record: one 1-core executor reads about 100 records/s
+MAX_OFFSETS = 1000  # per micro-batch: ten seconds of work for one executor
+# Every batch pays a fixed price per task (8 partitions: 8 tasks, each with a Python worker and a
+# file to write): a trigger of a few seconds keeps that small next to the records' own work.
+TRIGGER = "2 seconds"
+SMOKE_JOB = REPO / "tests" / "kafka" / "smoke_job.py"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    with KafkaBroker(tmp_path_factory.mktemp("kafka")).start() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def connector() -> list[Path]:
+    """Spark's Kafka connector for the Spark of this process, as jars for spark.jars."""
+    spark_version, scala = installed_versions()
+    version, jars = connector_jars(spark_version, scala, Path(pyspark.__file__).parent / "jars")
+    assert version.split(".")[0] == spark_version.split(".")[0], (version, spark_version)
+    return jars
+
+
+def session(name: str, workdir: Path, jars: list[Path], **keys: str) -> Any:
+    extra = {"spark.ui.enabled": "false", "spark.sql.streaming.numRecentProgressUpdates": "1000",
+             **{f"spark.sparkscale.{k}": v for k, v in keys.items()}}
+    spark = build_session(name, connector_jars=jars, conf=cluster_conf(workdir, extra=extra))
+    spark.sparkContext.setLogLevel("ERROR")
+    quiet_executor_removal_noise(spark)
+    return spark
+
+
+def start_job(spark: Any, broker: KafkaBroker, topic: str, workdir: Path, **options: str) -> Any:
+    frame = read_topic(spark, broker.bootstrap, topic, MAX_OFFSETS, options=options)
+    return start_query(enrich(frame, COST_S), workdir / f"{topic}-out", workdir / f"{topic}-checkpoint",
+                       name=topic, trigger=TRIGGER)
+
+
+def offsets(source: dict[str, Any], key: str) -> dict[str, Any] | None:
+    value = source.get(key)
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def lag(progress: dict[str, Any] | None) -> float | None:
+    """The topic's lag in offsets at the start of the progress's batch."""
+    if not progress:
+        return None
+    source = progress["sources"][0]
+    return kafka_lag(offsets(source, "endOffset"), offsets(source, "latestOffset"))[0]
+
+
+def consumed(query: Any) -> int:
+    """Offsets read by the query's completed batches (its last end offsets, summed)."""
+    progress = query.lastProgress
+    end = offsets(progress["sources"][0], "endOffset") if progress else None
+    return int(sum(sum(partitions.values()) for partitions in (end or {}).values()))
+
+
+def applied(scaler: Any, action: str) -> list[dict[str, Any]]:
+    return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
+
+
+def query_evaluation(decision: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(q for q in (decision.get("queries") or {}).values() if q["name"] == name)
+
+
+def finish(spark: Any, query: Any, producer: KeyedProducer, workdir: Path, topic: str) -> None:
+    """Stop producing, let the query read everything, stop it; then every record is in the sink
+    exactly once and no task failed. (Records of a topic are k0, k1, ...: a producer that
+    continued another one's ids ends at the topic's total.)"""
+    producer.close()
+    sent = producer.next_id
+    wait_for(lambda: consumed(query) >= sent or query.exception(), 300,
+             what=f"the query to read all {sent} records")
+    assert query.exception() is None, query.exception()
+    query.stop()
+    sink = spark.read.json(str(workdir / f"{topic}-out"))
+    keys = {row.key for row in sink.select("key").collect()}
+    assert sink.count() == sent, "each record written once"
+    assert keys == {f"k{i}" for i in range(sent)}, "every record written"
+    assert JvmBridge(spark.sparkContext).snapshot()["totals"]["tasksFailed"] == 0
+
+
+def scaling_events(workdir: Path) -> list[dict[str, Any]]:
+    return [e for e in read_event_log(workdir / "events") if e["Event"].endswith("ScalingEvent")]
+
+
+def lag_timeline(query: Any) -> list[tuple[float, float]]:
+    """(epoch seconds when the batch's progress was reported, lag in offsets at that batch)."""
+    out = []
+    for p in query.recentProgress:
+        value = lag(p)
+        if value is None:
+            continue
+        started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+        out.append((started + p["durationMs"].get("triggerExecution", 0) / 1000.0, value))
+    return out
+
+
+def show(scaler: Any, query: Any) -> None:
+    """What happened, for the log of a failing test: decisions that did something, and the lag."""
+    for d in scaler.decisions():
+        if d["action"] != "none" or d["applied"]:
+            notes = [q["note"] for q in (d.get("queries") or {}).values()]
+            print(f"{d['time']:.0f} {d['action']} {d['from_executors']}->{d['to_executors']} "
+                  f"applied={d['applied']}: {d['reason'][:400]} | {notes}")
+    print("lag:", [(round(t) % 1000, int(v)) for t, v in lag_timeline(query)])
+
+
+def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
+        broker: KafkaBroker, connector: list[Path], tmp_path: Path) -> None:
+    topic = "orders8"
+    broker.create_topic(topic, 8)
+    # Executors given back in one step, not halved tick by tick: the test is about whether, not how.
+    spark = session("kafka-steps", tmp_path, connector, **{"scaleDown.maxFactor": "1.0"})
+    scaler = autoscaler(spark)
+    producer = broker.producer(topic)
+    producer.set_rate(20)
+    query = start_job(spark, broker, topic, tmp_path)
+    try:
+        wait_for(lambda: scaler.status()["live_executors"] == 1 and len(scaler.decisions()) >= 3, 120,
+                 what="the baseline of 1 executor and the first decisions")
+        assert not applied(scaler, "scale_up"), "the low load fits one executor"
+        producer.set_rate(100)  # more than one executor reads (about 75/s): the lag grows
+        up = wait_for(lambda: next(iter(applied(scaler, "scale_up")), None), 180,
+                      what="a scale-up for the growing lag")
+        assert up["to_executors"] > up["from_executors"]
+        evaluation = query_evaluation(up, topic)
+        # The lag is part of the demand: its growth in the arrival rate, its size in the reason.
+        assert evaluation["backlog"] > 0 and evaluation["backlog_growth_rate"] > 0, evaluation
+        assert evaluation["target_rate"] > evaluation["input_rate"], evaluation
+        named = re.search(r"backlog (\d+) rows", up["reason"])
+        assert named and int(named.group(1)) > 0, up["reason"]
+        wait_for(lambda: scaler.status()["live_executors"] >= 2, 120, what="the added executors")
+        # Still at the high load: the larger cluster works the lag off, until a batch reads all
+        # that waits (no lag at its start) instead of its maxOffsetsPerTrigger.
+        wait_for(lambda: lag(query.lastProgress) == 0, 300,
+                 what="the lag to be worked off at the high load")
+        # The load falls away. (A trickle of records would do as well on a quiet machine; on a busy
+        # one each of the 8 tasks of a batch costs tenths of a second however few its records, and
+        # that fixed cost keeps more than one executor busy.)
+        producer.set_rate(0)
+        wait_for(lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1, 240,
+                 what="executors given back after the load fell")
+        down = applied(scaler, "scale_down")[-1]
+        assert down["time"] > up["time"] and down["to_executors"] < down["from_executors"]
+        finish(spark, query, producer, tmp_path, topic)
+    finally:
+        show(scaler, query)
+        producer.__exit__(None, None, None)
+        query.stop()
+        spark.stop()
+    events = scaling_events(tmp_path)
+    assert any(e["action"] == "scale_up" and "backlog" in e["reason"] for e in events), events
+    assert any(e["action"] == "scale_down" for e in events), events
+
+
+def test_a_waiting_backlog_is_sized_from_the_lag_and_holds_executors_while_above_the_threshold(
+        broker: KafkaBroker, connector: list[Path], tmp_path: Path) -> None:
+    topic = "backfill"
+    broker.create_topic(topic, 8)
+    with broker.producer(topic) as backlog:  # a consumer that was stopped while these arrived
+        backlog.send(4000)
+    producer = broker.producer(topic, first_id=4000)
+    rate = 20.0
+    producer.set_rate(rate)
+    spark = session("kafka-backlog", tmp_path, connector)
+    scaler = autoscaler(spark)
+    config = scaler.config
+    query = start_job(spark, broker, topic, tmp_path)
+    try:
+        up = wait_for(lambda: next(iter(applied(scaler, "scale_up")), None), 180,
+                      what="a scale-up for the waiting backlog")
+        evaluation = query_evaluation(up, topic)
+        # Sized from the lag: the backlog (in rows: one per offset here) asks for catch-up
+        # capacity beyond what the arrival rate alone needs.
+        assert evaluation["backlog"] > config.backlog_threshold_s * rate, evaluation
+        assert evaluation["catch_up_rate"] > 0, evaluation
+        rate_only = evaluation["target_rate"] * evaluation["slot_seconds_per_row"] / config.utilization_target
+        assert evaluation["required_slots"] > rate_only, evaluation
+        assert "backlog" in up["reason"]
+        wait_for(lambda: lag(query.lastProgress) == 0, 300, what="the backlog to be worked off")
+        # No scale-down, not even recommended, while the lag was above backlogThreshold seconds
+        # of input (that executors do come back once the load falls is the first test's part).
+        timeline = lag_timeline(query)
+        threshold = config.backlog_threshold_s * rate
+        assert max(v for _, v in timeline) > threshold, "the test must start above the threshold"
+        for down in [d for d in scaler.decisions() if d["action"] == "scale_down"]:
+            seen = [v for t, v in timeline if t <= down["time"]]
+            assert seen and seen[-1] <= threshold, (
+                f"scale-down at lag {seen[-1] if seen else None} > {threshold:.0f} rows "
+                f"({config.backlog_threshold_s:g}s of input): {down['reason']}")
+        producer.set_rate(0)
+        finish(spark, query, producer, tmp_path, topic)
+    finally:
+        show(scaler, query)
+        producer.__exit__(None, None, None)
+        query.stop()
+        spark.stop()
+    assert any(e["action"] == "scale_up" for e in scaling_events(tmp_path))
+
+
+def test_a_two_partition_topic_never_gets_more_slots_than_it_can_use(
+        broker: KafkaBroker, connector: list[Path], tmp_path: Path) -> None:
+    topic = "narrow"
+    broker.create_topic(topic, 2)
+    with broker.producer(topic) as backlog:
+        backlog.send(2000)
+    producer = broker.producer(topic, first_id=2000)
+    producer.set_rate(100)  # with the waiting records, more than two 1-core executors can read
+    spark = session("kafka-narrow", tmp_path, connector)
+    scaler = autoscaler(spark)
+    query = start_job(spark, broker, topic, tmp_path)
+    try:
+        def capped_decisions() -> list[dict[str, Any]]:
+            return [d for d in scaler.decisions() if d.get("queries")
+                    and query_evaluation(d, topic)["capped"]]
+
+        wait_for(lambda: len(capped_decisions()) >= 3 and scaler.status()["live_executors"] == 2, 240,
+                 what="decisions capped at the topic's 2 partitions, on 2 executors")
+        for d in scaler.decisions():
+            assert d["to_executors"] <= 2, d  # 1 core each: 2 executors are 2 slots
+            if d.get("queries"):
+                evaluation = query_evaluation(d, topic)
+                assert evaluation["required_slots"] <= 2 + 1e-9, evaluation
+                assert evaluation["parallelism_cap"] in (None, 2), evaluation
+        assert "capped at 2 parallel tasks" in capped_decisions()[-1]["reason"]
+        producer.set_rate(0)
+        finish(spark, query, producer, tmp_path, topic)
+    finally:
+        show(scaler, query)
+        producer.__exit__(None, None, None)
+        query.stop()
+        spark.stop()
+
+
+def test_kafka_errors_are_the_querys_own_and_the_autoscaler_carries_on(
+        broker: KafkaBroker, connector: list[Path], tmp_path: Path) -> None:
+    broker.create_topic("short", 2)
+    with broker.producer("short") as records:
+        records.send(50)
+    spark = session("kafka-bad-input", tmp_path, connector)
+    scaler = autoscaler(spark)
+    try:
+        # Offsets out of range: the query asks for offsets the log never had.
+        frame = read_topic(spark, broker.bootstrap, "short", MAX_OFFSETS,
+                           starting_offsets=json.dumps({"short": {"0": 5000, "1": 5000}}))
+        beyond = start_query(frame, tmp_path / "beyond-out", tmp_path / "beyond-checkpoint", name="beyond",
+                             trigger="1 second")
+        wait_for(lambda: not beyond.isActive, 120, what="the out-of-range query to fail")
+        assert "Some data may have been lost" in str(beyond.exception())
+
+        # The topic deleted under a running query.
+        doomed = start_job(spark, broker, "short", tmp_path)
+        wait_for(lambda: consumed(doomed) >= 50, 120, what="the query to read the topic")
+        broker.delete_topic("short")
+        wait_for(lambda: not doomed.isActive, 180, what="the query to fail on the deleted topic")
+        assert "UnknownTopicOrPartition" in str(doomed.exception())
+
+        # The autoscaler kept deciding, with no error of its own and no backlog from either.
+        decided = len(scaler.decisions())
+        wait_for(lambda: len(scaler.decisions()) >= decided + 2, 60, what="two more decisions")
+        status = scaler.status()
+        assert status["errors"] == 0 and status["last_error"] is None, status
+        assert not [d for d in scaler.decisions() if d["action"] != "none"], scaler.decisions()[-3:]
+        for d in scaler.decisions():
+            for q in (d.get("queries") or {}).values():
+                assert not q["backlog_mode"] and not q["catch_up_rate"], q
+    finally:
+        spark.stop()
+
+
+def test_a_job_without_the_connector_fails_with_sparks_own_message(tmp_path: Path) -> None:
+    # A fresh driver JVM (this process's already has the connector on its class path).
+    script = (
+        "from pyspark.sql import SparkSession\n"
+        "from sparkscale_listener import autoscale, autoscaler\n"
+        "spark = autoscale(SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false'))\n"
+        "try:\n"
+        "    spark.readStream.format('kafka').option('kafka.bootstrap.servers', '127.0.0.1:9')"
+        ".option('subscribe', 'x').load()\n"
+        "except Exception as err:\n"
+        "    print('ERROR', type(err).__name__, str(err).splitlines()[0])\n"
+        "print('STATUS', autoscaler(spark).status()['errors'])\n"
+        "spark.stop()\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.run([python_with_pyspark(None), "-c", script], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "ERROR AnalysisException" in run.stdout and "kafka" in run.stdout.lower(), run.stdout
+    assert "STATUS 0" in run.stdout
+
+
+# The oldest tested release of each older line, with its Scala (pip's 3.5 is built for 2.12).
+OLDER_LINES = (("3.5.7", "2.12"), ("4.0.1", "2.13"))
+
+
+def test_older_spark_lines_read_kafka_and_scale_for_its_lag(broker: KafkaBroker, tmp_path: Path) -> None:
+    """Each older line in its own virtualenv and driver; the two run side by side (their work is
+    mostly sleeping tasks), each on a topic of its own with a backlog waiting at start."""
+    records = 3000
+    runs = {}
+    for version, scala in OLDER_LINES:
+        python = python_with_pyspark(version)
+        jars_dir = Path(python).parents[1] / "lib" / "python3.11" / "site-packages" / "pyspark" / "jars"
+        connector_version, jars = connector_jars(version, scala, jars_dir)
+        topic = f"smoke-{version.replace('.', '-')}"
+        broker.create_topic(topic, 8)
+        with broker.producer(topic) as backlog:
+            backlog.send(records)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1"}
+        env.pop("SPARK_HOME", None)
+        workdir = tmp_path / version
+        workdir.mkdir()
+        out = open(workdir / "stdout", "w+", encoding="utf-8")  # closed in the finally below
+        err = open(workdir / "stderr", "w+", encoding="utf-8")
+        process = subprocess.Popen([python, str(SMOKE_JOB), str(workdir / "work"), broker.bootstrap, topic,
+                                    str(records), ",".join(map(str, jars))],
+                                   cwd=workdir, env=env, stdout=out, stderr=err, text=True)
+        runs[version] = (process, out, err, connector_version)
+    try:
+        for version, (process, out, err, connector_version) in runs.items():
+            process.wait(timeout=600)
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read(), err.read()
+            lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+            assert lines, f"{version}: exit {process.returncode}\n{stdout[-2000:]}\n{stderr[-4000:]}"
+            result = json.loads(lines[-1][len("RESULT "):])
+            print(f"Spark {version}, connector {connector_version}:", result)
+            assert result["spark"] == version
+            ups = [reason for action, reason in result["applied"] if action == "scale_up"]
+            assert ups and re.search(r"backlog [1-9]\d* rows", ups[0]), result["applied"]
+            assert result["count"] == records and result["distinct"] == records, result
+            assert result["failed_tasks"] == 0, result
+            assert any(e["action"] == "scale_up" for e in result["scaling_events"]), result
+    finally:
+        for process, out, err, _ in runs.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(60)
+            out.close()
+            err.close()
