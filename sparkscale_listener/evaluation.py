@@ -157,7 +157,7 @@ class BatchCostModel:
     MIN_MARGINAL_SHARE = 0.25  # beta >= this x the plain average cost per row
     OUTLIER_MADS = 3.0
 
-    def __init__(self, max_points: int = 30) -> None:
+    def __init__(self, max_points: int = 60) -> None:
         self._points: deque[tuple[float, float, float]] = deque(maxlen=max_points)
         self.last_time = -math.inf
 
@@ -244,6 +244,7 @@ class BusyTimeEvaluator(MetricEvaluator):
     def __init__(self) -> None:
         self._cost: dict[str, float] = {}  # last measured slot-seconds per row, per query id
         self._models: dict[str, BatchCostModel] = {}
+        self._fits: dict[str, tuple[float, float]] = {}  # last trustworthy (alpha, beta) per query
 
     def evaluate(self, history: Sequence[MetricSample], context: ScalingContext) -> Evaluation:
         cfg = context.config
@@ -433,6 +434,12 @@ class BusyTimeEvaluator(MetricEvaluator):
             notes.append(f"healthy: batches take {avg_batch_s:.1f}s of a {trigger_s:.0f}s trigger")
 
         fit = self._models[q.query_id].fit() if q.query_id in self._models else None
+        # The marginal cost of a row does not change when batch sizes stop varying (a steady
+        # load): the last trustworthy fit holds until a new one replaces it, bounded by this
+        # window's average cost in _sizing_cost.
+        if fit is not None:
+            self._fits[q.query_id] = fit
+        fit = self._fits.get(q.query_id)
         if fit is not None and cost is not None:
             cost = self._sizing_cost(cost, fit, rows, batches, reading_ahead=excess > 0 and not healthy)
             notes.append(f"cost {fit[1] * 1000:.1f} ms/row + {fit[0]:.2f}s/batch")

@@ -131,3 +131,17 @@ def test_the_first_batches_of_a_query_are_not_measured() -> None:
     evaluation = BusyTimeEvaluator().evaluate(samples, context)
     assert evaluation.queries["q"].slot_seconds_per_row == pytest.approx(0.01)
     assert evaluation.recommended_executors == 1
+
+
+def test_a_trustworthy_fit_outlives_a_steady_load() -> None:
+    # Varied batches once, then a long steady load of same-size batches: the points no longer
+    # identify the fit, but the marginal cost of a row has not changed; the fixed part is not
+    # charged to the rows again (which made the autoscaler hold, or flap 3 -> 2 -> 3, at a trickle).
+    evaluator = BusyTimeEvaluator()
+    history = _series(QUIET + [25] * 80, alpha=1.8, beta=0.01, live=3, trigger_ms=1000.0)
+    for end in range(20, len(history) + 1, 5):
+        window = history[:end]
+        evaluation = evaluator.evaluate(window, one_core_context(window[-1].time))
+    assert evaluation.queries["q"].slot_seconds_per_row == pytest.approx(0.25 * 0.082, rel=0.05)
+    assert BusyTimeEvaluator().evaluate(history, one_core_context(history[-1].time)) \
+        .queries["q"].slot_seconds_per_row == pytest.approx(0.082, rel=0.01)  # never fitted: average
