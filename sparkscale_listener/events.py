@@ -28,7 +28,7 @@ from .plugins import PluginContext, accepted_text, construct, load_class
 # (anything else worth a line in the log).
 EVENT_KINDS = ("scaling", "recommendation", "rollback", "pause", "resume", "stopped", "blocked",
                "capacity", "error", "notice")
-# Kinds whose every (from, to) pair is its own event when throttling.
+# Kinds of applied changes: each is its own event, never throttled as a repeat.
 _PER_CHANGE_KINDS = ("scaling", "rollback")
 # Numbers in a reason (counts, rates, times, ids like t=120s): blanked to compare situations.
 _NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?")
@@ -57,10 +57,11 @@ class AutoscalerEvent:
 
         Keyed on the kind of situation, not the exact text: reasons carry measured numbers that
         differ every tick, so keying on them would throttle nothing. An applied change
-        (scaling, rollback) is a different event for every (from, to) pair."""
-        executors = ((self.from_executors, self.to_executors) if self.kind in _PER_CHANGE_KINDS
-                     else ())
-        return (self.kind, self.action, self.severity, self.situation(), *executors)
+        (scaling, rollback) is never a repeat: 3 -> 2, 2 -> 3, 3 -> 2 within a minute are three
+        actions, each reported (only the very same event twice is)."""
+        if self.kind in _PER_CHANGE_KINDS:
+            return (self.kind, self.action, self.from_executors, self.to_executors, self.time, self.reason)
+        return (self.kind, self.action, self.severity, self.situation())
 
 
 class EventHandler(ABC):

@@ -112,11 +112,16 @@ def test_same_situation_with_other_numbers_is_throttled() -> None:
     assert rec.events[-1].details == {"suppressed": 1}
 
 
-def test_applied_changes_with_other_executor_counts_are_not_throttled() -> None:
+def test_applied_changes_are_never_throttled_as_repeats() -> None:
     rec = Recorder()
     d = EventDispatcher([rec], throttle_s=60, clock=FakeClock())
-    assert d.emit(scale_up()) is True
-    assert d.emit(dataclasses.replace(scale_up(), from_executors=4, to_executors=8)) is True
+    down = AutoscalerEvent(time=100.0, kind="scaling", reason="scale down 3 -> 2 after 16s",
+                           action="scale_down", from_executors=3, to_executors=2)
+    up = AutoscalerEvent(time=130.0, kind="scaling", reason="scale up 2 -> 3 (backlog)",
+                         action="scale_up", from_executors=2, to_executors=3)
+    assert d.emit(down) and d.emit(up)
+    assert d.emit(dataclasses.replace(down, time=150.0, reason="scale down 3 -> 2 after 18s"))
+    assert len(rec.events) == 3
 
 
 def test_throttle_zero_disables() -> None:
