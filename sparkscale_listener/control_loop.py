@@ -254,7 +254,7 @@ class Autoscaler:
             self.events.emit(AutoscalerEvent(now, "blocked", note, severity="warning",
                                              details=self.executor.details()))
         if decision.action in ("scale_up", "scale_down") and decision.to_executors != context.current_target:
-            return self.executor.apply(now, decision, self._history, context.slots_per_executor)
+            return self.executor.apply(now, decision, context)
         self.executor.reassert_after_losses(sample)
         return decision
 

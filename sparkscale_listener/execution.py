@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .config import AutoscalerConfig
-from .decisions import Decision, ScalingRecord
+from .decisions import Decision, ScalingContext, ScalingRecord
 from .events import AutoscalerEvent, EventDispatcher
 from .metrics import MetricSample
 from .policy import in_excluded_period, scaling_record
@@ -160,8 +160,7 @@ class ScalingExecutor:
         self.state.store_target(t.current)
         return True
 
-    def apply(self, now: float, decision: Decision, history: Sequence[MetricSample],
-              slots_per_executor: int = 1) -> Decision:
+    def apply(self, now: float, decision: Decision, context: ScalingContext) -> Decision:
         """Carry out a scale-up or scale-down the policy decided (or only publish it: recommend
         mode, excluded periods, a scaling rolled back before a restart); the decision as applied."""
         t = self.targets
@@ -180,12 +179,12 @@ class ScalingExecutor:
         if decision.to_executors == t.current:
             return decision
 
-        record = replace(scaling_record(decision, slots_per_executor, now),
+        record = replace(scaling_record(decision, context.slots_per_executor, now),
                          from_executors=t.current)
         # rate_before must be what the queries processed (counter deltas), the same measure the
         # checkers and the ineffective-scale-up test take after the change; the evaluation's
         # input rate is an arrival estimate that a long batch can inflate several-fold.
-        processed = processed_rates(history, t.window_start, config.metrics_window_s)
+        processed = context.processed_rates
         if processed:
             record = replace(record, rate_before={q: processed.get(q, r)
                                                   for q, r in record.rate_before.items()})

@@ -488,7 +488,8 @@ class AutoscalerState:
         self.app = app  # the key the state lives under (changed by claim() for a concurrent run)
         self.run_id = run_id
         self._on_error = on_error
-        self._claimed = run_id is None
+        # The verdict of claim(), once decided; without a run id there is nothing to decide.
+        self._verdict: str | None = "owned" if run_id is None else None
         self._seen: tuple[float, float] | None = None  # (other owner's heartbeat, when we saw it)
 
     def _guarded(self, where: str, op: Callable[[], Any], default: Any = None) -> Any:
@@ -508,8 +509,8 @@ class AutoscalerState:
         application's crashed driver. "owned": this run owns ``self.app``'s state (restore it).
         "separate": another run is alive, this run keeps its state apart (nothing to restore).
         """
-        if self._claimed:
-            return "owned" if self.app_is_shared() else "separate"
+        if self._verdict is not None:
+            return self._verdict
         owner = self._guarded("state store (owner)", lambda: self.store.get(self.app, APP_SCOPE, "owner"))
         beat = owner.get("heartbeat") if isinstance(owner, dict) else None
         fresh = (isinstance(beat, (int, float)) and not isinstance(beat, bool)
@@ -520,26 +521,23 @@ class AutoscalerState:
                 return None
             if float(beat) > self._seen[0]:  # it beats: alive, a concurrent run
                 self.app = f"{self.app} [{self.run_id}]"
-                self._claimed = True
-                return "separate"
+                self._verdict = "separate"
+                return self._verdict
             if now - self._seen[1] < stale_after_s:
                 return None
-        self._claimed = True
+        self._verdict = "owned"
         self.heartbeat(now)
-        return "owned"
-
-    def app_is_shared(self) -> bool:
-        return not self.app.endswith(f" [{self.run_id}]")
+        return self._verdict
 
     def heartbeat(self, now: float) -> None:
         """This run owns the state and is alive."""
-        if self.run_id is not None and self._claimed:
+        if self.run_id is not None and self._verdict is not None:
             self._guarded("state store", lambda: self.store.put(
                 self.app, APP_SCOPE, "owner", {"run": self.run_id, "heartbeat": now}))
 
     def release(self) -> None:
         """A clean stop: the next run need not wait for the heartbeat to go stale."""
-        if self.run_id is not None and self._claimed:
+        if self.run_id is not None and self._verdict is not None:
             self._guarded("state store", lambda: self.store.put(
                 self.app, APP_SCOPE, "owner", {"run": self.run_id, "heartbeat": None}))
 

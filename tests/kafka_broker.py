@@ -21,9 +21,11 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
+
+from sparkscale_listener.testing.demo import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_POM = REPO / "tests" / "kafka" / "pom.xml"
@@ -44,18 +46,6 @@ rootLogger.appenderRef.out.ref = OUT
 
 class KafkaError(RuntimeError):
     """The broker or one of Kafka's tools failed; the message carries its output."""
-
-
-def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.25) -> Any:
-    """Poll ``condition()`` until it is truthy; TimeoutError naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(poll_s)
 
 
 def kafka_jars() -> Path:
@@ -155,7 +145,7 @@ class KafkaBroker:
             return "Kafka Server started" in self.log_file.read_text(encoding="utf-8", errors="replace")
 
         try:
-            wait_until(serving, timeout_s, "the Kafka broker to start")
+            wait_for(serving, timeout_s, poll_s=0.25, what="the Kafka broker to start")
         except TimeoutError as err:
             self.stop()
             raise TimeoutError(f"{err}\n{self.log_tail()}") from None

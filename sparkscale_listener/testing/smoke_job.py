@@ -36,21 +36,28 @@ def _cost_per_row(path: str) -> float:
     return _cost["value"]
 
 
-def main(workdir: Path, deadline_s: float = 420.0) -> int:
-    (workdir / "events").mkdir(parents=True, exist_ok=True)
-    cost_file = workdir / "cost"
-    cost_file.write_text("0.001")
-    conf = {
+def smoke_conf(workdir: Path) -> dict[str, str]:
+    """A 3-worker local-cluster of 1-core executors that scales fast, with a plain-JSON event log
+    under ``workdir/events`` (the smoke jobs of every supported Spark line share it)."""
+    return {
         "spark.master": "local-cluster[3,1,1024]", "spark.executor.cores": "1",
         "spark.executor.memory": "512m", "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2",
+        "spark.ui.showConsoleProgress": "false",
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(workdir / "events"),
         "spark.eventLog.compress": "false",
         "spark.sparkscale.minExecutors": "1", "spark.sparkscale.maxExecutors": "3",
         "spark.sparkscale.initialExecutors": "1", "spark.sparkscale.interval": "2s",
         "spark.sparkscale.metricsWindow": "10s", "spark.sparkscale.stabilizationInterval": "4s",
-        "spark.sparkscale.scaleDownInterval": "12s", "spark.sparkscale.provisioningTimeout": "60s",
+        "spark.sparkscale.provisioningTimeout": "60s",
     }
+
+
+def main(workdir: Path, deadline_s: float = 420.0) -> int:
+    (workdir / "events").mkdir(parents=True, exist_ok=True)
+    cost_file = workdir / "cost"
+    cost_file.write_text("0.001")
+    conf = smoke_conf(workdir) | {"spark.sql.shuffle.partitions": "2",
+                                  "spark.sparkscale.scaleDownInterval": "12s"}
     builder = SparkSession.builder.appName("sparkscale-smoke")
     for key, value in conf.items():
         builder = builder.config(key, value)

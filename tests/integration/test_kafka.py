@@ -137,6 +137,14 @@ def lag_timeline(query: Any) -> list[tuple[float, float]]:
     return out
 
 
+def tear_down(spark: Any, scaler: Any, query: Any, producer: KeyedProducer) -> None:
+    """After a scenario, passed or not: its story in the log, then producer, query and session stopped."""
+    show(scaler, query)
+    producer.__exit__(None, None, None)
+    query.stop()
+    spark.stop()
+
+
 def show(scaler: Any, query: Any) -> None:
     """What happened, for the log of a failing test: decisions that did something, and the lag."""
     for d in scaler.decisions():
@@ -186,10 +194,7 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
         assert down["time"] > up["time"] and down["to_executors"] < down["from_executors"]
         finish(spark, query, producer, tmp_path, topic)
     finally:
-        show(scaler, query)
-        producer.__exit__(None, None, None)
-        query.stop()
-        spark.stop()
+        tear_down(spark, scaler, query, producer)
     events = scaling_events(tmp_path)
     assert any(e["action"] == "scale_up" and "backlog" in e["reason"] for e in events), events
     assert any(e["action"] == "scale_down" for e in events), events
@@ -233,10 +238,7 @@ def test_a_waiting_backlog_is_sized_from_the_lag_and_holds_executors_while_above
         producer.set_rate(0)
         finish(spark, query, producer, tmp_path, topic)
     finally:
-        show(scaler, query)
-        producer.__exit__(None, None, None)
-        query.stop()
-        spark.stop()
+        tear_down(spark, scaler, query, producer)
     assert any(e["action"] == "scale_up" for e in scaling_events(tmp_path))
 
 
@@ -268,10 +270,7 @@ def test_a_two_partition_topic_never_gets_more_slots_than_it_can_use(
         producer.set_rate(0)
         finish(spark, query, producer, tmp_path, topic)
     finally:
-        show(scaler, query)
-        producer.__exit__(None, None, None)
-        query.stop()
-        spark.stop()
+        tear_down(spark, scaler, query, producer)
 
 
 def test_kafka_errors_are_the_querys_own_and_the_autoscaler_carries_on(

@@ -48,6 +48,17 @@ FAST_CHECKERS: dict[str, str] = {
 }
 
 
+# A failed task is retried on another executor (excludeOnFailure's per-task rule), never twice
+# on the failing one; the failing executor itself is never excluded, so it goes on failing the
+# first attempt of every task it gets until the rollback removes it.
+RETRY_ON_ANOTHER_EXECUTOR: dict[str, str] = {
+    "spark.excludeOnFailure.enabled": "true",
+    "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": "100000",
+    "spark.excludeOnFailure.application.maxFailedTasksPerExecutor": "100000",
+    "spark.task.maxFailures": "8",
+}
+
+
 # Keys some case sets that another case must not inherit (see _forget_earlier_sessions).
 CASE_KEYS = ("spark.task.maxFailures", "spark.excludeOnFailure.enabled",
              "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor",
@@ -150,15 +161,8 @@ def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(t
     spark = session("it-rollback-task-failures", tmp_path, workers=2, extra={
         "spark.sparkscale.maxExecutors": "2",
         "spark.sparkscale.rollback.target": "last",
-        # A failed task is retried on another executor (excludeOnFailure's per-task rule), never
-        # twice on the failing one; the failing executor itself is never excluded, so it goes on
-        # failing the first attempt of every task it gets until the rollback removes it.
-        "spark.excludeOnFailure.enabled": "true",
-        "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": "100000",
-        "spark.excludeOnFailure.application.maxFailedTasksPerExecutor": "100000",
-        "spark.task.maxFailures": "8",
         "spark.sparkscale.rollback.maxRollbacks": "1",
-    })
+    } | RETRY_ON_ANOTHER_EXECUTOR)
     scaler = autoscaler(spark)
     job = None
     try:
@@ -263,11 +267,7 @@ def test_a_bad_scale_up_after_quick_scale_downs_is_undone(tmp_path: Path) -> Non
         "spark.sparkscale.initialExecutors": "3",
         "spark.sparkscale.maxExecutors": "3",
         "spark.sparkscale.rollback.target": "last",
-        "spark.excludeOnFailure.enabled": "true",
-        "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": "100000",
-        "spark.excludeOnFailure.application.maxFailedTasksPerExecutor": "100000",
-        "spark.task.maxFailures": "8",
-    })
+    } | RETRY_ON_ANOTHER_EXECUTOR)
     scaler = autoscaler(spark)
     job = None
     try:

@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO))
 from examples.kafka_job import build_session, enrich, read_topic, start_query  # noqa: E402
 from sparkscale_listener import autoscaler  # noqa: E402
 from sparkscale_listener.bridge import JvmBridge  # noqa: E402
+from sparkscale_listener.testing.smoke_job import smoke_conf  # noqa: E402
 
 
 def consumed(query: Any) -> int:
@@ -44,17 +45,7 @@ def consumed(query: Any) -> int:
 def main(workdir: Path, bootstrap: str, topic: str, records: int, jars: list[str],
          deadline_s: float = 420.0) -> int:
     (workdir / "events").mkdir(parents=True, exist_ok=True)
-    conf = {
-        "spark.master": "local-cluster[3,1,1024]", "spark.executor.cores": "1",
-        "spark.executor.memory": "512m", "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(workdir / "events"),
-        "spark.eventLog.compress": "false",
-        "spark.sparkscale.minExecutors": "1", "spark.sparkscale.maxExecutors": "3",
-        "spark.sparkscale.initialExecutors": "1", "spark.sparkscale.interval": "2s",
-        "spark.sparkscale.metricsWindow": "10s", "spark.sparkscale.stabilizationInterval": "4s",
-        "spark.sparkscale.catchUpDuration": "30s", "spark.sparkscale.provisioningTimeout": "60s",
-    }
+    conf = smoke_conf(workdir) | {"spark.sparkscale.catchUpDuration": "30s"}
     spark = build_session("sparkscale-kafka-smoke", connector_jars=jars, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     scaler = autoscaler(spark)
