@@ -11,7 +11,7 @@ JAR := $(patsubst %,sparkscale_listener/jars/sparkscale-bridge-%.jar,spark3.5_2.
 JAVA_SOURCES := $(shell find jvm-bridge/src -type f 2>/dev/null) \
   $(wildcard jvm-bridge/pom.xml jvm-bridge/lines/*/pom.xml jvm-bridge/.mvn/*.config)
 
-.PHONY: env bridge test test-fast demo lint bench clean check-java browser promtool
+.PHONY: env bridge test test-fast demo lint bench bench-decisions bench-real clean check-java browser promtool
 
 env: $(VENV)/.installed
 
@@ -88,8 +88,22 @@ demo: $(JAR)
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
+# Benchmarks run on purpose, never in CI; each prints its numbers and writes benchmarks/results/.
+# What running it costs: the bridge's event throughput, the snapshot, the tick, batch latency.
 bench: $(JAR)
-	$(PY) benchmarks/bench_listener_overhead.py
+	$(PY) benchmarks/bench_cost.py
+
+# Decision quality in the simulator: sparkscale against static sizing, Spark's dynamic allocation,
+# the DStreams rule and an occupancy rule, on steps, a spike, a compressed day, a ramp, a backlog.
+bench-decisions: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) benchmarks/bench_decisions.py
+
+# The same comparison on real Spark (a loopback standalone cluster): sparkscale, static-peak and
+# Spark's dynamic allocation, side by side on a step load and a compressed day (about 30 minutes).
+bench-real: $(JAR)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) benchmarks/bench_real_spark.py
 
 clean:
 	rm -rf jvm-bridge/build sparkscale_listener/jars .pytest_cache

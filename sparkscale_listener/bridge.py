@@ -230,13 +230,14 @@ class JvmBridge:
         return [e for e in text.split(",") if e]
 
     def kill_idle_executors(self, ids: Sequence[str]) -> list[str]:
-        """Kill with force=false: the scheduler itself skips an executor that picked up a task
-        since we looked, so a busy executor is never killed (its tasks would be re-run)."""
-        seq = self._jvm.org.apache.spark.api.python.PythonUtils.toSeq(list(ids))
-        backend = self._sc._jsc.sc().schedulerBackend()
-        # (ids, adjustTargetNumExecutors, countFailures, force)
-        killed = backend.killExecutors(seq, True, False, False)
-        return [e for e in killed.mkString(",").split(",") if e]
+        """Kill the idle ones of these executors; returns the ids killed. The scheduler itself
+        skips an executor that picked up a task since we looked (its task would be re-run), and the
+        bridge skips one holding shuffle output of a running job (its next stage would fail)."""
+        return list(self._bridge().killIdleExecutors(self._string_array(ids)))
+
+    def shuffle_holders(self) -> set[str]:
+        """Executors holding shuffle map output of a job still running: not to be removed yet."""
+        return set(self._bridge().shuffleHolders())
 
     @staticmethod
     def trigger_interval_ms(streaming_query: Any) -> float:

@@ -49,6 +49,7 @@ gets its class name as written in the path (keys under ``checker.<ClassName>.``)
 from __future__ import annotations
 
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -184,6 +185,38 @@ def added_executor_ids(context: CheckContext) -> set[str]:
     return added
 
 
+# Removal reasons of executors the driver itself removed (Spark's "Executor killed by driver.",
+# decommissioning): not losses.
+DELIBERATE_REMOVALS = ("killed by driver", "decommission")
+
+
+def lost_from_outside(context: CheckContext, since: float, until: float,
+                      deliberate: Sequence[str] = DELIBERATE_REMOVALS) -> list[ExecutorInfo]:
+    """Executors removed between ``since`` and ``until`` for a reason that is not the driver's
+    own (a killed JVM, a lost host, a preempted container), oldest first. An executor removed
+    without a reason is not counted: it cannot be told from a removal of ours."""
+    lost = [e for e in _executors_seen(context)
+            if e.removed_time is not None and since <= e.removed_time <= until
+            and e.removed_reason is not None
+            and not any(r in e.removed_reason.lower() for r in deliberate)]
+    return sorted(lost, key=lambda e: (e.removed_time or 0.0, e.executor_id))
+
+
+def replaced_at(context: CheckContext, lost: ExecutorInfo) -> float | None:
+    """When the first executor registered after ``lost`` was removed (its replacement), or None."""
+    after = [e.added_time for e in _executors_seen(context)
+             if lost.removed_time is not None and e.added_time > lost.removed_time]
+    return min(after) if after else None
+
+
+def _executors_seen(context: CheckContext) -> list[ExecutorInfo]:
+    seen: dict[str, ExecutorInfo] = {}
+    for sample in context.samples:  # union: removed executors drop off the list eventually
+        for executor in sample.cluster.executors:
+            seen[executor.executor_id] = executor
+    return list(seen.values())
+
+
 def _label(query: QueryMetrics) -> str:
     return f"query {query.name!r}" if query.name else f"query {query.query_id}"
 
@@ -284,7 +317,7 @@ class ExecutorFailuresChecker(ScalingChecker):
     options = (
         Option("maxLost", Integer(minimum=0), 1, "unhealthy if more executors than this are lost in "
                "the window (deliberate removals excluded)"),
-        Option("ignoreReasons", Names(), ("killed by driver", "decommission"), "substrings of removal "
+        Option("ignoreReasons", Names(), DELIBERATE_REMOVALS, "substrings of removal "
                "reasons that are deliberate"),
         Option("window", Duration(), 300.0, "window for lost executors"),
     )
@@ -471,6 +504,9 @@ class ThroughputRegressionChecker(ScalingChecker):
 
     Judged over a full ``window`` that starts ``settle`` after the scaling (new executors warm up).
     The rate before comes from ScalingRecord.rate_before, else from ``CheckContext.history``.
+    A window in which an executor lost from outside (a killed JVM, a lost host; not the driver's
+    own removals) was not yet replaced is not judged: the dip while its tasks re-run and its
+    replacement starts is the loss's doing, and executorFailures judges losses.
     """
 
     name = "throughputRegression"
@@ -508,6 +544,15 @@ class ThroughputRegressionChecker(ScalingChecker):
         assert span is not None  # `after` is not empty
         base, last = span
         dt = last.time - base.time
+        # A loss weighs on the rate from the moment it happens until its replacement registered
+        # (never, if none came): windows overlapping that are not judged.
+        lost = [e for e in lost_from_outside(context, context.scaling.time, last.time)
+                if (replaced_at(context, e) or math.inf) > base.time]
+        if lost:
+            shown = ", ".join(f"{e.executor_id} ({e.removed_reason})" for e in lost[:3])
+            return self.healthy(f"not judged over a window in which executors lost from outside were "
+                                f"not yet replaced: {shown}; executorFailures judges the losses",
+                                pending=True)
         notes: list[str] = []
         for query_id, query in last.queries.items():
             start = base.queries.get(query_id)

@@ -128,6 +128,7 @@ class Autoscaler:
                 "blocked_queries": dict(self.policy.blocked_queries()),
                 "healthy_target": self.guard.healthy_target,
                 "capacity_limit": self.executor.capacity_limit(now),
+                "request_failure": self.executor.request_failure(now),
                 "events_lost": self._events_lost or 0,
                 "errors": self._errors,
                 "last_error": self._last_error,

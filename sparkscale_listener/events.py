@@ -199,6 +199,12 @@ class JsonLinesEventHandler(EventHandler):
             raise ValueError("JsonLinesEventHandler needs a file path")
         self._lock = threading.Lock()
         self._make_parent()
+        # Found at startup, not at the first event: a directory, a file we may not write, a
+        # read-only file system. The file is created the owner's alone (0600): decisions and query
+        # names can be sensitive.
+        if os.path.isdir(self.path):
+            raise IsADirectoryError(f"{self.path} is a directory")
+        os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
 
     def _make_parent(self) -> None:
         parent = os.path.dirname(os.path.abspath(self.path))
@@ -208,10 +214,10 @@ class JsonLinesEventHandler(EventHandler):
         line = (json.dumps(event_record(event), allow_nan=False, separators=(",", ":")) + "\n").encode()
         with self._lock:
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             except FileNotFoundError:  # the directory was removed since we started
                 self._make_parent()
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 view = memoryview(line)
                 while view:  # a regular file takes it in one write; loop only for a short write
@@ -352,8 +358,8 @@ def build_event_handlers(config: AutoscalerConfig, bridge: Any = None) -> list[E
             try:
                 handlers.append(JsonLinesEventHandler(path))
             except OSError as err:
-                raise ConfigError(f"{PREFIX}eventHandler.jsonl.path={path!r}: cannot create its "
-                                  f"directory ({err}); expected a writable file path") from err
+                raise ConfigError(f"{PREFIX}eventHandler.jsonl.path={path!r}: cannot be written "
+                                  f"({err}); expected a writable file path") from err
         elif "." in name:
             cls = load_class("eventHandlers", name, EventHandler, ("handle",),
                              accepted_names=BUILTIN_EVENT_HANDLERS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,11 +22,28 @@ from .events import AutoscalerEvent, EventDispatcher
 from .metrics import MetricSample
 from .policy import in_excluded_period, scaling_record
 from .provisioning import ProvisioningTracker, Shortfall
-from .realization import ScalingRealizer
+from .realization import RealizationResult, ScalingRealizer
 from .rollback import GuardOutcome, RollbackGuard
 from .state import AutoscalerState
 
 log = logging.getLogger("sparkscale")
+
+
+@dataclass
+class RequestFailure:
+    """Requests to the cluster manager fail (a standalone Master restarting, a resource manager
+    unreachable). Nothing is requested until ``retry_at``; then one request re-asserts the target,
+    and the wait doubles after each failure (see :meth:`ScalingExecutor.backoff_s`)."""
+
+    since: float
+    what: str  # the first request that failed, e.g. "scale_up 1 -> 2"
+    message: str  # the latest error
+    attempts: int = 0
+    retry_at: float = 0.0
+    attempt_times: list[float] = field(default_factory=list)  # the last few, oldest first
+
+
+_KEPT_ATTEMPTS = 20
 
 
 @dataclass
@@ -50,6 +67,8 @@ class Targets:
     # capacity_retry_at (then one is tried again).
     capacity: Shortfall | None = None
     capacity_retry_at: float = 0.0
+    # Requests to the cluster manager are failing: retried with backoff, not every tick.
+    request_failure: RequestFailure | None = None
 
 
 class ScalingExecutor:
@@ -80,9 +99,16 @@ class ScalingExecutor:
             self._hold_at_capacity(now, shortfall)
         if self.config.mode == "recommend":
             t.current = live  # nothing is ever requested: the executors that run are the target
+        elif t.request_failure is not None:
+            # No removal while the cluster manager fails requests: Spark marks executors it was
+            # asked to kill as pending removal before asking the cluster manager, and a failed
+            # ask leaves them idle for good; and the extras a recovered standalone Master starts
+            # (it forgets the application's limit) may be what a failed scale-up asked for.
+            self._retry_request(now)
         elif live > t.current:
             t.bad_executors &= {e.executor_id for e in sample.cluster.live()}
-            result = self.realizer.realize(t.current, t.bad_executors)
+            result = self._realize(now, f"converge on {t.current} executors",
+                                   lambda: self.realizer.realize(t.current, t.bad_executors))
             if result.removed:
                 log.info("sparkscale: removed executors %s to converge on target %d",
                          list(result.removed), t.current)
@@ -90,8 +116,9 @@ class ScalingExecutor:
     def reassert_after_losses(self, sample: MetricSample) -> None:
         """Reactive mode asks for its full target again after executor losses."""
         if (self.config.mode == "reactive" and sample.cluster.live_executors < self.targets.current
-                and not self.provisioning.waiting):
-            self.realizer.baseline(self.targets.current)
+                and not self.provisioning.waiting and self.targets.request_failure is None):
+            self._realize(sample.time, f"re-request {self.targets.current} executors",
+                          lambda: self.realizer.baseline(self.targets.current))
 
     def resume(self, now: float) -> None:
         """The user lifted a pause: forget the rolled-back scaling, measure afresh."""
@@ -141,7 +168,9 @@ class ScalingExecutor:
                 return False
             wanted = live
         base = live if recommend else min(max(wanted, config.min_executors), config.max_executors)
-        result = None if recommend else self.realizer.baseline(max(base, min(live, config.max_executors)))
+        first = max(base, min(live, config.max_executors))
+        result = None if recommend else self._realize(now, f"baseline of {first} executors",
+                                                      lambda: self.realizer.baseline(first))
         t.initial = base
         t.current = base
         if self.guard.healthy_target is None:
@@ -178,6 +207,9 @@ class ScalingExecutor:
         decision = self._within_capacity(now, decision)
         if decision.to_executors == t.current:
             return decision
+        waiting = self._request_wait(now)
+        if waiting:
+            return replace(decision, reason=f"{decision.reason}; not applied: {waiting}")
 
         record = replace(scaling_record(decision, context.slots_per_executor, now),
                          from_executors=t.current)
@@ -188,12 +220,11 @@ class ScalingExecutor:
         if processed:
             record = replace(record, rate_before={q: processed.get(q, r)
                                                   for q, r in record.rate_before.items()})
-        result = self.realizer.realize(decision.to_executors)
+        result = self._realize(now, f"{decision.action} {t.current} -> {decision.to_executors}",
+                               lambda: self.realizer.realize(decision.to_executors))
         if not result.ok:
-            self.events.emit(AutoscalerEvent(now, "error", f"{decision.action} to {decision.to_executors} "
-                                             f"failed: {result.message}", action=decision.action,
-                                             severity="error", details=self.details(decision)))
-            return replace(decision, reason=f"{decision.reason}; not applied: {result.message}")
+            # Reported (and the retry scheduled) by _realize; the policy decides afresh each tick.
+            return replace(decision, reason=f"{decision.reason}; not applied: {self._request_wait(now)}")
         healthy_before = t.current
         t.current = decision.to_executors
         t.last_scaling = record
@@ -226,7 +257,9 @@ class ScalingExecutor:
                                if e.added_time >= undone.time and e.tasks_failed > 0}
         record = ScalingRecord(now, "rollback", t.current, target, f"checker {checker}: "
                                f"{outcome.unhealthy.reason}")
-        result = self.realizer.realize(target, t.bad_executors)
+        result = (self._realize(now, f"rollback {t.current} -> {target}",
+                                lambda: self.realizer.realize(target, t.bad_executors))
+                  if t.request_failure is None else self._not_requested(now))
         from_target = t.current
         t.current = target
         t.last_scaling = record
@@ -279,7 +312,8 @@ class ScalingExecutor:
         t.current = held
         t.capacity = shortfall
         t.capacity_retry_at = now + self.config.capacity_retry_s
-        result = self.realizer.realize(held)
+        result = (self._realize(now, f"hold at {held} executors", lambda: self.realizer.realize(held))
+                  if t.request_failure is None else self._not_requested(now))
         failed = "" if result.ok else f"; lowering the request failed: {result.message}"
         self.events.emit(AutoscalerEvent(
             now, "capacity", f"capacity limit: the cluster gave {shortfall.live} of {shortfall.requested} "
@@ -310,6 +344,99 @@ class ScalingExecutor:
                            limited_by="capacity")
         return replace(decision, to_executors=limit, reason=f"{decision.reason}; limited by {why}",
                        limited_by="capacity")
+
+    # ------------------------------------------------------------------ failing requests
+    def backoff_s(self, attempts: int) -> float:
+        """The wait after ``attempts`` failed requests: twice the interval, doubling each time, at
+        most provisioningTimeout (never below the interval): a Master restart or a resource
+        manager failover takes seconds to minutes, and nothing is gained by asking every tick."""
+        cap = max(self.config.interval_s, self.config.provisioning_timeout_s)
+        return min(cap, self.config.interval_s * 2.0 ** min(attempts, 30))
+
+    def _realize(self, now: float, what: str, call: Callable[[], RealizationResult]) -> RealizationResult:
+        """One request to the cluster manager through the realizer. An exception (a Py4J error
+        when the standalone Master or the resource manager cannot be reached) is a failed
+        request like a refused one: reported, and retried with backoff, never raised."""
+        try:
+            result = call()
+        except Exception as exc:
+            result = RealizationResult(requested_total=self._requested_total(), ok=False,
+                                       message=error_text(exc))
+        if result.ok:
+            self._request_succeeded(now)
+        else:
+            self._request_failed(now, what, result.message or "the request was not accepted")
+        return result
+
+    def _requested_total(self) -> int:
+        try:
+            return self.realizer.requested_total
+        except Exception:
+            return 0
+
+    def _not_requested(self, now: float) -> RealizationResult:
+        """Stands for a request not made while requests fail (the retry will carry the target)."""
+        return RealizationResult(requested_total=self._requested_total(), ok=False,
+                                 message=self._request_wait(now) or "requests are failing")
+
+    def _request_failed(self, now: float, what: str, message: str) -> None:
+        t = self.targets
+        failure = t.request_failure
+        if failure is None:
+            failure = t.request_failure = RequestFailure(since=now, what=what, message=message)
+        failure.attempts += 1
+        failure.message = message
+        failure.attempt_times = [*failure.attempt_times, now][-_KEPT_ATTEMPTS:]
+        delay = self.backoff_s(failure.attempts)
+        failure.retry_at = now + delay
+        first = failure.attempts == 1
+        what_text = what if first else f"{failure.what} (retry {failure.attempts - 1})"
+        # One situation for every failed attempt: the dispatcher reports repeats once per throttle
+        # interval, the log and status() have each one.
+        self.events.emit(AutoscalerEvent(
+            now, "notice", f"the cluster manager did not accept {what_text}: {message}; the queries go "
+            f"on with the executors they have; next attempt in {delay:g}s (backing off to at most "
+            f"{self.backoff_s(10**6):g}s)", severity="error" if first else "warning",
+            details=self.details() | {"situation": "cluster-manager-unavailable",
+                                      "attempts": failure.attempts, "retryInS": delay}))
+
+    def _request_succeeded(self, now: float) -> None:
+        failure = self.targets.request_failure
+        if failure is None:
+            return
+        self.targets.request_failure = None
+        self.events.emit(AutoscalerEvent(
+            now, "notice", f"the cluster manager accepts requests again (target "
+            f"{self.targets.current} executors) after {now - failure.since:.0f}s and "
+            f"{failure.attempts} failed attempt(s) since {failure.what}", details=self.details()
+            | {"situation": "cluster-manager-available", "attempts": failure.attempts}))
+
+    def _request_wait(self, now: float) -> str | None:
+        """Why no request is made now (requests are failing and the retry is not due), or None."""
+        failure = self.targets.request_failure
+        if failure is None:
+            return None
+        return (f"the cluster manager did not accept the last request ({failure.message}); "
+                f"{failure.attempts} failed attempt(s) since {failure.what} "
+                f"{now - failure.since:.0f}s ago, next in {max(0.0, failure.retry_at - now):.0f}s")
+
+    def _retry_request(self, now: float) -> None:
+        """Once the wait is over, re-assert the current target: a request only, nothing removed
+        (the baseline call). Whatever was wanted (a scale-up, a rollback's removals) follows on
+        this or the next tick once it is accepted."""
+        failure = self.targets.request_failure
+        if failure is None or now < failure.retry_at:
+            return
+        target = self.targets.current
+        self._realize(now, f"executor target {target}", lambda: self.realizer.baseline(target))
+
+    def request_failure(self, now: float) -> dict[str, Any] | None:
+        """Requests to the cluster manager failing (for status()), or None."""
+        f = self.targets.request_failure
+        if f is None:
+            return None
+        return {"since": f.since, "first_request": f.what, "message": f.message, "attempts": f.attempts,
+                "attempt_times": list(f.attempt_times), "retry_in_s": max(0.0, f.retry_at - now)}
 
     def capacity_limit(self, now: float) -> dict[str, Any] | None:
         """The capacity limit in force (for status()), or None."""
@@ -361,3 +488,21 @@ def processed_rates(history: Sequence[MetricSample], window_start: float,
     dt = last.time - first.time
     return {qid: max(0, q.input_rows - first.queries[qid].input_rows) / dt
             for qid, q in last.queries.items() if qid in first.queries}
+
+
+def error_text(exc: BaseException) -> str:
+    """A one-line account of a failed request. A Py4J error's text is the whole Java stack
+    trace; the innermost cause says what happened (e.g. "Connection refused")."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            parts = [str(java.toString())]
+            cause = java.getCause()
+            while cause is not None and len(parts) < 5:
+                parts.append(str(cause.toString()))
+                cause = cause.getCause()
+            return " <- ".join(p.strip() for p in parts)[:500]
+        except Exception:
+            pass  # the JVM may be gone: fall back to the text
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {' '.join(lines[:2])}"[:500]

@@ -3,7 +3,9 @@
 - **Spark's metrics system**, through the plugin's metric registry: every configured sink (JMX,
   Graphite, CSV, Spark's PrometheusServlet...) shows them under the driver's
   ``plugin.io.sparkscale.bridge.SparkscalePlugin`` source, named as in :data:`GAUGES`
-  (``query.<query>.backlogRows`` for per-query ones).
+  (``query.<query>.backlogRows`` for per-query ones, the query's name with anything but letters,
+  digits, ``_`` and ``-`` replaced by ``_``: a dot would nest the name in Graphite, and quotes,
+  colons or commas break JMX object names).
 - **``/autoscaler/metrics`` on the driver UI**, in the Prometheus text format: snake_case names with
   their unit, a ``query`` label instead of the query in the name, and help text on every family.
   Spark's PrometheusServlet cannot give that (no HELP lines, the plugin's class name inside every
@@ -17,6 +19,7 @@ keeps the two in sync. A query's gauges are removed, from both places, when the 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,6 +28,7 @@ from .decisions import Decision
 from .metrics import MetricSample
 
 QUERY = "{query}"  # stands for the query's name (its id when it has none) in a per-query gauge's name
+_UNSAFE_IN_METRIC_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,9 @@ class Gauge:
 
     def metric_name(self, query: str | None = None) -> str:
         """The name in Spark's metrics system (``query`` fills a per-query gauge's name)."""
-        return self.name.replace(QUERY, query or "") if self.per_query else self.name
+        if not self.per_query:
+            return self.name
+        return self.name.replace(QUERY, _UNSAFE_IN_METRIC_NAME.sub("_", query or ""))
 
 
 GAUGES: tuple[Gauge, ...] = (

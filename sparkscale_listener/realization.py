@@ -35,6 +35,11 @@ class ClusterBackend(ABC):
         """Gracefully decommission; defaults to kill where the backend cannot."""
         return self.kill(executor_ids)
 
+    def pinned(self) -> set[str]:
+        """Executors that must not be removed now although idle: they hold shuffle output a running
+        micro-batch still has to read (removing one fails its tasks with FetchFailed)."""
+        return set()
+
 
 @dataclass(frozen=True)
 class RealizationResult:
@@ -110,10 +115,12 @@ class ExecutorRealizer(ScalingRealizer):
         bad = [e for e in live if e in suspects][:excess]
         if bad:
             removed += self.backend.kill(bad, force=True)
-        # Then only executors with no running task; newest first (ids are numeric strings on
-        # every cluster manager Spark ships, but do not rely on it).
+        # Then only executors with no running task and no shuffle output a running job needs;
+        # newest first (ids are numeric strings on every cluster manager Spark ships, but do not
+        # rely on it). The backend checks both again as it removes them.
         running = self.backend.running_tasks()
-        idle = sorted((e for e in live if running.get(e, 0) == 0 and e not in removed),
+        pinned = self.backend.pinned() if len(removed) < excess else set()
+        idle = sorted((e for e in live if running.get(e, 0) == 0 and e not in removed and e not in pinned),
                       key=executor_id_order, reverse=True)
         victims = idle[: excess - len(removed)]
         if victims:
@@ -125,7 +132,8 @@ class ExecutorRealizer(ScalingRealizer):
         result = self._request(target)
         short = len(live) - target - len(removed)
         message = result.message or ("" if short <= 0 else
-                                     f"{short} executor(s) busy; they will be removed when idle")
+                                     f"{short} executor(s) busy or holding shuffle output of a running "
+                                     "batch; they will be removed when free")
         return RealizationResult(requested_total=self._requested, removed=tuple(removed),
                                  ok=result.ok, message=message)
 
@@ -162,3 +170,6 @@ class SparkClusterBackend(ClusterBackend):
 
     def decommission(self, executor_ids: Sequence[str]) -> list[str]:
         return list(self._bridge.decommission_executors(list(executor_ids)))
+
+    def pinned(self) -> set[str]:
+        return self._bridge.shuffle_holders()

@@ -243,6 +243,9 @@ class SqliteStateStore(StateStore):
             raise _Unusable("it is a directory")
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
+        # Decisions and query names can be sensitive: a new file is the owner's alone (SQLite gives
+        # its -wal and -shm files the database file's permissions).
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so a writer takes the write lock
         # up front and waits (busy_timeout) instead of failing on a read->write upgrade.
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
@@ -420,7 +423,7 @@ def _file_lock(path: str) -> Iterator[None]:
         yield
         return
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         yield
         return

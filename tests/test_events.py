@@ -269,6 +269,42 @@ def test_jsonl_recreates_removed_directory(tmp_path: Path) -> None:
     assert len(path.read_text().splitlines()) == 1
 
 
+def test_jsonl_file_is_the_owners_alone(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    JsonLinesEventHandler(path).handle(scale_up())
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("where", ["directory", "parent is a file"])
+def test_jsonl_path_that_cannot_be_written_is_a_startup_error_naming_the_key(tmp_path: Path,
+                                                                             where: str) -> None:
+    (tmp_path / "file").write_text("x")
+    path = tmp_path if where == "directory" else tmp_path / "file" / "events.jsonl"
+    config = AutoscalerConfig.from_spark_conf({"spark.sparkscale.eventHandlers": "jsonl",
+                                               "spark.sparkscale.eventHandler.jsonl.path": str(path)})
+    with pytest.raises(ConfigError, match=r"jsonl\.path=.*cannot be written.*writable file path"):
+        build_event_handlers(config)
+
+
+class _Recording(EventHandler):
+    def __init__(self) -> None:
+        self.events: list[AutoscalerEvent] = []
+
+    def handle(self, event: AutoscalerEvent) -> None:
+        self.events.append(event)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_disk_under_the_jsonl_file_is_logged_and_the_other_handlers_still_get_events(
+        caplog: pytest.LogCaptureFixture) -> None:
+    recording = _Recording()
+    dispatcher = EventDispatcher([JsonLinesEventHandler("/dev/full"), recording])  # every write: ENOSPC
+    with caplog.at_level(logging.ERROR, logger="sparkscale"):
+        assert dispatcher.emit(scale_up())
+    assert len(recording.events) == 1
+    assert "No space left on device" in caplog.text
+
+
 LINES_PER_PROCESS = 300
 
 

@@ -59,7 +59,7 @@ def test_a_tick_sets_the_application_and_query_gauges() -> None:
     publisher = GaugePublisher(sink)
     publisher.publish(_sample(100.0, backlog=600.0), _evaluated(100.0, "id-1", ORDERS, 0.6, 80.0, 120.0),
                       target=3, requested_total=3, paused=False)
-    q = 'query.orders "eu".'
+    q = "query.orders__eu_."  # the name made safe for Graphite and JMX
     assert sink.values == {
         "targetExecutors": 3.0, "liveExecutors": 2.0, "pendingExecutors": 1.0, "paused": 0.0,
         "lastTickTime": 100.0, "utilization": 0.6, "backlog": 600.0,
@@ -74,7 +74,7 @@ def test_a_tick_sets_the_application_and_query_gauges() -> None:
 def test_before_its_first_evaluation_a_query_has_spark_s_rate_and_no_backlog_seconds() -> None:
     sink = _Sink()
     GaugePublisher(sink).publish(_sample(1.0, backlog=10.0, rate=42.0), None, 1, 1, False)
-    q = 'query.orders "eu".'
+    q = "query.orders__eu_."  # the name made safe for Graphite and JMX
     assert sink.values[q + "processedRowsPerSecond"] == 42.0 and sink.values[q + "backlogRows"] == 10.0
     assert q + "backlogSeconds" not in sink.values and q + "utilization" not in sink.values
     assert "utilization" not in sink.values  # unknown: never set, so Spark's gauge reads NaN
@@ -87,7 +87,7 @@ def test_a_stopped_query_loses_its_gauges_and_the_application_keeps_its_own() ->
     publisher = GaugePublisher(sink)
     publisher.publish(_sample(1.0, 5.0), _evaluated(1.0, "id-1", 'orders "eu"', 0.5, 10.0, 10.0), 2, 2, False)
     publisher.publish(_sample(2.0, 5.0, active=False), None, 2, 2, False)
-    assert sorted(sink.removed) == sorted(f'query.orders "eu".{suffix}' for suffix in
+    assert sorted(sink.removed) == sorted(f"query.orders__eu_.{suffix}" for suffix in
                                           ("processedRowsPerSecond", "backlogRows", "backlogSeconds",
                                            "utilization"))
     assert not any(name.startswith("query.") for name in sink.values)

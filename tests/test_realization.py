@@ -51,3 +51,28 @@ def test_never_below_min_executors() -> None:
     realizer.baseline(3)
     result = realizer.realize(0)
     assert len(result.removed) == 1 and realizer.requested_total == 2
+
+
+class ShuffleHoldingCluster(SimCluster):
+    """The simulated cluster, with some idle executors holding a running batch's shuffle output."""
+
+    def __init__(self, executors: int) -> None:
+        super().__init__(cores_per_executor=1, provisioning_delay_s=0.0, initial_executors=executors)
+        self.holders: set[str] = set()
+
+    def pinned(self) -> set[str]:
+        return set(self.holders)
+
+
+def test_idle_executors_holding_a_running_batchs_shuffle_output_wait_for_the_batch_to_end() -> None:
+    c = ShuffleHoldingCluster(3)
+    realizer = ExecutorRealizer(c, min_executors=1)
+    realizer.baseline(3)
+    newest = sorted(c.executor_ids(), key=int)
+    c.holders = set(newest[1:])  # the newest would go first, but their map output is still to be read
+    first = realizer.realize(1)
+    assert first.removed == (newest[0],) and "shuffle output" in first.message
+    assert realizer.requested_total == 1
+    c.holders = set()  # the batch ended
+    second = realizer.realize(1)
+    assert second.removed == (newest[-1],)

@@ -213,6 +213,16 @@ def test_directory_path_falls_back_to_memory(tmp_path: Path, caplog: pytest.LogC
     s.close()
 
 
+def test_sqlite_files_are_the_owners_alone(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    s = SqliteStateStore(path)
+    s.put("app", APP_SCOPE, "k", 1)
+    made = [p for p in tmp_path.iterdir() if p.name.startswith("state.db")]
+    assert {p.name for p in made} >= {"state.db", "state.db-wal"}
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in made), {p.name: oct(p.stat().st_mode) for p in made}
+    s.close()
+
+
 def test_parent_is_a_file_falls_back_to_memory(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     s = SqliteStateStore(tmp_path / "file" / "state.db")

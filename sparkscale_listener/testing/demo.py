@@ -85,6 +85,7 @@ class StreamingJob:
     cost_ms: float = 10.0
     trigger_s: float = 1.0
     source_options: dict[str, str] = field(default_factory=dict)  # e.g. fault injection for tests
+    query_name: str = ""  # the streaming query's name when not ``name`` (which names its files)
     control_file: Path = field(init=False)
     query: Any = field(init=False, default=None)
 
@@ -106,7 +107,7 @@ class StreamingJob:
         for key, value in self.source_options.items():
             reader = reader.option(key, value)
         stream = reader.load()
-        self.query = (stream.writeStream.format("json").queryName(self.name)
+        self.query = (stream.writeStream.format("json").queryName(self.query_name or self.name)
                       .option("path", str(self.out_dir))
                       .option("checkpointLocation", str(self.checkpoint))
                       .trigger(processingTime=f"{self.trigger_s} seconds")
@@ -182,6 +183,19 @@ def wait_for(condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.5
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(poll_s)
+
+
+def wait_for_autoscaler(scaler: Any, condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """:func:`wait_for`, with the autoscaler's status and latest decisions in the failure message."""
+    try:
+        return wait_for(condition, timeout_s, what=what)
+    except TimeoutError as e:
+        status = scaler.status()
+        shown = {k: status[k] for k in ("target_executors", "live_executors", "paused", "pause_reason",
+                                        "stopped", "healthy_target", "last_error")}
+        recent = [(d["action"], d["from_executors"], d["to_executors"], d["applied"], d["reason"])
+                  for d in scaler.decisions()[-6:]]
+        raise AssertionError(f"{e}\nstatus: {shown}\nlast decisions: {recent}") from None
 
 
 def timeline(job: StreamingJob, scaler: Any, steps: Sequence[LoadStep], stop_when: Callable[[], bool],

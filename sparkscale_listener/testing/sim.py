@@ -15,9 +15,18 @@ when a batch completes, the backlog gauge as planned by the latest completed bat
 (``latestOffset - endOffset``), busy time including running tasks, executors with their add and
 remove times and reasons (``Executor killed by driver.`` for the autoscaler's kills).
 
+Optionally (``SimQuery.task_overhead_s`` / ``executor_overhead_s``) each batch also pays a fixed
+task time per task and per executor its tasks land on, whatever its rows: small batches then cost
+far more per row than big ones, as on real Spark.
+
 Executors come from :class:`SimCluster`, a :class:`ClusterBackend` with a provisioning delay and
 Spark's target semantics (lowering the target kills nothing; a kill lowers the target by one per
-executor; the first kill without any request sets the target to 0).
+executor; the first kill without any request sets the target to 0). A lower target cancels
+launches still pending, or, with ``launch_commit_s``, only those requested less than that long
+ago (a YARN container once allocated starts whatever the target does).
+
+Policies other than the control loop can act on the cluster at their own pace through
+``Simulation(on_step=...)`` (called after every step) and :meth:`Simulation.running_batches`.
 
 Fault injection (for the checkers and the rollback guard), each from ``faults_from`` on:
 
@@ -73,8 +82,27 @@ class SimQuery:
     noise_period_s: float = 10.0  # how long one noise factor holds
     initial_backlog: float = 0.0  # rows waiting in the source at t = start
     reports_backlog: bool = True  # False: like the `rate` source (backlog None)
+    # Fixed task time a batch pays whatever its rows (0: none, the original model). Every one of
+    # its ``partitions`` tasks pays ``task_overhead_s`` slot-seconds (scheduling, deserializing,
+    # the sink's file per task), and every executor its tasks land on, min(live executors,
+    # ceil(partitions / cores)), pays ``executor_overhead_s`` (a Python worker, a connection), so a
+    # batch spread over more executors costs more in total. Counted in the query's task time.
+    task_overhead_s: float = 0.0
+    executor_overhead_s: float = 0.0
     # Fault injection: the query terminates with an exception when fewer executors are live.
     query_fails_below_executors: int | None = None
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """A batch whose tasks are running (its driver-side planning done), for policies that size on
+    tasks the way Spark's own dynamic allocation does."""
+
+    query: str
+    started: float  # when the batch started (planning included)
+    tasks: int  # tasks of its stage (the query's partitions)
+    tasks_left: int  # not finished yet: running or pending (the fluid work left, in tasks)
+    running_slots: float  # slots its tasks hold now
 
 
 @dataclass(frozen=True)
@@ -182,8 +210,9 @@ class SimCluster(ClusterBackend):
                  now: float = 0.0, kill_delay_s: float = 0.0, *,
                  bad_executors_from: float | None = None, start_failure_from: float | None = None,
                  start_failure_reason: str | None = None,
-                 heap_used_ratio: float | None = None) -> None:
+                 heap_used_ratio: float | None = None, launch_commit_s: float | None = None) -> None:
         self.cores_per_executor = cores_per_executor
+        self.launch_commit_s = launch_commit_s
         self.provisioning_delay_s = provisioning_delay_s
         self.kill_delay_s = kill_delay_s
         self.bad_executors_from = bad_executors_from
@@ -368,9 +397,15 @@ class SimCluster(ClusterBackend):
         if have < limit:
             self._pending.extend([self.now] * (limit - have))
         elif have > limit and self._pending:
-            # Cancel launches not needed any more; running executors are never touched.
+            # Cancel launches not needed any more; running executors are never touched, nor
+            # launches past launch_commit_s.
             keep = max(0, limit - self.live_count)
-            self._pending = self._pending[:keep]
+            if self.launch_commit_s is None:
+                self._pending = self._pending[:keep]
+            else:
+                committed = [r for r in self._pending if self.now - r >= self.launch_commit_s - _EPS]
+                cancellable = [r for r in self._pending if self.now - r < self.launch_commit_s - _EPS]
+                self._pending = committed + cancellable[:max(0, keep - len(committed))]
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,11 +420,14 @@ class _Batch:
     started: float
     backlog_at_start: float | None  # latestOffset - endOffset as planned
     arrival_rate: float  # rows / time since the previous batch start (inputRowsPerSecond)
+    work: float = 0.0  # task slot-seconds in all (work_left at the start)
 
 
 class _QueryState:
-    def __init__(self, q: SimQuery, rng: random.Random, start: float) -> None:
+    def __init__(self, q: SimQuery, rng: random.Random, start: float, cores_per_executor: int = 1) -> None:
         self.q = q
+        self.cores = cores_per_executor
+        self.live_executors = 0  # set by the simulation each step: where a new batch's tasks land
         self.rng = rng
         self.source = q.initial_backlog  # arrived, not read
         self.noise_factor = 1.0
@@ -472,9 +510,10 @@ class _QueryState:
                 self.source -= rows
                 since = now - self.last_batch_start if self.last_batch_start is not None else 0.0
                 self.last_batch_start = now
-                self.batch = _Batch(rows, q.batch_overhead_s, rows * q.cost_per_row, now,
+                work = rows * q.cost_per_row + self._fixed_cost()
+                self.batch = _Batch(rows, q.batch_overhead_s, work, now,
                                     self.source if q.reports_backlog else None,
-                                    rows / since if since > 0 else 0.0)
+                                    rows / since if since > 0 else 0.0, work=work)
             b = self.batch
             if b.overhead_left > _EPS:
                 use = min(b.overhead_left, end - now)
@@ -503,7 +542,7 @@ class _QueryState:
         duration = now - b.started
         self.batches += 1
         self.input_rows += b.rows
-        self.batch_busy_ms += b.rows * q.cost_per_row * 1000.0
+        self.batch_busy_ms += b.work * 1000.0
         self.batch_duration_ms += duration * 1000.0
         self.tasks_finished += q.partitions
         self.last_batch_duration_ms = duration * 1000.0
@@ -516,6 +555,23 @@ class _QueryState:
         self.ran = True
         self.batch = None
         self.next_start = self._next_trigger(now, poll=False, started=b.started)
+
+    def _fixed_cost(self) -> float:
+        """Task slot-seconds a batch pays whatever its rows (see SimQuery.task_overhead_s)."""
+        q = self.q
+        if not q.task_overhead_s and not q.executor_overhead_s:
+            return 0.0
+        executors = min(self.live_executors, math.ceil(q.partitions / self.cores))
+        return q.partitions * q.task_overhead_s + executors * q.executor_overhead_s
+
+    def batch_view(self) -> BatchView | None:
+        """The running batch's tasks, or None (no batch, or still planning on the driver)."""
+        b = self.batch
+        if b is None or b.overhead_left > _EPS or b.work_left <= 1e-7:
+            return None
+        share = b.work_left / b.work if b.work > 0 else 0.0
+        return BatchView(self.q.name, b.started, self.q.partitions,
+                         max(1, math.ceil(self.q.partitions * share - 1e-6)), self.running_slots)
 
     def _next_trigger(self, now: float, poll: bool, started: float | None = None) -> float:
         interval = self.q.trigger_interval_s
@@ -619,7 +675,8 @@ class Simulation:
                  fail_tasks_on_new_executors: bool = False, executor_start_failure: bool = False,
                  executor_start_failure_reason: str | None = None, faults_from: float | None = None,
                  heap_used_ratio: float | None = 0.5, gc_fraction: float = 0.02,
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, launch_commit_s: float | None = None,
+                 on_step: Callable[[Simulation], None] | None = None) -> None:
         if step_s <= 0 or step_s > config.interval_s:
             raise ValueError(f"step_s={step_s} must be in (0, interval_s={config.interval_s}]")
         self.config = config
@@ -633,7 +690,9 @@ class Simulation:
             cores_per_executor, provisioning_delay_s, initial_executors, now=start_time,
             kill_delay_s=kill_delay_s, bad_executors_from=t0 if fail_tasks_on_new_executors else None,
             start_failure_from=t0 if executor_start_failure else None,
-            start_failure_reason=executor_start_failure_reason, heap_used_ratio=heap_used_ratio)
+            start_failure_reason=executor_start_failure_reason, heap_used_ratio=heap_used_ratio,
+            launch_commit_s=launch_commit_s)
+        self.on_step = on_step
         self.now = start_time
         self.evaluator = evaluator or BusyTimeEvaluator()
         self.policy = policy or ScalingPolicy()
@@ -652,7 +711,8 @@ class Simulation:
                                      self.realizer, self.guard, self.events,
                                      state_store if state_store is not None else InMemoryStateStore(),
                                      app_name, clock=lambda: self.now, run_id=run_id)
-        self._states = [_QueryState(q, random.Random(f"{seed}:{i}:{q.name}"), start_time)
+        self._states = [_QueryState(q, random.Random(f"{seed}:{i}:{q.name}"), start_time,
+                                    cores_per_executor)
                         for i, q in enumerate(self.queries)]
         self._slot_ms = 0.0
         self._next_tick = start_time + config.interval_s
@@ -674,6 +734,8 @@ class Simulation:
         while self.now < end - _EPS:
             dt = min(self.step_s, end - self.now, self._next_tick - self.now)
             self._step(dt)
+            if self.on_step is not None:
+                self.on_step(self)
             if self.now >= self._next_tick - _EPS:
                 self._tick()
                 self._next_tick += self.config.interval_s
@@ -687,6 +749,7 @@ class Simulation:
         for s in self._states:
             s.check_executors(t, live)
             s.arrive(t)
+            s.live_executors = live
         demand = {s.q.name: float(min(s.q.partitions, slots)) if s.wants_slots(t) else 0.0
                   for s in self._states}
         alloc = _fair_share(demand, slots)
@@ -715,6 +778,11 @@ class Simulation:
         self._tick_slot_s += slots * dt
         self.now = t + dt
         self.cluster.advance(self.now)
+
+    def running_batches(self) -> list[BatchView]:
+        """The batches whose tasks are running now, one per query at most."""
+        views = (s.batch_view() for s in self._states if s.active)
+        return [v for v in views if v is not None]
 
     def sample(self) -> MetricSample:
         """What a collector would see now."""

@@ -277,6 +277,54 @@ def test_a_task_whose_end_event_was_lost_ages_out(env: Env) -> None:
     assert at(90_000) == (0, 1000.0, 1)  # its busy time neither grows nor goes back
 
 
+def test_an_idle_executor_holding_a_running_jobs_shuffle_output_is_not_killed(env: Env,
+                                                                               tmp_path: Path) -> None:
+    # A two-stage job whose single reduce task waits for a file: while it waits, the executor
+    # not running it is idle but holds map output of the job. Killing it would make the reduce
+    # side fail to fetch that output (FetchFailed) and re-run the map stage.
+    import threading
+
+    assert env.bridge.request_total_executors(2) is True
+    wait_for(env.bridge.snapshot, lambda s: len(live(s)) == 2, "2 live executors")
+    release = tmp_path / "release"
+    failed_before = env.bridge.snapshot()["totals"]["tasksFailed"]
+
+    def slow_map(x: int) -> tuple[int, int]:
+        import time as t
+        t.sleep(0.5)  # long enough that both single-core executors take map tasks
+        return x % 2, x
+
+    def wait_for_release(kv: tuple[int, Any]) -> int:
+        import os
+        import time as t
+        deadline = t.monotonic() + 120
+        while not os.path.exists(str(release)) and t.monotonic() < deadline:
+            t.sleep(0.1)
+        return len(list(kv[1]))
+
+    sc = env.spark.sparkContext
+    result: list[Any] = []
+    job = threading.Thread(target=lambda: result.append(
+        sc.parallelize(range(8), 8).map(slow_map).groupByKey(1).map(wait_for_release).collect()))
+    job.start()
+    try:
+        both = set(live(env.bridge.snapshot()))
+        holders = wait_for(env.bridge.shuffle_holders, lambda h: h == both, "map output on both executors")
+        snap = wait_for(env.bridge.snapshot, lambda s: sum(e["runningTasks"] for e in live(s).values()) == 1,
+                        "the one reduce task")
+        idle = next(k for k, e in live(snap).items() if e["runningTasks"] == 0)
+        assert snap["executors"][idle]["liveShuffleJobs"] == 1
+        assert env.bridge.kill_idle_executors([idle]) == []
+        assert idle in holders and idle in live(env.bridge.snapshot())
+    finally:
+        release.touch()
+        job.join(120)
+    assert sorted(result[0]) == [4, 4]
+    wait_for(env.bridge.shuffle_holders, lambda h: h == set(), "no holders once the job ended")
+    assert all(e["liveShuffleJobs"] == 0 for e in live(env.bridge.snapshot()).values())
+    assert env.bridge.snapshot()["totals"]["tasksFailed"] == failed_before
+
+
 def test_kill_idle_executor_is_seen_removed(env: Env) -> None:
     # Baseline first (a kill before any request would leave the cluster manager a target of
     # zero: the empty-target trap), then kill one idle executor.

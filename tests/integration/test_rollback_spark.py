@@ -28,8 +28,8 @@ from sparkscale_listener.testing.demo import (
     cluster_conf,
     exactly_once,
     read_event_log,
-    wait_for,
 )
+from sparkscale_listener.testing.demo import wait_for_autoscaler as wait
 
 logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, shown on failure
 
@@ -85,19 +85,6 @@ def session(name: str, tmp_path: Path, workers: int, extra: dict[str, str]) -> A
     conf = cluster_conf(tmp_path, workers=workers, extra=FAST_CHECKERS | extra)
     _forget_earlier_sessions(conf)
     return build_session(name, conf)
-
-
-def wait(scaler: Any, condition: Any, timeout_s: float, what: str) -> Any:
-    """wait_for, with the autoscaler's status and latest decisions in the failure message."""
-    try:
-        return wait_for(condition, timeout_s, what=what)
-    except TimeoutError as e:
-        status = scaler.status()
-        shown = {k: status[k] for k in ("target_executors", "live_executors", "paused", "pause_reason",
-                                        "stopped", "healthy_target", "last_error")}
-        recent = [(d["action"], d["from_executors"], d["to_executors"], d["applied"], d["reason"])
-                  for d in scaler.decisions()[-6:]]
-        raise AssertionError(f"{e}\nstatus: {shown}\nlast decisions: {recent}") from None
 
 
 def applied(scaler: Any, action: str) -> list[dict]:

@@ -38,6 +38,9 @@ from sparkscale_listener.ui import UiPublisher
 GAUGE_PREFIX = "driver_plugin_io_sparkscale_bridge_SparkscalePlugin_"
 PROMETHEUS_SERVLET = "org.apache.spark.metrics.sink.PrometheusServlet"
 QUERY = "demo"
+# A second, quiet query whose name would break out of HTML, a <script> block, JSON or a metric name if
+# any of them took it raw.
+HOSTILE = """q<script>alert("x'1")</script>&amp;.a,b:c=d"""
 
 
 def spark_gauge_names(query: str) -> set[str]:
@@ -102,13 +105,15 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
     })
     spark = build_session("it-ui", conf)
-    job = None
+    job = hostile = None
     try:
         scaler = autoscaler(spark)
         bridge = JvmBridge(spark.sparkContext)
         _assert_publisher_wired(scaler)
         port = int(str(spark.sparkContext.uiWebUrl).rsplit(":", 1)[1])
         job = StreamingJob(spark, workdir, rows_per_second=30).start()
+        hostile = StreamingJob(spark, workdir, name="hostile", query_name=HOSTILE, rows_per_second=2,
+                               partitions=1).start()
         # Only the baseline: a cold start (slow first batches) may already scale up, which is fine here.
         wait_for(lambda: scaler.status()["initial_executors"] is not None, 120, what="the executor baseline")
         job.set_rate(220)  # > 2x what one executor does: the backlog grows and the autoscaler scales up
@@ -120,8 +125,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                  what="published status with the new executors")
         yield Env(spark, scaler, bridge, job, f"http://127.0.0.1:{port}", workdir, ups[0])
     finally:
-        if job is not None:
-            job.stop()
+        for j in (job, hostile):
+            if j is not None:
+                j.stop()
         spark.stop()
 
 
@@ -187,6 +193,21 @@ def test_the_autoscaler_metrics_endpoint_passes_promtool(env: Env) -> None:
     spark = subprocess.run([promtool(), "check", "metrics"], input=ours, capture_output=True, text=True,
                            timeout=60)
     assert spark.returncode != 0 and "no help text" in spark.stdout + spark.stderr
+
+
+@pytest.mark.spark
+def test_a_hostile_query_name_is_escaped_in_the_page_and_the_metrics(env: Env) -> None:
+    page = _get(f"{env.base_url}/autoscaler/")
+    assert "<script>alert(" not in page and HOSTILE not in page, "the query name reached the page raw"
+    assert HOSTILE in html.unescape(page), "the query is not on the page"
+    label = HOSTILE.replace("\\", "\\\\").replace('"', '\\"')  # Prometheus label escaping
+    wait_for(lambda: f'{{query="{label}"}}' in _metrics(env)[1], 60,
+             what="the hostile query's labelled series")
+    # Our name in Spark's metrics system holds letters, digits, _ and - only (JMX and Graphite
+    # take it as it is); Spark's servlet then makes everything but letters and digits _.
+    spark_text = _get(f"{env.base_url}/metrics/prometheus")
+    per_query = {name for name in spark_gauge_names(HOSTILE) if name.startswith("query_")}
+    assert any(f"{GAUGE_PREFIX}{name}_" in spark_text for name in per_query), per_query
 
 
 @pytest.mark.spark

@@ -199,6 +199,59 @@ public final class SparkscaleBridge {
   }
 
   /**
+   * Kills these executors unless they are busy: an executor that started a task since Python looked is skipped by the
+   * scheduler itself (force=false), and one holding shuffle output of a running job is skipped here (its loss would
+   * fail the job's next stage with FetchFailed). Returns the ids killed; the target is lowered by one for each.
+   */
+  public static String[] killIdleExecutors(String[] ids) {
+    SparkContext c = activeContext();
+    if (c == null || ids == null || ids.length == 0 || !(c.schedulerBackend() instanceof ExecutorAllocationClient)) {
+      return NONE;
+    }
+    String[] free = withoutShuffleHolders(c, ids);
+    if (free.length == 0) {
+      return NONE;
+    }
+    // (ids, adjustTargetNumExecutors, countFailures, force)
+    scala.collection.Seq<String> killed = ((ExecutorAllocationClient) c.schedulerBackend())
+        .killExecutors(scalaList(free), true, false, false);
+    return toArray(killed);
+  }
+
+  /** Executors holding shuffle output of a running job (see {@link #killIdleExecutors}); none without the plugin. */
+  public static String[] shuffleHolders() {
+    SparkContext c = activeContext();
+    SparkscaleListener l = listener;
+    if (c == null || l == null) {
+      return NONE;
+    }
+    return l.shuffleHolders(jobId -> jobRunning(c, jobId)).toArray(NONE);
+  }
+
+  private static boolean jobRunning(SparkContext c, int jobId) {
+    // The status store answers from its own event queue: a job it no longer knows has ended or been forgotten.
+    Option<org.apache.spark.SparkJobInfo> job = c.statusTracker().getJobInfo(jobId);
+    return job.isDefined() && job.get().status() == org.apache.spark.JobExecutionStatus.RUNNING;
+  }
+
+  private static String[] withoutShuffleHolders(SparkContext c, String[] ids) {
+    SparkscaleListener l = listener;
+    if (l == null) {
+      return ids.clone();
+    }
+    java.util.Set<String> holders = l.shuffleHolders(jobId -> jobRunning(c, jobId));
+    return java.util.Arrays.stream(ids).filter(id -> !holders.contains(id)).toArray(String[]::new);
+  }
+
+  private static String[] toArray(scala.collection.Seq<String> seq) {
+    ArrayList<String> out = new ArrayList<>(seq.size());
+    for (Iterator<String> it = seq.iterator(); it.hasNext(); ) {
+      out.add(it.next());
+    }
+    return out.toArray(NONE);
+  }
+
+  /**
    * Graceful decommission; returns the ids Spark accepted. Needs spark.decommission.enabled=true: without it the
    * driver still marks the executors as decommissioning (no more tasks) while the executors ignore the request,
    * leaving idle zombies, so this refuses (returns none) instead. The target is not lowered here: the autoscaler
@@ -213,20 +266,22 @@ public final class SparkscaleBridge {
     if (!(backend instanceof ExecutorAllocationClient)) {
       return NONE;
     }
+    // With shuffle-block migration the executor hands its shuffle output to others before it leaves; without it,
+    // output a running job still needs would be lost as with a kill.
+    boolean migrates = c.conf().getBoolean("spark.storage.decommission.enabled", false)
+        && c.conf().getBoolean("spark.storage.decommission.shuffleBlocks.enabled", true);
+    String[] chosen = migrates ? ids : withoutShuffleHolders(c, ids);
+    if (chosen.length == 0) {
+      return NONE;
+    }
     ExecutorDecommissionInfo info = new ExecutorDecommissionInfo("decommissioned by sparkscale", Option.empty());
     @SuppressWarnings("unchecked")
-    Tuple2<String, ExecutorDecommissionInfo>[] pairs = new Tuple2[ids.length];
-    for (int i = 0; i < ids.length; i++) {
-      pairs[i] = new Tuple2<>(ids[i], info);
+    Tuple2<String, ExecutorDecommissionInfo>[] pairs = new Tuple2[chosen.length];
+    for (int i = 0; i < chosen.length; i++) {
+      pairs[i] = new Tuple2<>(chosen[i], info);
     }
     // scala.collection.Seq: what Scala 2.12 builds return, and a supertype of 2.13's immutable.Seq.
-    scala.collection.Seq<String> done =
-        ((ExecutorAllocationClient) backend).decommissionExecutors(pairs, false, false);
-    ArrayList<String> out = new ArrayList<>(done.size());
-    for (Iterator<String> it = done.iterator(); it.hasNext(); ) {
-      out.add(it.next());
-    }
-    return out.toArray(NONE);
+    return toArray(((ExecutorAllocationClient) backend).decommissionExecutors(pairs, false, false));
   }
 
   public static void postScalingEvent(String action, int fromExecutors, int toExecutors, String reason,

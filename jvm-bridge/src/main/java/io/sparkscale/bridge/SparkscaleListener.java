@@ -2,6 +2,7 @@ package io.sparkscale.bridge;
 
 import java.util.ArrayDeque;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -108,6 +109,12 @@ public class SparkscaleListener extends SparkListener {
   private final HashMap<Long, RunningTask> running = new HashMap<>();
   private final HashMap<Integer, Tag> stageTags = new HashMap<>();
   private final HashMap<Integer, Tag> jobTags = new HashMap<>();
+  // Shuffle output of running jobs, any job (streaming or not): stage -> job, and job -> executors holding map output
+  // of it. Removing such an executor before its job ends loses that output, so the job's reduce tasks fail to fetch
+  // it (FetchFailed) and the map stage is re-run; once the job has ended its shuffle output is never read again (a
+  // later job that reuses the stage recomputes what a removed executor held instead of failing).
+  private final HashMap<Integer, Integer> stageJobs = new HashMap<>();
+  private final HashMap<Integer, HashSet<String>> shuffleHolders = new HashMap<>();
   private final LinkedHashMap<Long, Long> completedStages = new LinkedHashMap<>() {
     @Override
     protected boolean removeEldestEntry(Map.Entry<Long, Long> eldest) {
@@ -204,18 +211,23 @@ public class SparkscaleListener extends SparkListener {
   @Override
   public synchronized void onJobStart(SparkListenerJobStart event) {
     Tag tag = tagOf(event.properties(), event.jobId());
-    if (tag == null) {
-      return;
-    }
-    jobTags.put(event.jobId(), tag);
     scala.collection.Iterator<StageInfo> it = event.stageInfos().iterator();
     while (it.hasNext()) {
-      stageTags.put(it.next().stageId(), tag);
+      int stageId = it.next().stageId();
+      stageJobs.put(stageId, event.jobId());
+      if (tag != null) {
+        stageTags.put(stageId, tag);
+      }
+    }
+    if (tag != null) {
+      jobTags.put(event.jobId(), tag);
     }
   }
 
   @Override
   public synchronized void onJobEnd(SparkListenerJobEnd event) {
+    stageJobs.values().removeIf(job -> job == event.jobId());
+    shuffleHolders.remove(event.jobId());
     Tag tag = jobTags.remove(event.jobId());
     if (tag == null) {
       return;
@@ -302,6 +314,10 @@ public class SparkscaleListener extends SparkListener {
     if (ok) {
       e.tasksFinished++;
       tasksFinished++;
+      Integer job = "ShuffleMapTask".equals(event.taskType()) ? stageJobs.get(event.stageId()) : null;
+      if (job != null) {
+        shuffleHolders.computeIfAbsent(job, j -> new HashSet<>()).add(info.executorId());
+      }
     } else if (killed) {
       tasksKilled++;
     } else {
@@ -329,6 +345,31 @@ public class SparkscaleListener extends SparkListener {
         q.batches.merge(tag.batchId(), busy, Double::sum);
       }
     }
+  }
+
+  /**
+   * Executors holding shuffle map output of a job that is still running: removing one now would fail the job's
+   * tasks. {@code running} confirms each job (a job end lost with dropped events must not pin executors forever);
+   * jobs it denies are forgotten.
+   */
+  public synchronized HashSet<String> shuffleHolders(java.util.function.IntPredicate running) {
+    shuffleHolders.keySet().removeIf(job -> !running.test(job));
+    HashSet<String> out = new HashSet<>();
+    for (HashSet<String> holders : shuffleHolders.values()) {
+      out.addAll(holders);
+    }
+    return out;
+  }
+
+  /** Running jobs whose shuffle map output is (partly) on this executor, as the events tell. */
+  public synchronized int liveShuffleJobs(String executorId) {
+    int n = 0;
+    for (HashSet<String> holders : shuffleHolders.values()) {
+      if (holders.contains(executorId)) {
+        n++;
+      }
+    }
+    return n;
   }
 
   // ---------------------------------------------------------------- snapshot
@@ -367,6 +408,7 @@ public class SparkscaleListener extends SparkListener {
         x.put("removedMs", e.removedMs);
         x.put("removedReason", e.removedReason);
         x.put("runningTasks", e.runningTasks);
+        x.put("liveShuffleJobs", liveShuffleJobs(entry.getKey()));
         x.put("busyMs", e.busyMs + inflightByExec.getOrDefault(entry.getKey(), 0.0));
         x.put("tasksFinished", e.tasksFinished);
         x.put("tasksFailed", e.tasksFailed);

@@ -1,0 +1,489 @@
+"""Decision quality in the simulator: sparkscale against the alternatives a user has, on the same
+loads, cluster and queries, against an oracle. Run on purpose:
+
+    .venv/bin/python benchmarks/bench_decisions.py            # the full run, a few minutes
+    .venv/bin/python benchmarks/bench_decisions.py --quick    # two loads, shorter: a smoke run
+
+Writes ``benchmarks/results/decisions.md`` (the table), ``decisions-<load>.png`` (executors and
+lag against load over time, a panel per policy) and ``day.png`` (the compressed day, for the
+README). The figures are those of :mod:`figures`; the alternatives are in :mod:`alternatives`.
+
+The simulated cluster carries what real clusters show: a per-task and per-executor fixed task
+cost per batch (calibrated on the real measurement of 0.035 slot-s/row for 20 rows/s on 6
+partitions and 2 executors), a provisioning delay, launches that once started (after
+``LAUNCH_COMMIT_S``) complete whatever the target does, and arrivals with noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.alternatives import (
+    ClusterModel,
+    DStreamsAllocation,
+    NeverReadyEvaluator,
+    OccupancyRule,
+    SparkDynamicAllocation,
+)
+from benchmarks.figures import Timeline, figures
+from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.testing.sim import SimQuery, SimResult, Simulation
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+# The cluster and the queries, shared by every load.
+CORES_PER_EXECUTOR = 2
+MAX_EXECUTORS = 20
+PROVISIONING_DELAY_S = 30.0  # request -> registered
+LAUNCH_COMMIT_S = 2.0  # a launch older than this is not cancelled by a lower target
+TRIGGER_S = 10.0
+COST_PER_ROW = 0.002  # marginal slot-seconds per row
+PARTITIONS = 32
+BATCH_OVERHEAD_S = 0.5  # driver time per batch
+# Fixed task time per batch. Calibration: 6 partitions x 0.05 + 2 executors x 0.1 = 0.5 slot-s,
+# which on the real 20 rows/s x 1 s batches of 10 ms rows gives (0.2 + 0.5) / 20 = 0.035 slot-s/row.
+TASK_OVERHEAD_S = 0.05
+EXECUTOR_OVERHEAD_S = 0.1
+STEP_NOISE = 0.05
+DAY_NOISE = 0.2
+SEED = 1
+
+# sparkscale's defaults the figures are read against.
+DEFAULTS = AutoscalerConfig(max_executors=MAX_EXECUTORS)
+UTILIZATION_TARGET = DEFAULTS.utilization_target
+BACKLOG_THRESHOLD_S = DEFAULTS.backlog_threshold_s
+SCALE_DOWN_INTERVAL_S = DEFAULTS.scale_down_interval_s
+
+POLICIES = ("sparkscale", "static-peak", "static-average", "dynamic-allocation", "dstreams",
+            "occupancy")
+
+
+# --------------------------------------------------------------------------------------------
+# Loads
+
+
+@dataclass(frozen=True)
+class Load:
+    """A load shape: its queries (arrival traces), how long it runs, the times of its steps."""
+
+    name: str
+    title: str
+    queries: tuple[SimQuery, ...]
+    duration_s: float
+    steps: tuple[float, ...] = ()
+
+
+def query(name: str, load: Callable[[float], float], noise: float, peak: float,
+          partitions: int = PARTITIONS, initial_backlog: float = 0.0,
+          read_limit_factor: float = 2.0) -> SimQuery:
+    """A query of the benchmark: a Kafka-like source with a read limit of ``read_limit_factor`` x
+    its peak arrivals per trigger (maxOffsetsPerTrigger), so a backlog stays in the source."""
+    return SimQuery(name, load, cost_per_row=COST_PER_ROW, batch_overhead_s=BATCH_OVERHEAD_S,
+                    partitions=partitions, trigger_interval_s=TRIGGER_S,
+                    max_rows_per_batch=read_limit_factor * peak * TRIGGER_S, noise=noise,
+                    noise_period_s=10.0, initial_backlog=initial_backlog,
+                    task_overhead_s=TASK_OVERHEAD_S, executor_overhead_s=EXECUTOR_OVERHEAD_S)
+
+
+def step(before: float, after: float, at: float) -> Callable[[float], float]:
+    return lambda t: before if t < at else after
+
+
+def loads(scale: float = 1.0) -> list[Load]:
+    """The loads; ``scale`` < 1 shortens them (steps stay after a warm-up of 600 s)."""
+    base = 2000.0
+    at = 600.0
+    steps_s = max(1200.0, 2400.0 * scale)
+    day_s = max(1800.0, 7200.0 * scale)
+    ramp_s = max(1200.0, 2400.0 * scale)
+
+    def day(mean: float, amplitude: float, phase: float) -> Callable[[float], float]:
+        # Starts at the trough: one compressed day from night to night.
+        return lambda t: mean - amplitude * math.cos(2 * math.pi * t / day_s + phase)
+
+    def ramp(t: float) -> float:
+        # 1000 -> 16000 rows/s: the oracle passes maxExecutors at about 13000 rows/s, and 20
+        # executors still keep up at 16000 (at 80 % utilization).
+        return base / 2 + (7.5 * base) * min(1.0, t / ramp_s)
+
+    return [
+        Load("step-x2", "step x2 (2000 -> 4000 rows/s at 600 s)",
+             (query("q", step(base, 2 * base, at), STEP_NOISE, 2 * base),), steps_s, (at,)),
+        Load("step-x4", "step x4 (2000 -> 8000 rows/s at 600 s)",
+             (query("q", step(base, 4 * base, at), STEP_NOISE, 4 * base),), steps_s, (at,)),
+        Load("step-div4", "step /4 (8000 -> 2000 rows/s at 600 s)",
+             (query("q", step(4 * base, base, at), STEP_NOISE, 4 * base),), steps_s, (at,)),
+        Load("spike", "spike (2000 -> 8000 rows/s for 120 s at 600 s)",
+             (query("q", lambda t: 4 * base if at <= t < at + 120.0 else base, STEP_NOISE, 4 * base),),
+             steps_s, (at, at + 120.0)),
+        Load("day", f"compressed day ({day_s / 3600:g} h; 3 queries share the executors, +-20 % noise)",
+             (query("orders", day(3000.0, 2500.0, 0.0), DAY_NOISE, 5500.0),
+              query("clicks", day(1500.0, 1000.0, 0.6), DAY_NOISE, 2500.0),
+              query("audit", day(60.0, 40.0, 0.0), DAY_NOISE, 100.0, partitions=16)), day_s),
+        Load("ramp", f"ramp 1000 -> 16000 rows/s over {ramp_s / 60:g} min, beyond maxExecutors "
+             "(64 partitions)",
+             (query("q", ramp, STEP_NOISE, 8 * base, partitions=64),), ramp_s + 600.0),
+        Load("backlog", "backlog of 10 min of input waiting at start (2000 rows/s)",
+             (query("q", lambda t: base, STEP_NOISE, base, initial_backlog=600.0 * base,
+                    read_limit_factor=4.0),), steps_s),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle
+
+
+def oracle_executors(queries: Sequence[SimQuery], load: Mapping[str, float],
+                     cores_per_executor: int = CORES_PER_EXECUTOR,
+                     utilization_target: float = UTILIZATION_TARGET,
+                     max_executors: int = MAX_EXECUTORS) -> int:
+    """The fewest executors whose slots keep utilization at the target for the steady,
+    noise-free ``load`` (rows/s per query), at most ``max_executors``.
+
+    Like ``smallest_sufficient_executors`` (equal to it without fixed costs), plus each query's
+    fixed task time per batch, paid once per trigger interval: ``partitions x task_overhead +
+    min(executors, ceil(partitions / cores)) x executor_overhead``, which grows with the
+    executors, so the smallest sufficient count is searched for. A query uses at most its
+    partitions' slots.
+    """
+
+    def slots_needed(executors: int) -> float:
+        total = 0.0
+        for q in queries:
+            work = load[q.name] * q.cost_per_row
+            if q.trigger_interval_s and load[q.name] > 0:
+                spread = min(executors, math.ceil(q.partitions / cores_per_executor))
+                work += (q.partitions * q.task_overhead_s + spread * q.executor_overhead_s) \
+                    / q.trigger_interval_s
+            total += min(work / utilization_target, float(q.partitions))
+        return total
+
+    for executors in range(1, max_executors + 1):
+        if slots_needed(executors) <= executors * cores_per_executor + 1e-6:
+            return executors
+    return max_executors
+
+
+def oracle_at(load: Load, t: float) -> int:
+    return oracle_executors(load.queries, {q.name: q.load(t) for q in load.queries})
+
+
+def average_load(load: Load, samples: int = 720) -> dict[str, float]:
+    times = np.linspace(0.0, load.duration_s, samples, endpoint=False)
+    return {q.name: float(np.mean([q.load(float(t)) for t in times])) for q in load.queries}
+
+
+def peak_executors(load: Load, samples: int = 720) -> int:
+    times = np.linspace(0.0, load.duration_s, samples, endpoint=False)
+    return max(oracle_at(load, float(t)) for t in times)
+
+
+# --------------------------------------------------------------------------------------------
+# Running one policy on one load
+
+
+@dataclass
+class Run:
+    """One policy on one load: its timeline for :func:`figures`, the oracle, the figures."""
+
+    load: Load
+    policy: str
+    timeline: Timeline
+    oracle: list[int]
+    figures: dict[str, float] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def initial_executors(load: Load, policy: str) -> int:
+    if policy == "static-peak":
+        return peak_executors(load)
+    if policy == "static-average":
+        return oracle_executors(load.queries, average_load(load))
+    return oracle_at(load, 0.0)  # the dynamic policies start sized for the load at start
+
+
+@dataclass(frozen=True)
+class Simulated:
+    result: SimResult
+    actions: list[tuple[float, int, int]]  # (time, from, to)
+    failed_tasks: int
+
+
+def simulate(load: Load, policy: str, seed: int = SEED) -> Simulated:
+    """Run ``policy`` on ``load`` in the simulator."""
+    initial = initial_executors(load, policy)
+    model: ClusterModel | None = None
+    if policy == "dynamic-allocation":
+        model = SparkDynamicAllocation(initial_executors=initial, min_executors=1,
+                                       max_executors=MAX_EXECUTORS,
+                                       cores_per_executor=CORES_PER_EXECUTOR, seed=seed)
+    elif policy == "dstreams":
+        model = DStreamsAllocation(batch_interval_s=TRIGGER_S, min_executors=1,
+                                   max_executors=MAX_EXECUTORS, seed=seed)
+    elif policy == "occupancy":
+        model = OccupancyRule(trigger_interval_s=TRIGGER_S, min_executors=1,
+                              max_executors=MAX_EXECUTORS)
+    elif policy not in ("sparkscale", "static-peak", "static-average"):
+        raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
+    common = {"cores_per_executor": CORES_PER_EXECUTOR, "launch_commit_s": LAUNCH_COMMIT_S}
+    if policy == "sparkscale":
+        sim = Simulation(DEFAULTS, load.queries, initial, PROVISIONING_DELAY_S, seed, **common)
+    else:
+        # The control loop runs beside, in recommend mode with nothing to recommend: the
+        # simulator records the same timeline, and only the model (if any) acts.
+        sim = Simulation(replace(DEFAULTS, mode="recommend"), load.queries, initial,
+                         PROVISIONING_DELAY_S, seed, evaluator=NeverReadyEvaluator(),
+                         on_step=model, **common)
+    result = sim.run(load.duration_s)
+    if model is not None:
+        actions = list(model.actions)
+    else:
+        actions = [(a.time, a.from_executors, a.to_executors) for a in result.actions]
+    return Simulated(result, actions, sim.cluster.tasks_failed)
+
+
+def timeline_of(load: Load, simulated: Simulated) -> Timeline:
+    """The run as a :class:`Timeline`: a sample per control tick (live executors, total
+    noise-free load, lag = the worst query's waiting rows / its noise-free arrival rate)."""
+    t, executors, total, lag = [], [], [], []
+    for p in simulated.result.timeline:
+        rates = {q.name: q.load(p.t) for q in load.queries}
+        t.append(p.t)
+        executors.append(float(p.executors))
+        total.append(sum(rates.values()))
+        lag.append(max((qp.backlog / rates[name] if rates[name] > 0 else 0.0)
+                       for name, qp in p.queries.items()))
+    return Timeline(t, executors, total, lag, simulated.actions, simulated.failed_tasks)
+
+
+def run(load: Load, policy: str, seed: int = SEED) -> Run:
+    started = time.monotonic()
+    timeline = timeline_of(load, simulate(load, policy, seed))
+    oracle = [oracle_at(load, x) for x in timeline.t]
+    figs = figures(timeline, oracle, BACKLOG_THRESHOLD_S, SCALE_DOWN_INTERVAL_S, load.steps)
+    return Run(load, policy, timeline, oracle, figs, time.monotonic() - started)
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+
+
+def _fmt(value: float, pattern: str) -> str:
+    return "n/a" if value is None or math.isnan(value) else pattern.format(value)
+
+
+COLUMNS = ("load", "policy", "executor-s / oracle", "executor-s / static-peak", "lag > threshold",
+           "max lag (s)", "actions", "flaps", "actions to converge", "time to converge (s)",
+           "failed tasks", "mean executors")
+
+
+def table_rows(runs: Sequence[Run]) -> list[list[str]]:
+    """One row per run; ``executor-s / static-peak`` against the static-peak run of its load."""
+    peak = {r.load.name: r.figures["executor_s"] for r in runs if r.policy == "static-peak"}
+    rows = []
+    for r in runs:
+        f = r.figures
+        versus_peak = f["executor_s"] / peak[r.load.name] if r.load.name in peak else math.nan
+        steps = int(f["steps"])
+        converge = time_to = "-"
+        if steps:
+            per_step = [_fmt(f[f"step_{i}_actions"], "{:.0f}") for i in range(steps)]
+            times = [_fmt(f[f"step_{i}_time_to_converge_s"], "{:.0f}") for i in range(steps)]
+            converge, time_to = " / ".join(per_step), " / ".join(times)
+        rows.append([r.load.name, r.policy, _fmt(f["executor_s_vs_oracle"], "{:.2f}"),
+                     _fmt(versus_peak, "{:.2f}"), _fmt(100 * f["lag_over_threshold_share"], "{:.1f} %"),
+                     _fmt(f["max_lag_s"], "{:.0f}"), f"{f['actions']:.0f}", f"{f['flaps']:.0f}",
+                     converge, time_to, f"{f['failed_tasks']:.0f}", _fmt(f["mean_executors"], "{:.1f}")])
+    return rows
+
+
+def markdown(runs: Sequence[Run], command: str, wall_s: float) -> str:
+    rows = table_rows(runs)
+    titles = {}
+    for r in runs:
+        titles.setdefault(r.load.name, r.load.title)
+    lines = [
+        "# Decision quality in the simulator", "",
+        f"Generated by `{command}` in {wall_s:.0f} s (deterministic: seed {SEED}).", "",
+        f"Cluster: executors of {CORES_PER_EXECUTOR} cores, at most {MAX_EXECUTORS}, provisioning "
+        f"{PROVISIONING_DELAY_S:g} s (a launch is committed after {LAUNCH_COMMIT_S:g} s). Queries: "
+        f"{TRIGGER_S:g} s trigger, {PARTITIONS} partitions, {COST_PER_ROW * 1000:g} ms of task time per "
+        f"row, {BATCH_OVERHEAD_S:g} s of driver time per batch, and a fixed task time per batch of "
+        f"{TASK_OVERHEAD_S:g} s per task + {EXECUTOR_OVERHEAD_S:g} s per executor its tasks land on; "
+        "a read limit of twice the peak arrivals per trigger (four times for the backlog load). "
+        f"Arrivals carry +-{STEP_NOISE * 100:g} % noise (the day: +-{DAY_NOISE * 100:g} %), held 10 s.",
+        "",
+        f"Oracle: the fewest executors keeping slot utilization at {UTILIZATION_TARGET:g} for the "
+        "noise-free load, fixed costs included, at most maxExecutors. Lag: the worst query's rows "
+        "waiting in the source / its noise-free arrival rate; threshold "
+        f"{BACKLOG_THRESHOLD_S:g} s (backlogThreshold). Flaps: opposite actions less than "
+        f"{SCALE_DOWN_INTERVAL_S:g} s apart (scaleDownInterval). Converge: actions and seconds from "
+        "each step until the live executors stay within 1 of the oracle (per step, `/`-separated; "
+        "n/a: not within 1 by the next step or the end). For the backlog load the oracle leaves "
+        "out catching up, so a policy that works the backlog off shows above 1.", "",
+        "Loads: " + "; ".join(f"**{name}**: {title}" for name, title in titles.items()) + ".", "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += [
+        "", "Policies: **sparkscale** with its defaults (maxExecutors as above); **static-peak** / "
+        "**static-average**: the oracle at the peak / at the average load, fixed; "
+        "**dynamic-allocation**: Spark's `ExecutorAllocationManager` (1 s backlog timeouts, 60 s idle "
+        "timeout, ratio 1.0); **dstreams**: the DStreams rule (`scalingInterval` 60 s, up at 0.9, "
+        "down at 0.3); **occupancy**: every 60 s, `ceil(executors x batch time / trigger)` when "
+        "outside [0.5, 1.0]. Actions of dynamic allocation are its rounds of adding executors and "
+        "its idle removals; it also lowers its target between micro-batches (no task pending or "
+        "running), which withdraws launches not committed yet and is not counted.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+COLORS = {"sparkscale": "tab:blue", "static-peak": "tab:gray", "static-average": "tab:brown",
+          "dynamic-allocation": "tab:orange", "dstreams": "tab:purple", "occupancy": "tab:green"}
+
+
+def _save(fig: object, path: Path) -> None:
+    fig.savefig(path, dpi=72, pil_kwargs={"optimize": True})  # type: ignore[attr-defined]
+
+
+def plot_load(runs: Sequence[Run], path: Path) -> None:
+    """Executors (with the oracle) and lag against load over time, a panel per policy."""
+    import matplotlib  # lazily: the benchmark's numbers need no plotting library
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = 2
+    rows = math.ceil(len(runs) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 2.3 * rows), sharex=True, squeeze=False)
+    top = max(max(max(r.timeline.executors), max(r.oracle)) for r in runs) + 1
+    lag_top = max(max(r.timeline.lag_s) for r in runs) * 1.1 + 1
+    for ax, r in zip(axes.flat, runs, strict=False):
+        t = np.asarray(r.timeline.t) / 60.0
+        load = np.asarray(r.timeline.load)
+        ax.fill_between(t, load / load.max() * top * 0.95, step="post", color="0.88", lw=0,
+                        label="load (scaled)")
+        ax.step(t, r.oracle, where="post", color="0.35", ls="--", lw=1, label="oracle")
+        ax.step(t, r.timeline.executors, where="post", color=COLORS.get(r.policy, "tab:blue"), lw=1.6,
+                label="executors")
+        ax.set_ylim(0, top)
+        ax.set_title(f"{r.policy}: {r.figures['executor_s_vs_oracle']:.2f}x oracle, "
+                     f"max lag {r.figures['max_lag_s']:.0f} s", fontsize=9)
+        ax.set_ylabel("executors", fontsize=8)
+        lag_ax = ax.twinx()
+        lag_ax.plot(t, r.timeline.lag_s, color="tab:red", lw=0.8, label="lag (s)")
+        lag_ax.axhline(BACKLOG_THRESHOLD_S, color="tab:red", lw=0.5, ls=":")
+        lag_ax.set_ylim(0, lag_top)
+        lag_ax.tick_params(labelsize=7, colors="tab:red")
+        ax.tick_params(labelsize=7)
+    for ax in axes.flat[len(runs):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("minutes", fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend([*handles, plt.Line2D([], [], color="tab:red", lw=0.8)], [*labels, "lag (s, right)"],
+               loc="upper center", bbox_to_anchor=(0.5, 0.965), ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(runs[0].load.title, fontsize=10, y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_day(runs: Sequence[Run], path: Path,
+             policies: Sequence[str] = ("sparkscale", "static-peak", "dynamic-allocation")) -> None:
+    """The README's picture: the compressed day's load, and the executors of a few policies."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chosen = [r for p in policies for r in runs if r.policy == p]
+    if not chosen:
+        return
+    fig, (load_ax, ax) = plt.subplots(2, 1, figsize=(8, 4.2), sharex=True,
+                                      gridspec_kw={"height_ratios": [1, 2]})
+    first = chosen[0]
+    t = np.asarray(first.timeline.t) / 60.0
+    load_ax.fill_between(t, first.timeline.load, step="post", color="0.8", lw=0)
+    load_ax.set_ylabel("rows/s", fontsize=8)
+    load_ax.set_title(f"{first.load.title}", fontsize=9)
+    ax.step(t, first.oracle, where="post", color="0.3", ls="--", lw=1, label="oracle")
+    for r in chosen:
+        f = r.figures
+        ax.step(np.asarray(r.timeline.t) / 60.0, r.timeline.executors, where="post",
+                color=COLORS.get(r.policy, "tab:blue"), lw=1.5,
+                label=f"{r.policy}: {f['executor_s_vs_oracle']:.2f}x oracle, "
+                      f"lag > {BACKLOG_THRESHOLD_S:g} s {100 * f['lag_over_threshold_share']:.1f} %")
+    ax.set_ylabel("executors", fontsize=8)
+    ax.set_xlabel("minutes", fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", frameon=False)
+    for a in (load_ax, ax):
+        a.tick_params(labelsize=7)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+
+
+def run_all(selected_loads: Sequence[Load], policies: Sequence[str] = POLICIES,
+            progress: bool = False) -> list[Run]:
+    runs = []
+    for load in selected_loads:
+        for policy in policies:
+            r = run(load, policy)
+            runs.append(r)
+            if progress:
+                print(f"{load.name:<10} {policy:<19} {r.wall_s:5.1f}s  "
+                      f"{r.figures['executor_s_vs_oracle']:.2f}x oracle", flush=True)
+    return runs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="two loads, shortened: a smoke run")
+    parser.add_argument("--loads", help="comma-separated load names (default: all)")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the table and plots")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNGs (no matplotlib)")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    selected = loads(0.25 if args.quick else 1.0)
+    if args.quick:
+        selected = [ld for ld in selected if ld.name in ("step-x4", "day")]
+    if args.loads:
+        names = args.loads.split(",")
+        selected = [ld for ld in selected if ld.name in names]
+    policies = [p for p in args.policies.split(",") if p]
+    runs = run_all(selected, policies, progress=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    command = "python benchmarks/bench_decisions.py" + (" --quick" if args.quick else "")
+    text = markdown(runs, command, time.monotonic() - started)
+    (args.out / "decisions.md").write_text(text)
+    print(text)
+    if not args.no_plots:
+        for load in selected:
+            of_load = [r for r in runs if r.load.name == load.name]
+            plot_load(of_load, args.out / f"decisions-{load.name}.png")
+            if load.name == "day":
+                plot_day(of_load, args.out / "day.png")
+    print(f"wrote {args.out}/decisions.md and plots in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,804 @@
+"""Real Spark, side by side (issue 14): sparkscale, a static cluster sized for the peak, and Spark's
+own dynamic allocation, on the same query under the same arrivals, on a real standalone cluster.
+
+Run on purpose: ``.venv/bin/python benchmarks/bench_real_spark.py`` (about 30 minutes: 34 on a
+2-core machine shared with other Spark jobs; ``--quick`` for a smoke run of about 12 minutes,
+``--cost`` to skip the calibration run, ``--render`` to redraw the report from its JSON). It starts
+a standalone Master and two Workers (3 one-core executor slots each) as daemons on loopback, then,
+one after another, one driver process per (load, policy): the project's controllable test source
+(``sparkscale_listener.testing.source``) whose arrival rate follows a fixed schedule written into
+its control file, ``costMs`` of sleep per row (I/O-bound enrichment: on a 2-core machine CPU-bound
+work could not get faster with a third executor), a JSON file sink, exactly once. Every figure is
+computed afterwards from the run's Spark event log alone (executors added/removed, task ends, query
+progress) and written to ``benchmarks/results/real_spark.md`` with one PNG per load.
+
+The loads are compressed: a "day" lasts minutes. sparkscale keeps its defaults except the
+durations that only make sense on a timescale of hours (``SPARKSCALE_COMPRESSED``), and dynamic
+allocation's idle timeout is shortened by the same factor as sparkscale's scale-down interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+VENV_BIN = Path(sys.executable).parent
+
+# figures.py sits next to this file; benchmarks/ is a folder of scripts, not a package.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from figures import Timeline, figures  # noqa: E402
+
+# The cluster: enough one-core executors for the peak, little memory each.
+WORKERS = 2
+CORES_PER_WORKER = 3
+MAX_EXECUTORS = WORKERS * CORES_PER_WORKER
+# The query: every row sleeps COST_MS (a call to a service); 6 tasks per micro-batch, so up to 6
+# slots can be busy; a read limit keeps a backlog in the source, where the progress reports it.
+COST_MS = 15.0
+PARTITIONS = 6
+MAX_ROWS_PER_BATCH = 300
+TRIGGER_S = 1.0
+UTILIZATION_TARGET = 0.7  # sparkscale's default utilization.target: the oracle sizes for it too
+
+# sparkscale's defaults that are durations on an hours-long scale, shortened for a day squeezed
+# into minutes. Everything else (utilization band, max factors, checkers, provisioning, ...) is
+# the default. key: (default, used here, why)
+SPARKSCALE_COMPRESSED: dict[str, tuple[str, str, str]] = {
+    "interval": ("10s", "2s", "a tick per 2 triggers; 10 s is a 20th of the compressed day"),
+    "metricsWindow": ("60s", "12s", "12 one-second batches: the cost fit needs at least 8"),
+    "stabilizationInterval": ("30s", "3s", "/10: a batch or two on the new executors"),
+    "scaleDownInterval": ("300s", "30s", "/10: 300 s is longer than the whole step load"),
+    "catchUpDuration": ("300s", "30s", "/10: a backlog worked off within the load's phases"),
+    "backlogThreshold": ("60s", "6s", "/10: also the lag threshold of the figures"),
+}
+BACKLOG_THRESHOLD_S = 6.0
+SCALE_DOWN_INTERVAL_S = 30.0  # also the yardstick for flaps, for every policy
+# Spark's default spark.dynamicAllocation.executorIdleTimeout is 60 s: /10, as scaleDownInterval.
+DA_IDLE_TIMEOUT = "6s"
+POLICIES = ("sparkscale", "static-peak", "dynamic-allocation")
+# Consecutive executor-count changes in the same direction less than this apart are one action:
+# executors asked for together register one by one over a few seconds.
+ACTION_MERGE_S = 5.0
+PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
+SCALING_EVENT = "io.sparkscale.bridge.ScalingEvent"
+
+
+# --------------------------------------------------------------------------------------- loads
+@dataclass(frozen=True)
+class Load:
+    """Arrivals of one run: ``schedule`` is what the source gets (piecewise-constant rows/s from
+    each offset in seconds), ``clean`` the noise-free rate the oracle is sized on (same form)."""
+
+    name: str
+    title: str
+    duration_s: float
+    schedule: tuple[tuple[float, float], ...]
+    clean: tuple[tuple[float, float], ...]
+    steps: tuple[float, ...] = ()
+
+
+def rate_at(schedule: Sequence[tuple[float, float]], t: float) -> float:
+    """The piecewise-constant rate in force at offset ``t`` (the first one before it starts)."""
+    rate = schedule[0][1]
+    for start, value in schedule:
+        if start > t:
+            break
+        rate = value
+    return rate
+
+
+def rows_between(schedule: Sequence[tuple[float, float]], a: float, b: float) -> float:
+    """Rows the schedule brings between offsets ``a`` and ``b`` (``b`` may be before ``a``)."""
+    if b < a:
+        return -rows_between(schedule, b, a)
+    total = 0.0
+    for i, (start, value) in enumerate(schedule):
+        end = schedule[i + 1][0] if i + 1 < len(schedule) else math.inf
+        lo, hi = max(a, start if i else -math.inf), min(b, end)
+        if hi > lo:
+            total += value * (hi - lo)
+    return total
+
+
+def step_load(duration_s: float, low: float = 30.0, high: float = 120.0) -> Load:
+    up, down = round(0.2 * duration_s), round(0.6 * duration_s)
+    schedule = ((0.0, low), (float(up), high), (float(down), low))
+    return Load("step", f"step {low:g} -> {high:g} -> {low:g} rows/s", duration_s, schedule, schedule,
+                (float(up), float(down)))
+
+
+def day_load(duration_s: float, low: float = 15.0, high: float = 120.0, seed: int = 14,
+             segment_s: float = 2.0) -> Load:
+    """A diurnal cosine (night, noon, night) over ``duration_s``, with seeded noise: each
+    ``segment_s`` the rate is off the clean curve by a Gaussian 10 % (clipped at 25 %)."""
+    rng = random.Random(seed)
+
+    def clean(t: float) -> float:
+        return low + (high - low) * (1 - math.cos(2 * math.pi * t / duration_s)) / 2
+
+    starts = [i * segment_s for i in range(math.ceil(duration_s / segment_s))]
+    noise = [max(-0.25, min(0.25, rng.gauss(0.0, 0.10))) for _ in starts]
+    schedule = tuple((s, round(clean(s + segment_s / 2) * (1 + n), 1))
+                     for s, n in zip(starts, noise, strict=True))
+    clean_steps = tuple((float(s), clean(s + 0.5)) for s in range(math.ceil(duration_s)))
+    return Load("day", f"compressed day {low:g}..{high:g} rows/s, 10 % noise", duration_s, schedule,
+                clean_steps)
+
+
+def oracle_executors(rate: float, cost_s_per_row: float, target: float = UTILIZATION_TARGET,
+                     limit: int = MAX_EXECUTORS) -> int:
+    """The fewest one-core executors keeping slot utilization at ``target`` for ``rate``."""
+    return max(1, min(limit, math.ceil(rate * cost_s_per_row / target - 1e-9)))
+
+
+# --------------------------------------------------------------------------- event-log parsing
+@dataclass(frozen=True)
+class Batch:
+    start: float  # epoch s: the trigger's start (the progress timestamp)
+    end: float  # epoch s: start + triggerExecution
+    start_offset: int
+    end_offset: int
+    latest_offset: int | None  # rows the source had generated when the batch planned
+    rows: int
+
+
+@dataclass(frozen=True)
+class Task:
+    launch: float
+    finish: float
+    failed: bool
+    killed: bool
+
+
+@dataclass
+class RunLog:
+    """What one application's event log says, times in epoch seconds."""
+
+    executor_changes: list[tuple[float, int, str]] = field(default_factory=list)  # (t, +1/-1, id)
+    tasks: list[Task] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
+    scaling_events: list[dict[str, Any]] = field(default_factory=list)
+    app_start: float | None = None
+
+
+def read_event_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The events of an uncompressed event log: a file, or a rolling log's folder."""
+    files = [path] if path.is_file() else sorted(
+        p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    for file in files:
+        with open(file, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield json.loads(line)
+
+
+def _offset(value: Any) -> int | None:
+    """The test source's offset, ``{"offset": n}``, given as an object or as its JSON text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, dict) and "offset" in value:
+        return int(value["offset"])
+    return None
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def parse_event_log(events: Iterable[Mapping[str, Any]]) -> RunLog:
+    log = RunLog()
+    for e in events:
+        kind = e.get("Event")
+        if kind == "SparkListenerApplicationStart":
+            log.app_start = e["Timestamp"] / 1000.0
+        elif kind == "SparkListenerExecutorAdded":
+            log.executor_changes.append((e["Timestamp"] / 1000.0, +1, str(e["Executor ID"])))
+        elif kind == "SparkListenerExecutorRemoved":
+            log.executor_changes.append((e["Timestamp"] / 1000.0, -1, str(e["Executor ID"])))
+        elif kind == "SparkListenerTaskEnd":
+            info = e["Task Info"]
+            log.tasks.append(Task(info["Launch Time"] / 1000.0, info["Finish Time"] / 1000.0,
+                                  bool(info.get("Failed")), bool(info.get("Killed"))))
+        elif kind == PROGRESS_EVENT:
+            p = e["progress"]
+            sources = p.get("sources") or [{}]
+            start = _epoch(p["timestamp"])
+            duration_ms = (p.get("durationMs") or {}).get("triggerExecution", p.get("batchDuration", 0))
+            start_offset = _offset(sources[0].get("startOffset"))
+            end_offset = _offset(sources[0].get("endOffset"))
+            if end_offset is None:
+                continue
+            log.batches.append(Batch(start, start + duration_ms / 1000.0,
+                                     end_offset if start_offset is None else start_offset, end_offset,
+                                     _offset(sources[0].get("latestOffset")), int(p.get("numInputRows", 0))))
+        elif kind == SCALING_EVENT:
+            log.scaling_events.append(dict(e))
+    log.executor_changes.sort()
+    log.batches.sort(key=lambda b: b.end)
+    return log
+
+
+def live_executors(changes: Sequence[tuple[float, int, str]], t: float) -> int:
+    return sum(delta for at, delta, _ in changes if at <= t)
+
+
+def merged_actions(changes: Sequence[tuple[float, int, str]], t0: float, t1: float,
+                   merge_s: float = ACTION_MERGE_S) -> list[tuple[float, int, int]]:
+    """Executor-count changes within [t0, t1] as actions (time from t0, from, to): consecutive
+    changes in one direction less than ``merge_s`` apart are one action."""
+    count = live_executors(changes, t0)
+    actions: list[list[float]] = []  # [time, from, to, last change]
+    for at, delta, _ in changes:
+        if not t0 < at <= t1:
+            continue
+        last = actions[-1] if actions else None
+        if last is not None and (last[2] - last[1]) * delta > 0 and at - last[3] < merge_s:
+            last[2] += delta
+            last[3] = at
+        else:
+            actions.append([at, count, count + delta, at])
+        count += delta
+    return [(a[0] - t0, int(a[1]), int(a[2])) for a in actions if a[1] != a[2]]
+
+
+def busy_slot_seconds(tasks: Sequence[Task], t0: float, t1: float) -> float:
+    """Slot time of the tasks launched within [t0, t1] (launch to finish)."""
+    return sum(task.finish - task.launch for task in tasks if t0 <= task.launch <= t1)
+
+
+def rows_processed(batches: Sequence[Batch], t0: float, t1: float) -> int:
+    """Rows of the batches that started within [t0, t1]."""
+    return sum(b.end_offset - b.start_offset for b in batches if t0 <= b.start <= t1)
+
+
+def committed_at(batches: Sequence[Batch], t: float) -> int:
+    """Rows committed by ``t``: the end offset of the last batch finished by then."""
+    done = [b.end_offset for b in batches if b.end <= t]
+    return max(done) if done else 0
+
+
+def arrived_at(batches: Sequence[Batch], schedule: Sequence[tuple[float, float]], t0: float,
+               t: float) -> float:
+    """Rows generated by ``t``: the source's own count at the last batch that planned by ``t``
+    (its latest offset), plus what the schedule brought since. Before any, from the schedule."""
+    known = [b for b in batches if b.latest_offset is not None and b.start <= t]
+    if not known:
+        return rows_between(schedule, 0.0, t - t0)
+    last = max(known, key=lambda b: b.start)
+    return float(last.latest_offset or 0) + rows_between(schedule, last.start - t0, t - t0)
+
+
+def timeline(log: RunLog, load: Load, t0: float, sample_s: float = 1.0) -> Timeline:
+    """The run as a :class:`figures.Timeline` over the load's ``[t0, t0 + duration]``: samples
+    every ``sample_s`` and at every executor change (so executor-seconds are exact); lag = input
+    waiting (arrived and not yet committed) / the arrival rate in force."""
+    t1 = t0 + load.duration_s
+    times = {round(i * sample_s, 6) for i in range(int(load.duration_s / sample_s) + 1)}
+    times |= {at - t0 for at, _, _ in log.executor_changes if t0 < at < t1}
+    ts = sorted(x for x in times if 0.0 <= x <= load.duration_s)
+    executors, rates, lags = [], [], []
+    for x in ts:
+        rate = rate_at(load.schedule, x)
+        waiting = max(0.0, arrived_at(log.batches, load.schedule, t0, t0 + x)
+                      - committed_at(log.batches, t0 + x))
+        executors.append(float(live_executors(log.executor_changes, t0 + x)))
+        rates.append(rate)
+        lags.append(waiting / rate if rate > 0 else 0.0)
+    failed = sum(1 for task in log.tasks if task.failed and t0 <= task.launch <= t1)
+    return Timeline(ts, executors, rates, lags, merged_actions(log.executor_changes, t0, t1), failed)
+
+
+def oracle_for(run: Timeline, load: Load, cost_s_per_row: float) -> list[float]:
+    return [float(oracle_executors(rate_at(load.clean, x), cost_s_per_row)) for x in run.t]
+
+
+def run_figures(log: RunLog, load: Load, t0: float, cost_s_per_row: float
+                ) -> tuple[Timeline, dict[str, float]]:
+    run = timeline(log, load, t0)
+    out = figures(run, oracle_for(run, load, cost_s_per_row), BACKLOG_THRESHOLD_S, SCALE_DOWN_INTERVAL_S,
+                  steps=load.steps)
+    t1 = t0 + load.duration_s
+    rows = rows_processed(log.batches, t0, t1)
+    out["slot_s_per_row"] = busy_slot_seconds(log.tasks, t0, t1) / rows if rows else math.nan
+    out["scaling_events"] = float(sum(1 for e in log.scaling_events if e.get("applied")
+                                      and t0 <= e.get("timestampMs", 0) / 1000.0 <= t1))
+    return run, out
+
+
+# ------------------------------------------------------------------------- the cluster (daemons)
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spark_env() -> dict[str, str]:
+    import pyspark
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(SPARK_HOME=os.path.dirname(pyspark.__file__), SPARK_LOCAL_IP="127.0.0.1",
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    return env
+
+
+class Processes:
+    """Every process this benchmark starts (each in its own session), stopped on any exit."""
+
+    def __init__(self) -> None:
+        self.running: list[subprocess.Popen[bytes]] = []
+        atexit.register(self.stop_all)
+
+    def start(self, args: Sequence[str], log: Path, env: Mapping[str, str], cwd: Path | None = None
+              ) -> subprocess.Popen[bytes]:
+        with open(log, "wb") as out:
+            process = subprocess.Popen(list(args), env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+                                       cwd=cwd, start_new_session=True)
+        self.running.append(process)
+        return process
+
+    def stop(self, process: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
+        """Stop ``process`` and its whole process group (a driver's JVM is the Python driver's
+        child, a Worker's executors the Worker's): TERM, then KILL for whatever is left."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break  # the group is gone
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+            if sig == signal.SIGTERM:
+                time.sleep(1.0)  # children stop after their leader
+        if process in self.running:
+            self.running.remove(process)
+
+    def stop_all(self) -> None:
+        for process in reversed(list(self.running)):
+            self.stop(process)
+
+
+@dataclass
+class Cluster:
+    master_url: str
+    web_url: str
+
+
+def start_cluster(procs: Processes, work: Path, env: Mapping[str, str]) -> Cluster:
+    work.mkdir(parents=True, exist_ok=True)
+    spark_class = str(VENV_BIN / "spark-class")
+    port, web = free_port(), free_port()
+    daemon_env = {**env, "SPARK_LOG_DIR": str(work), "SPARK_WORKER_DIR": str(work / "worker")}
+    procs.start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                 "--port", str(port), "--webui-port", str(web)], work / "master.log", daemon_env)
+    master_url = f"spark://127.0.0.1:{port}"
+    for i in range(WORKERS):
+        worker_dir = work / f"worker{i}"
+        worker_dir.mkdir(parents=True, exist_ok=True)
+        procs.start([spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+                     "--cores", str(CORES_PER_WORKER), "--memory", "2g", "--webui-port", str(free_port()),
+                     "--work-dir", str(worker_dir)], work / f"worker{i}.log", daemon_env)
+    web_url = f"http://127.0.0.1:{web}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{web_url}/json/", timeout=5) as response:
+                if json.load(response).get("aliveworkers", 0) >= WORKERS:
+                    return Cluster(master_url, web_url)
+        except OSError:
+            pass
+        time.sleep(1.0)
+    raise TimeoutError(f"the {WORKERS} Workers did not register with the Master within 120 s")
+
+
+# ----------------------------------------------------------------------------- one run (driver)
+def policy_conf(policy: str, static_executors: int) -> dict[str, str]:
+    if policy == "sparkscale":
+        conf = {f"spark.sparkscale.{key}": used for key, (_, used, _) in SPARKSCALE_COMPRESSED.items()}
+        # Start where dynamic allocation starts (its initialExecutors = minExecutors = 1) rather
+        # than with every core the Master hands a new application; the cluster's size is the max.
+        conf.update({"spark.sparkscale.initialExecutors": "1",
+                     "spark.sparkscale.maxExecutors": str(MAX_EXECUTORS)})
+        return conf
+    if policy == "static-peak":
+        return {"spark.cores.max": str(static_executors), "spark.dynamicAllocation.enabled": "false"}
+    if policy == "dynamic-allocation":
+        return {"spark.dynamicAllocation.enabled": "true",
+                "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+                "spark.dynamicAllocation.minExecutors": "1",
+                "spark.dynamicAllocation.maxExecutors": str(MAX_EXECUTORS),
+                "spark.dynamicAllocation.executorIdleTimeout": DA_IDLE_TIMEOUT}
+    raise ValueError(f"unknown policy {policy!r}")
+
+
+COLD_START_RATE = 1.0  # rows/s until the first batches ran (see warm_up)
+
+
+def warm_up(query: Any, control: Path, rate: float, min_s: float, deadline_s: float = 300.0) -> None:
+    """Get past the cold start before the measured load. On a loaded 2-core machine the first
+    batch (Python workers, the source's first plan) takes half a minute: arrivals at full rate
+    would pile up a backlog that every policy then answers with all the executors it can get.
+    So the query starts at a trickle; once 3 batches ran the first rate of the load comes in for
+    at least ``min_s`` (the policies settle on it) and until the backlog is at most 2 s of input."""
+    from sparkscale_listener.testing import source as testing_source
+
+    started = time.monotonic()
+    loaded: float | None = None
+    while time.monotonic() - started < deadline_s:
+        time.sleep(1.0)
+        if not query.isActive:
+            raise RuntimeError(f"the query stopped: {query.exception()}")
+        progress = query.lastProgress or {}
+        if loaded is None:
+            if progress.get("batchId", 0) >= 3:
+                testing_source.set_rate(str(control), rate)
+                loaded = time.monotonic()
+            continue
+        source = (progress.get("sources") or [{}])[0]
+        latest, end = _offset(source.get("latestOffset")), _offset(source.get("endOffset"))
+        if (time.monotonic() - loaded >= min_s and latest is not None and end is not None
+                and latest - end <= 2 * rate):
+            return
+    print(f"warning: warm-up not settled after {deadline_s:.0f}s", flush=True)
+
+
+def driver_main(spec_path: Path) -> int:
+    """One application: start the query, warm up, play the schedule, drain, check the sink."""
+    spec = json.loads(spec_path.read_text())
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from sparkscale_listener import autoscale
+    from sparkscale_listener.testing import source as testing_source
+    from sparkscale_listener.testing.demo import exactly_once, quiet_executor_removal_noise
+
+    work = Path(spec["work"])
+    builder = SparkSession.builder.appName(spec["app"])
+    for key, value in spec["conf"].items():
+        builder = builder.config(key, value)
+    spark = autoscale(builder) if spec["policy"] == "sparkscale" else builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    quiet_executor_removal_noise(spark)
+    schedule = [tuple(x) for x in spec["schedule"]]
+    control = work / "rate"
+    testing_source.set_rate(str(control), COLD_START_RATE)
+    testing_source.register(spark)
+    query = None
+    try:
+        stream = (spark.readStream.format(testing_source.NAME)
+                  .option("controlFile", str(control)).option("rowsPerSecond", str(COLD_START_RATE))
+                  .option("maxRowsPerBatch", str(MAX_ROWS_PER_BATCH)).option("partitions", str(PARTITIONS))
+                  .option("costMs", str(COST_MS)).option("costMode", "sleep").load())
+        query = (stream.writeStream.format("json").queryName("bench")
+                 .option("path", str(work / "out")).option("checkpointLocation", str(work / "checkpoint"))
+                 .trigger(processingTime=f"{TRIGGER_S:g} seconds").start())
+        warm_up(query, control, schedule[0][1], spec["warmup_s"])
+        t0 = time.time()
+        for offset, rate in schedule:
+            # Each change is stamped with its scheduled time, so arrivals integrate exactly over
+            # the schedule however late this loop wakes.
+            time.sleep(max(0.0, t0 + offset - time.time()))
+            testing_source.set_rate(str(control), rate, at=t0 + offset)
+            if not query.isActive:
+                raise RuntimeError(f"the query stopped: {query.exception()}")
+        time.sleep(max(0.0, t0 + spec["duration_s"] - time.time()))
+        t_end = time.time()
+        testing_source.set_rate(str(control), 0.0, at=t_end)
+        # Drain: the arrivals stopped; wait until a batch planned after that has read everything.
+        deadline = time.monotonic() + spec["drain_s"]
+        drained = False
+        while time.monotonic() < deadline and not drained:
+            time.sleep(1.0)
+            progress = query.lastProgress or {}
+            source = (progress.get("sources") or [{}])[0]
+            latest, end = source.get("latestOffset"), source.get("endOffset")
+            drained = (progress.get("timestamp") is not None and _epoch(progress["timestamp"]) > t_end + 0.5
+                       and latest is not None and latest == end)
+        rows_in = _offset((((query.lastProgress or {}).get("sources") or [{}])[0]).get("endOffset")) or 0
+        query.stop()
+        sink = spark.read.schema(testing_source.SCHEMA).json(str(work / "out"))  # through the sink's log
+        ids = [r.id for r in sink.select("id").collect()]
+        result = {"t0": t0, "t_end": t_end, "app_id": spark.sparkContext.applicationId, "drained": drained,
+                  "rows_in": rows_in, "rows_out": len(ids), "distinct_out": len(set(ids)),
+                  "exactly_once": exactly_once(ids) and len(ids) == rows_in}
+        (work / "result.json").write_text(json.dumps(result))
+        return 0
+    finally:
+        if query is not None and query.isActive:
+            query.stop()
+        spark.stop()
+
+
+@dataclass
+class RunResult:
+    load: str
+    policy: str
+    t0: float
+    rows_in: int
+    rows_out: int
+    exactly_once: bool
+    drained: bool
+    wall_s: float
+    figures: dict[str, float]
+    timeline: dict[str, Any]
+    arrived: int = -1  # rows the source generated in all (rows in falls short when not drained)
+
+
+def run_one(procs: Processes, cluster: Cluster, env: Mapping[str, str], work: Path, load: Load, policy: str,
+            static_executors: int, warmup_s: float) -> tuple[RunLog, dict[str, Any]]:
+    """One driver process for (load, policy); returns its event log and result."""
+    work.mkdir(parents=True)
+    (work / "events").mkdir()
+    conf = {
+        "spark.master": cluster.master_url, "spark.executor.cores": "1", "spark.executor.memory": "512m",
+        "spark.driver.memory": "1g", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(PARTITIONS),
+        "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(work / "events"),
+        "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false",
+        **policy_conf(policy, static_executors),
+    }
+    spec = {"app": f"bench-{load.name}-{policy}", "policy": policy, "conf": conf, "work": str(work),
+            "schedule": load.schedule, "duration_s": load.duration_s, "warmup_s": warmup_s,
+            "drain_s": 60.0}
+    (work / "spec.json").write_text(json.dumps(spec))
+    started = time.monotonic()
+    driver = procs.start([sys.executable, str(Path(__file__).resolve()), "--driver", str(work / "spec.json")],
+                         work / "driver.log", env, cwd=work)
+    timeout = warmup_s + load.duration_s + 300
+    try:
+        driver.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        code = driver.poll()
+        procs.stop(driver)
+    if code != 0 or not (work / "result.json").exists():
+        tail = (work / "driver.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{spec['app']}: driver exit {code} after "
+                           f"{time.monotonic() - started:.0f}s\n{tail}")
+    result = json.loads((work / "result.json").read_text())
+    result["wall_s"] = time.monotonic() - started
+    return parse_event_log(read_event_lines(work / "events")), result
+
+
+# ------------------------------------------------------------------------------------- report
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("executor_s", "executor-s", "{:.0f}"),
+    ("executor_s_vs_oracle", "vs oracle", "{:.2f}"),
+    ("mean_executors", "mean exec", "{:.2f}"),
+    ("lag_over_threshold_share", "lag > 6 s", "{:.1%}"),
+    ("max_lag_s", "max lag s", "{:.1f}"),
+    ("actions", "actions", "{:.0f}"),
+    ("flaps", "flaps", "{:.0f}"),
+    ("failed_tasks", "failed tasks", "{:.0f}"),
+    ("slot_s_per_row", "slot-s/row", "{:.4f}"),
+)
+
+
+def fmt(value: float, pattern: str) -> str:
+    return "n/a" if value is None or math.isnan(value) else pattern.format(value)
+
+
+def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[str, Any]) -> str:
+    quick = " --quick" if meta["quick"] else ""
+    calibration = meta["calibration"]
+    lines = ["# Real Spark, side by side", "",
+             f"Generated by `.venv/bin/python benchmarks/bench_real_spark.py{quick}` on {meta['date']} "
+             f"in {meta['wall_min']:.1f} min (pyspark {meta['spark']}, {os.cpu_count()} cores shared with "
+             "other work: expect noise between runs).", "",
+             f"Standalone Master + {WORKERS} Workers x {CORES_PER_WORKER} cores on loopback, 1-core 512 MB "
+             f"executors, at most {MAX_EXECUTORS}. Query: the project's test source, {PARTITIONS} "
+             f"partitions, `maxRowsPerBatch={MAX_ROWS_PER_BATCH}`, {COST_MS:g} ms sleep per row, JSON "
+             f"file sink, {TRIGGER_S:g} s trigger. Every figure is from the event log (executors "
+             "added/removed, task ends, query progress) over the load's window only (warm-up and drain "
+             "excluded).", "",
+             f"Measured cost: **{meta['cost_s_per_row']:.4f} slot-s per row** (calibration run on "
+             f"{calibration['executors']} static executors at {calibration['rate']:g} rows/s: task slot "
+             "time launch->finish / rows of the batches, after warm-up). Oracle = fewest executors with "
+             f"`noise-free rate x cost / {UTILIZATION_TARGET}` slots; static-peak = the oracle at the "
+             f"peak = **{meta['static_executors']} executors**.", ""]
+    for load in loads:
+        rows = [r for r in results if r.load == load.name]
+        if not rows:
+            continue
+        lines += [f"## {load.title} ({load.duration_s:.0f} s)", "",
+                  "| policy | " + " | ".join(c[1] for c in COLUMNS) + " | rows in / out, exactly once |",
+                  "|---|" + "---:|" * len(COLUMNS) + "---|"]
+        for r in rows:
+            cells = [fmt(r.figures.get(key, math.nan), pattern) for key, _, pattern in COLUMNS]
+            rows_note = f"{r.rows_in} / {r.rows_out}, {'yes' if r.exactly_once else 'NO'}"
+            if not r.drained:
+                arrived = f" of {r.arrived}" if r.arrived >= 0 else ""
+                rows_note += f" (backlog not worked off{arrived} in 60 s after the load)"
+            lines.append(f"| {r.policy} | " + " | ".join(cells) + f" | {rows_note} |")
+        oracle = rows[0].figures.get("oracle_executor_s", math.nan)
+        lines += ["", f"Oracle: {oracle:.0f} executor-s. ![{load.name}](real_spark_{load.name}.png)", ""]
+        by = {r.policy: r.figures for r in rows}
+        if "sparkscale" in by:
+            s = by["sparkscale"]
+            for other in ("static-peak", "dynamic-allocation"):
+                if other in by and by[other]["executor_s"] > 0:
+                    lines.append(f"- sparkscale / {other} executor-seconds: "
+                                 f"**{s['executor_s'] / by[other]['executor_s']:.2f}x** "
+                                 f"(max lag {s['max_lag_s']:.1f} s vs {by[other]['max_lag_s']:.1f} s)")
+            lines.append("")
+    lines += ["## What was shortened for the compressed timescale", "",
+              "| sparkscale key | default | here | why |", "|---|---|---|---|"]
+    lines += [f"| `{k}` | {d} | {u} | {why} |" for k, (d, u, why) in SPARKSCALE_COMPRESSED.items()]
+    lines += ["", "Also `initialExecutors=1` (dynamic allocation's start) and `maxExecutors="
+              f"{MAX_EXECUTORS}` (the cluster). Dynamic allocation: `executorIdleTimeout={DA_IDLE_TIMEOUT}` "
+              "(default 60 s, /10 like `scaleDownInterval`), `minExecutors=1`, `maxExecutors="
+              f"{MAX_EXECUTORS}`, shuffle tracking on, every other setting its default.", "",
+              "Actions: executor-count changes, consecutive ones in one direction less than "
+              f"{ACTION_MERGE_S:g} s apart merged; flaps: opposite actions less than "
+              f"{SCALE_DOWN_INTERVAL_S:g} s apart. Lag: input arrived and not yet committed / the arrival "
+              "rate in force (seconds of input waiting).", ""]
+    return "\n".join(lines)
+
+
+def plot(results: Sequence[RunResult], load: Load, cost_s_per_row: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in results if r.load == load.name]
+    fig, axes = plt.subplots(len(rows), 1, figsize=(7.5, 2.1 * len(rows)), sharex=True, squeeze=False)
+    for ax, r in zip(axes[:, 0], rows, strict=True):
+        t, tl = r.timeline["t"], r.timeline
+        oracle = [oracle_executors(rate_at(load.clean, x), cost_s_per_row) for x in t]
+        ax.fill_between(t, [v / 40.0 for v in tl["load"]], step="post", color="0.85",
+                        label="load (rows/s / 40)")
+        ax.step(t, oracle, where="post", color="0.4", linestyle="--", linewidth=1, label="oracle")
+        ax.step(t, tl["executors"], where="post", color="tab:blue", linewidth=1.6, label="executors")
+        ax.set_ylim(0, MAX_EXECUTORS + 0.5)
+        ax.set_ylabel("executors")
+        ax.set_title(f"{r.policy}: {r.figures['executor_s']:.0f} executor-s, max lag "
+                     f"{r.figures['max_lag_s']:.1f} s", fontsize=9)
+        lag_ax = ax.twinx()
+        lag_ax.plot(t, tl["lag_s"], color="tab:red", linewidth=0.9, label="lag (s of input)")
+        lag_ax.axhline(BACKLOG_THRESHOLD_S, color="tab:red", linestyle=":", linewidth=0.8)
+        lag_ax.set_ylim(0, max(2 * BACKLOG_THRESHOLD_S, max(tl["lag_s"] or [0]) * 1.1))
+        lag_ax.set_ylabel("lag s", color="tab:red")
+    lines0, labels0 = axes[0, 0].get_legend_handles_labels()
+    axes[0, 0].legend(lines0, labels0, loc="upper left", fontsize=7, ncol=3)
+    axes[-1, 0].set_xlabel(f"seconds ({load.title})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=72)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------- main
+def calibrate(procs: Processes, cluster: Cluster, env: Mapping[str, str], work: Path, duration_s: float,
+              warmup_s: float, executors: int, rate: float) -> float:
+    """Slot-seconds per row on ``executors`` static executors at a steady ``rate``."""
+    load = Load("calibration", "calibration", duration_s, ((0.0, rate),), ((0.0, rate),))
+    log, result = run_one(procs, cluster, env, work, load, "static-peak", executors, warmup_s)
+    t0, t1 = result["t0"], result["t0"] + duration_s
+    rows = rows_processed(log.batches, t0, t1)
+    if rows <= 0:
+        raise RuntimeError("calibration processed no rows")
+    return busy_slot_seconds(log.tasks, t0, t1) / rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short loads: a smoke run of a few minutes")
+    parser.add_argument("--loads", default="step,day", help="comma-separated: step, day")
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help="comma-separated: " + ", ".join(POLICIES))
+    parser.add_argument("--cost", type=float, help="slot-s per row: skip the calibration run")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for real_spark.md/.json/*.png")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (event logs, driver logs)")
+    parser.add_argument("--render", type=Path, help="only redraw the report from a real_spark.json")
+    parser.add_argument("--driver", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.driver:
+        return driver_main(args.driver)
+    if args.render:
+        return render(json.loads(args.render.read_text()), args.out)
+    started = time.monotonic()
+    step_s, day_s, warmup_s, calib_s = (60.0, 80.0, 10.0, 20.0) if args.quick else (120.0, 210.0, 15.0, 25.0)
+    all_loads = {"step": step_load(step_s), "day": day_load(day_s)}
+    loads = [all_loads[name] for name in args.loads.split(",")]
+    policies = args.policies.split(",")
+    for policy in policies:
+        if policy not in POLICIES:
+            parser.error(f"unknown policy {policy!r}")
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)  # runs the finally below: every daemon is stopped
+
+    signal.signal(signal.SIGTERM, on_signal)
+    import pyspark
+
+    work = Path(tempfile.mkdtemp(prefix="sparkscale-bench-real-"))
+    procs = Processes()
+    env = spark_env()
+    results: list[RunResult] = []
+    calibration = {"executors": 3, "rate": 90.0}
+    try:
+        print(f"work folder {work}", flush=True)
+        cluster = start_cluster(procs, work / "cluster", env)
+        print(f"cluster up: {cluster.master_url} ({time.monotonic() - started:.0f}s)", flush=True)
+        if args.cost is None:
+            cost = calibrate(procs, cluster, env, work / "calibration", calib_s, warmup_s,
+                             calibration["executors"], calibration["rate"])
+        else:
+            cost = args.cost
+            calibration = {"executors": 0, "rate": math.nan}
+        peak = max(rate for load in loads for _, rate in load.clean)
+        static = oracle_executors(peak, cost)
+        print(f"cost {cost:.4f} slot-s/row; static-peak {static} executors "
+              f"({time.monotonic() - started:.0f}s)", flush=True)
+        for load in loads:
+            for policy in policies:
+                log, result = run_one(procs, cluster, env, work / f"{load.name}-{policy}", load, policy,
+                                      static, warmup_s)
+                run, figs = run_figures(log, load, result["t0"], cost)
+                results.append(RunResult(load.name, policy, result["t0"], result["rows_in"],
+                                         result["rows_out"], result["exactly_once"], result["drained"],
+                                         result["wall_s"], figs,
+                                         {"t": list(run.t), "executors": list(run.executors),
+                                          "load": list(run.load), "lag_s": list(run.lag_s),
+                                          "actions": [list(a) for a in run.actions]},
+                                         max((b.latest_offset or 0 for b in log.batches), default=0)))
+                print(f"{load.name:>5} {policy:<19} executor-s {figs['executor_s']:6.0f}  lag>thr "
+                      f"{figs['lag_over_threshold_share']:6.1%}  max lag {figs['max_lag_s']:5.1f}s  actions "
+                      f"{figs['actions']:.0f}  flaps {figs['flaps']:.0f}  failed {figs['failed_tasks']:.0f}  "
+                      f"rows {result['rows_in']}/{result['rows_out']} exactly-once {result['exactly_once']}  "
+                      f"({result['wall_s']:.0f}s; total {time.monotonic() - started:.0f}s)", flush=True)
+    finally:
+        procs.stop_all()
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+    meta = {"quick": args.quick, "date": datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "spark": pyspark.__version__, "wall_min": (time.monotonic() - started) / 60,
+            "cost_s_per_row": cost, "static_executors": static, "calibration": calibration}
+    return render({"meta": meta, "loads": [asdict(load) for load in loads],
+                   "runs": [asdict(r) for r in results]}, args.out)
+
+
+def render(data: Mapping[str, Any], out: Path) -> int:
+    """Write real_spark.md, real_spark.json and a PNG per load from a run's data."""
+    loads = [Load(d["name"], d["title"], d["duration_s"], tuple(tuple(x) for x in d["schedule"]),
+                  tuple(tuple(x) for x in d["clean"]), tuple(d["steps"])) for d in data["loads"]]
+    results = [RunResult(**r) for r in data["runs"]]
+    meta = data["meta"]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "real_spark.md").write_text(markdown(results, loads, meta))
+    (out / "real_spark.json").write_text(json.dumps(data))
+    for load in loads:
+        plot(results, load, meta["cost_s_per_row"], out / f"real_spark_{load.name}.png")
+    print(f"wrote {out / 'real_spark.md'} ({meta['wall_min']:.1f} min)")
+    return 0 if all(r.exactly_once for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""The real-Spark benchmark's reading of an event log, on a small hand-written one (no Spark).
+
+``tests/data/bench_real_eventlog.jsonl`` holds, in Spark's own JSON format: one executor before
+the measured window, two added 2 s apart (one scale-up) and one removed (a scale-down 4 s later:
+a flap), one removed after the window; task ends before and inside the window (one failed, one
+killed); four micro-batches whose query progress gives offsets as JSON text and as objects; an
+applied ScalingEvent and an AutoscalerEvent. The window is t0 = 1010 s for 20 s, 10 rows/s then
+40 rows/s from 10 s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+FIXTURE = Path(__file__).resolve().parent / "data" / "bench_real_eventlog.jsonl"
+
+
+def _load_bench():
+    sys.path.insert(0, str(BENCH))  # bench_real_spark imports figures.py from its own folder
+    spec = importlib.util.spec_from_file_location("bench_real_spark", BENCH / "bench_real_spark.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_real_spark"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_bench()
+T0 = 1010.0
+SCHEDULE = ((0.0, 10.0), (10.0, 40.0))
+LOAD = bench.Load("fixture", "fixture", 20.0, SCHEDULE, SCHEDULE, (10.0,))
+COST = 0.05  # slot-s per row: 10 rows/s -> 1 executor, 40 rows/s -> 3 at utilization 0.7
+
+
+@pytest.fixture(scope="module")
+def log():
+    return bench.parse_event_log(bench.read_event_lines(FIXTURE))
+
+
+def test_parses_executors_tasks_batches_and_scaling_events(log) -> None:
+    assert [(t, d, e) for t, d, e in log.executor_changes] == [
+        (1000.5, 1, "1"), (1021.0, 1, "2"), (1023.0, 1, "3"), (1027.0, -1, "3"), (1031.0, -1, "2")]
+    assert len(log.tasks) == 4
+    assert sum(t.failed for t in log.tasks) == 1 and sum(t.killed for t in log.tasks) == 1
+    # Offsets as JSON text and as objects alike; a first batch's null start offset is its end.
+    assert [(b.start_offset, b.end_offset, b.latest_offset) for b in log.batches] == [
+        (90, 90, 90), (90, 100, 100), (100, 110, 110), (110, 150, 150)]
+    assert log.batches[2].start == pytest.approx(1011.0) and log.batches[2].end == pytest.approx(1015.0)
+    assert len(log.scaling_events) == 1 and log.app_start == 1000.0
+
+
+def test_actions_merge_registrations_of_one_request(log) -> None:
+    assert bench.merged_actions(log.executor_changes, T0, T0 + 20) == [(11.0, 1, 3), (17.0, 3, 2)]
+    # Farther apart than the merge gap, the two registrations are two actions.
+    assert bench.merged_actions(log.executor_changes, T0, T0 + 20, merge_s=1.0) == [
+        (11.0, 1, 2), (13.0, 2, 3), (17.0, 3, 2)]
+
+
+def test_lag_is_input_waiting_over_the_arrival_rate(log) -> None:
+    run = bench.timeline(log, LOAD, T0)
+    lag = dict(zip(run.t, run.lag_s, strict=True))
+    # t=4: the source had 110 at batch 2's start (t=1) + 3 s x 10 rows/s; 100 committed.
+    assert lag[4.0] == pytest.approx(4.0)
+    assert lag[6.0] == pytest.approx(1.0)  # batch 3 (latest 150) ended at t=6; 10 more arrived
+    assert lag[12.0] == pytest.approx((150 + 50 + 80 - 150) / 40)
+    assert lag[0.0] == pytest.approx(1.0)
+
+
+def test_figures_from_the_event_log(log) -> None:
+    run, figs = bench.run_figures(log, LOAD, T0, COST)
+    assert run.t[0] == 0.0 and run.t[-1] == 20.0
+    assert figs["executor_s"] == pytest.approx(1 * 11 + 2 * 2 + 3 * 4 + 2 * 3)
+    assert figs["oracle_executor_s"] == pytest.approx(1 * 10 + 3 * 10)
+    assert figs["actions"] == 2 and figs["scale_ups"] == 1 and figs["scale_downs"] == 1
+    assert figs["flaps"] == 1  # up at 11 s, down at 17 s: within scaleDownInterval (30 s)
+    assert figs["failed_tasks"] == 1  # the killed task and the one before t0 are not failures
+    # No batch after t=6: the lag grows by 1 s each second at 40 rows/s; over 6 s from t=15.
+    assert figs["max_lag_s"] == pytest.approx(1.25 + 10)
+    assert figs["lag_over_threshold_share"] == pytest.approx(5 / 20)
+    assert figs["slot_s_per_row"] == pytest.approx((0.5 + 0.4 + 0.1) / 60)
+    assert figs["scaling_events"] == 1
+
+
+def test_schedules_are_deterministic_and_integrate_exactly() -> None:
+    assert bench.rows_between(SCHEDULE, 5.0, 12.0) == pytest.approx(5 * 10 + 2 * 40)
+    assert bench.rows_between(SCHEDULE, 12.0, 5.0) == pytest.approx(-130)
+    assert bench.rate_at(SCHEDULE, 9.99) == 10 and bench.rate_at(SCHEDULE, 10.0) == 40
+    day = bench.day_load(240.0)
+    assert day == bench.day_load(240.0)  # the same arrivals for every policy
+    clean = [rate for _, rate in day.clean]
+    assert min(clean) == pytest.approx(15, abs=0.1) and max(clean) == pytest.approx(120, abs=0.1)
+    assert all(r > 0 for _, r in day.schedule) and len(day.schedule) == 120
+    step = bench.step_load(150.0)
+    assert step.schedule == ((0.0, 30.0), (30.0, 120.0), (90.0, 30.0)) and step.steps == (30.0, 90.0)
+
+
+def test_oracle_sizes_for_the_utilization_target() -> None:
+    assert bench.oracle_executors(40.0, COST) == 3  # 2 busy slots / 0.7
+    assert bench.oracle_executors(14.0, COST) == 1  # exactly 1.0 slot: not 2
+    assert bench.oracle_executors(1000.0, COST) == bench.MAX_EXECUTORS
+    assert bench.oracle_executors(0.0, COST) == 1
+
+
+def test_markdown_reports_every_policy(log) -> None:
+    _, figs = bench.run_figures(log, LOAD, T0, COST)
+    result = bench.RunResult("fixture", "sparkscale", T0, 150, 150, True, True, 60.0, figs, {})
+    meta = {"quick": True, "date": "today", "wall_min": 1.0, "spark": "4.3.0", "cost_s_per_row": COST,
+            "static_executors": 3, "calibration": {"executors": 3, "rate": 90.0}}
+    text = bench.markdown([result], [LOAD], meta)
+    assert "| sparkscale | 33 |" in text and "150 / 150, yes" in text
+    assert not math.isnan(figs["executor_s_vs_oracle"])
