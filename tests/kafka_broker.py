@@ -72,8 +72,13 @@ def free_port() -> int:
 
 
 def _cluster_id() -> str:
-    # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding; never one that
+    # starts with "-" (1 in 64), which the storage tool would read as an option (Kafka's own
+    # generator draws again too).
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class KafkaBroker:
