@@ -2,7 +2,7 @@
 
 A wheel carries one bridge jar per supported Spark line
 (``sparkscale_listener/jars/sparkscale-bridge-<line>.jar``, picked at run time by
-``sparkscale_listener.bridge_jars``). They are compiled here, while the wheel is built, by running Maven on
+``sparkscale_listener.spark.jars``). They are compiled here, while the wheel is built, by running Maven on
 ``jvm-bridge/`` (which the sdist carries): `python -m build` builds the sdist and then the wheel from it, so a
 wheel can only contain what the sdist's sources compile to. Maven downloads the Spark and Scala jars it
 compiles against (``provided``: none of them ends up in the wheel) from Maven Central on first use.

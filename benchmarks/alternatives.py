@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sparkscale_listener.decisions import Evaluation, ScalingContext
-from sparkscale_listener.evaluation import MetricEvaluator
+from sparkscale_listener.evaluator import MetricEvaluator
 from sparkscale_listener.metrics import MetricSample
 from sparkscale_listener.testing.sim import BatchView, Simulation
 

@@ -44,19 +44,19 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: the package is the repository's
     sys.path.insert(0, str(ROOT))
 
-from sparkscale_listener.checking import build_checkers  # noqa: E402
-from sparkscale_listener.collection import MetricCollector  # noqa: E402
-from sparkscale_listener.config import AutoscalerConfig  # noqa: E402
+from sparkscale_listener.check.guard import RollbackGuard  # noqa: E402
+from sparkscale_listener.check.loading import build_checkers  # noqa: E402
+from sparkscale_listener.collect.collector import MetricCollector  # noqa: E402
+from sparkscale_listener.config.core import AutoscalerConfig  # noqa: E402
 from sparkscale_listener.control_loop import Autoscaler  # noqa: E402
-from sparkscale_listener.evaluation import WARMUP_BATCHES, BusyTimeEvaluator  # noqa: E402
-from sparkscale_listener.events import AutoscalerEvent, EventDispatcher, EventHandler  # noqa: E402
-from sparkscale_listener.gauges import GaugePublisher  # noqa: E402
+from sparkscale_listener.evaluator import WARMUP_BATCHES, BusyTimeEvaluator  # noqa: E402
 from sparkscale_listener.metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics  # noqa: E402
+from sparkscale_listener.observe.events import AutoscalerEvent, EventDispatcher, EventHandler  # noqa: E402
+from sparkscale_listener.observe.gauges import GaugePublisher  # noqa: E402
+from sparkscale_listener.observe.ui import UiPublisher  # noqa: E402
 from sparkscale_listener.policy import ScalingPolicy  # noqa: E402
-from sparkscale_listener.realization import RealizationResult, ScalingRealizer  # noqa: E402
-from sparkscale_listener.rollback import RollbackGuard  # noqa: E402
-from sparkscale_listener.state import InMemoryStateStore  # noqa: E402
-from sparkscale_listener.ui import UiPublisher  # noqa: E402
+from sparkscale_listener.realize.realizer import RealizationResult, ScalingRealizer  # noqa: E402
+from sparkscale_listener.state.store import InMemoryStateStore  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "cost.md"
 REPORT_COMMAND = ".venv/bin/python benchmarks/bench_cost.py"
@@ -337,7 +337,7 @@ def compile_flood(out_dir: Path) -> Path:
     """javac the benchmark class against the running pyspark's jars and the bridge jar."""
     import pyspark
 
-    from sparkscale_listener import bridge_jars
+    from sparkscale_listener.spark import jars as bridge_jars
 
     jar = bridge_jars.bridge_jar()
     classpath = f"{Path(pyspark.__file__).parent / 'jars'}/*{os.pathsep}{jar}"
@@ -349,10 +349,10 @@ def compile_flood(out_dir: Path) -> Path:
 def bridge_worker(out: Path, quick: bool) -> None:
     from pyspark.sql import SparkSession
 
-    from sparkscale_listener.bridge import PLUGIN_CLASS, JvmBridge
-    from sparkscale_listener.collection import SparkMetricCollector
-    from sparkscale_listener.plugins import PluginContext
-    from sparkscale_listener.progress import ProgressRecorder
+    from sparkscale_listener.collect.collector import SparkMetricCollector
+    from sparkscale_listener.collect.progress import ProgressRecorder
+    from sparkscale_listener.config.plugins import PluginContext
+    from sparkscale_listener.spark.bridge import PLUGIN_CLASS, JvmBridge
 
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="sparkscale-bench-") as tmp:

@@ -37,7 +37,7 @@ from benchmarks.alternatives import (
     SparkDynamicAllocation,
 )
 from benchmarks.figures import Timeline, figures
-from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.testing.sim import SimQuery, SimResult, Simulation
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.testing.sim import SimQuery, Simulation, step_load
 
 HOUR = 3600.0

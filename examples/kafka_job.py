@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StringType
 
 from sparkscale_listener import autoscale
-from sparkscale_listener.bridge_jars import installed_versions
+from sparkscale_listener.spark.jars import installed_versions
 
 # Executors the autoscaler may use, and how fast it reacts; see the README's configuration table.
 AUTOSCALER_CONF: dict[str, str] = {

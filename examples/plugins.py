@@ -16,16 +16,12 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from sparkscale_listener.config import DailyWindows, Integer, Option
+from sparkscale_listener.config.options import DailyWindows, Integer, Option
+from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.decisions import Evaluation, ScalingContext
-from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
+from sparkscale_listener.evaluator import BusyTimeEvaluator, MetricEvaluator
 from sparkscale_listener.metrics import MetricSample
-from sparkscale_listener.plugins import PluginContext
-from sparkscale_listener.realization import (
-    ExecutorRealizer,
-    RealizationResult,
-    ScalingRealizer,
-)
+from sparkscale_listener.realize.realizer import ExecutorRealizer, RealizationResult, ScalingRealizer
 
 
 class BusinessHoursFloorEvaluator(MetricEvaluator):

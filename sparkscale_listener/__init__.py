@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .config import AutoscalerConfig, ConfigError
+from .config.core import AutoscalerConfig
+from .config.options import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,23 +30,23 @@ def autoscale(session_or_builder: Any) -> SparkSession:
     Given a ``SparkSession.Builder``: validates every ``spark.sparkscale.*`` key first, adds the
     JVM bridge (jar and ``spark.plugins`` entry), calls ``getOrCreate()`` and starts the control
     loop. Given a running ``SparkSession``: starts the control loop if the session was created
-    with the bridge, else raises :class:`~sparkscale_listener.bridge.BridgeNotInstalledError`
+    with the bridge, else raises :class:`~sparkscale_listener.spark.bridge.BridgeNotInstalledError`
     saying how to fix it.
     """
-    from .session import autoscale as _autoscale
+    from .spark.session import autoscale as _autoscale
 
     return _autoscale(session_or_builder)
 
 
 def autoscaler(spark: SparkSession) -> Autoscaler:
     """The autoscaler running for this session's application."""
-    from .session import autoscaler as _autoscaler
+    from .spark.session import autoscaler as _autoscaler
 
     return _autoscaler(spark)
 
 
 def stop_autoscaler(spark: SparkSession) -> None:
     """Stop the control loop (executors stay as they are). ``spark.stop()`` stops it too."""
-    from .session import stop_autoscaler as _stop
+    from .spark.session import stop_autoscaler as _stop
 
     _stop(spark)

@@ -1,13 +1,12 @@
 """The control loop: collect -> check -> evaluate -> decide -> apply -> record, every interval.
 
-:class:`Autoscaler` only sequences the stages; each lives in its own module: collection
-(:mod:`.collection`), checking and rollback (:mod:`.rollback`), evaluation (:mod:`.evaluation`),
-the decision (:mod:`.policy`), executing it and keeping the executor targets (:mod:`.execution`,
-over :mod:`.realization`), provisioning time (:mod:`.provisioning`), state (:mod:`.state`),
-events (:mod:`.events`) and gauges (:mod:`.gauges`). It is driven by :meth:`Autoscaler.step`: from a
-daemon thread in Spark (:class:`ControlLoop`), or from simulated time in
-:mod:`sparkscale_listener.testing.sim`. A step never raises: an exception in any module is logged,
-reported as an ``error`` event, and the next step runs as usual.
+:class:`Autoscaler` only sequences the stages; each lives in its own place: collection
+(:mod:`.collect`), checking and rollback (:mod:`.check`), evaluation (:mod:`.evaluator`), the
+decision (:mod:`.policy`), executing it and keeping the executor targets (:mod:`.executor`, over
+:mod:`.realize`), state (:mod:`.state`), events and gauges (:mod:`.observe`). It is driven by
+:meth:`Autoscaler.step`: from a daemon thread in Spark (:class:`ControlLoop`), or from simulated
+time in :mod:`sparkscale_listener.testing.sim`. A step never raises: an exception in any module is
+logged, reported as an ``error`` event, and the next step runs as usual.
 """
 
 from __future__ import annotations
@@ -20,19 +19,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from .checking import CheckContext
-from .collection import MetricCollector
+from .check.checker import CheckContext
+from .check.guard import RollbackGuard
+from .collect.collector import MetricCollector
 from .config import AutoscalerConfig
-from .decisions import Decision, ScalingContext
-from .evaluation import MetricEvaluator
-from .events import AutoscalerEvent, EventDispatcher
-from .execution import ScalingExecutor, processed_rates
-from .gauges import GaugePublisher
-from .metrics import ClusterMetrics, MetricSample
+from .decisions import Decision, ScalingContext, decision_to_dict
+from .evaluator import MetricEvaluator
+from .executor import ScalingExecutor
+from .metrics import MetricSample, processed_rates
+from .observe.events import AutoscalerEvent, EventDispatcher
+from .observe.gauges import GaugePublisher
 from .policy import ScalingPolicy
-from .provisioning import ProvisioningTracker
-from .realization import ScalingRealizer
-from .rollback import RollbackGuard
+from .realize.provisioning import ProvisioningTracker
+from .realize.realizer import ScalingRealizer
 from .state import AutoscalerState, StateStore
 
 log = logging.getLogger("sparkscale")
@@ -47,23 +46,11 @@ class Autoscaler:
     """One application's autoscaler. Thread-safe: status()/decisions()/resume() may be called from
     any thread while the control loop runs."""
 
-    def __init__(
-        self,
-        config: AutoscalerConfig,
-        collector: MetricCollector,
-        evaluator: MetricEvaluator,
-        policy: ScalingPolicy,
-        realizer: ScalingRealizer,
-        guard: RollbackGuard,
-        events: EventDispatcher,
-        state_store: StateStore,
-        app_name: str,
-        clock: Callable[[], float] = time.time,
-        gauges: GaugePublisher | None = None,
-        observers: Sequence[Observer] = (),
-        task_cpus: int = 1,
-        run_id: str | None = None,
-    ) -> None:
+    def __init__(self, config: AutoscalerConfig, collector: MetricCollector, evaluator: MetricEvaluator,
+                 policy: ScalingPolicy, realizer: ScalingRealizer, guard: RollbackGuard,
+                 events: EventDispatcher, state_store: StateStore, app_name: str,
+                 clock: Callable[[], float] = time.time, gauges: GaugePublisher | None = None,
+                 observers: Sequence[Observer] = (), task_cpus: int = 1, run_id: str | None = None) -> None:
         self.config = config
         self.task_cpus = max(1, task_cpus)  # spark.task.cpus
         self.collector = collector
@@ -86,15 +73,10 @@ class Autoscaler:
         # run_id (the Spark application id) tells a restarted driver from a concurrent run.
         self.state = AutoscalerState(state_store, app_name, self._on_state_error, run_id)
         self._restored = False
-        self._policy_state: dict[str, Any] | None = None
         self._events_lost: int | None = None  # cumulative count at the previous tick
         self.provisioning = ProvisioningTracker(config, self.state)
         self.executor = ScalingExecutor(config, realizer, guard, events, self.state, self.provisioning,
                                         app_name)
-
-    @property
-    def state_store(self) -> StateStore:
-        return self.state.store
 
     # ------------------------------------------------------------------ public API
     def step(self) -> list[Decision]:
@@ -107,28 +89,32 @@ class Autoscaler:
             except Exception as exc:  # the user's query must never suffer for our bug
                 self._report_error(now, "control loop", exc)
                 return []
+            finally:
+                self.state.flush()  # what the tick changed, written once
 
     def status(self) -> dict[str, Any]:
+        """Where the autoscaler stands. Reading it changes nothing."""
         with self._lock:
             t = self.executor.targets
             live = self._history[-1].cluster.live_executors if self._history else 0
             now = self.clock()
+            pause = self.guard.pause
             return {
                 "mode": self.config.mode,
                 "target_executors": t.current,
                 "initial_executors": t.initial,
                 "live_executors": live,
                 "pending_executors": max(0, self.realizer.requested_total - live),
-                "paused": self.guard.paused(now) or self.guard.stopped,
-                "pause_reason": self.guard.pause_reason,
-                "stopped": self.guard.stopped,
+                "paused": pause.active(now),
+                "pause_reason": pause.reason(now),
+                "stopped": pause.stopped,
                 "last_decision": decision_to_dict(self._last_decision) if self._last_decision else None,
                 "last_scaling": asdict(t.last_scaling) if t.last_scaling else None,
                 "provisioning_time_s": self.provisioning.time_s(),
                 "blocked_queries": dict(self.policy.blocked_queries()),
                 "healthy_target": self.guard.healthy_target,
-                "capacity_limit": self.executor.capacity_limit(now),
-                "request_failure": self.executor.request_failure(now),
+                "capacity_limit": self.executor.capacity.status(now),
+                "request_failure": self.executor.requests.status(now),
                 "events_lost": self._events_lost or 0,
                 "errors": self._errors,
                 "last_error": self._last_error,
@@ -139,13 +125,17 @@ class Autoscaler:
         with self._lock:
             return [decision_to_dict(d) for d in self._decisions]
 
-    def resume(self) -> None:
-        """Lift a rollback pause or a stop after repeated rollbacks."""
+    def resume(self) -> bool:
+        """Lift a rollback pause or a stop after repeated rollbacks; True when one was in force."""
         with self._lock:
             now = self.clock()
-            self.executor.resume(now)
-            self.events.emit(AutoscalerEvent(now, "resume", "automatic scaling resumed by the user",
-                                             details=self.executor.details()))
+            was = self.executor.resume(now)
+            self.events.emit(AutoscalerEvent(
+                now, "resume", "automatic scaling resumed by the user" if was else
+                "resume() called, but nothing was paused", situation="resume",
+                details=self.executor.details()))
+            self.state.flush()
+            return was
 
     def provisioning_time_s(self) -> float:
         """The learned request -> registered time (Flink's restart time)."""
@@ -176,14 +166,15 @@ class Autoscaler:
         executor.follow_the_cluster(now, sample)
         self._note_lost_events(now, sample)
         decisions = self._check_last_scaling(now, sample)
-        if self.guard.stopped or self.guard.paused(now):
+        pause = self.guard.pause
+        if pause.active(now):
             current = executor.targets.current
-            decisions.append(Decision(now, "none", current, current,
-                                      f"paused: {self.guard.pause_reason or 'stopped'}"))
+            decisions.append(Decision(now, "none", current, current, f"paused: {pause.reason(now)}"))
         else:
             decisions.append(self._decide_and_apply(now, sample))
         self._record(decisions, sample)
-        self._persist_policy()
+        executor.persist()
+        self.state.store_policy_state(self.policy.to_state())
         return decisions
 
     def _restore(self, now: float) -> bool:
@@ -196,15 +187,14 @@ class Autoscaler:
         if verdict == "separate":
             self.events.emit(AutoscalerEvent(
                 now, "notice", f"another run of application '{self.app_name}' is alive and uses its "
-                f"state: this run keeps its own state under '{self.state.app}'", severity="warning",
-                details={"situation": "concurrent-run"}))
+                f"state: this run keeps its own state under '{self.state.app}'", situation="concurrent-run",
+                severity="warning"))
             return True
         self.executor.restore()
         self.provisioning.restore()
         policy_state = self.state.policy_state()
         if policy_state:
             self.policy.load_state(policy_state)
-            self._policy_state = policy_state
         return True
 
     def _note_lost_events(self, now: float, sample: MetricSample) -> None:
@@ -221,14 +211,7 @@ class Autoscaler:
             now, "notice", f"{lost - before} listener event(s) lost (Spark's listener bus dropped them "
             "or a task's end never arrived; raise spark.scheduler.listenerbus.eventqueue.capacity): "
             "the metrics of the last window are incomplete, measuring afresh before any decision",
-            severity="warning", details={"situation": "events-lost", "eventsLost": lost}))
-
-    def _persist_policy(self) -> None:
-        """Store the policy's memory when it changed (a pending scale-down, blocks)."""
-        state = self.policy.to_state()
-        if state != self._policy_state:
-            self.state.store_policy_state(state)
-            self._policy_state = state
+            situation="events-lost", severity="warning", details={"eventsLost": lost}))
 
     def _check_last_scaling(self, now: float, sample: MetricSample) -> list[Decision]:
         """Let the guard judge the scaling it watches; a rollback is the tick's first decision."""
@@ -251,8 +234,8 @@ class Autoscaler:
         context = self._context(now, sample)
         evaluation = self.evaluator.evaluate(list(self._history), context)
         decision = self.policy.decide(evaluation, context)
-        for note in self.policy.last_notes():
-            self.events.emit(AutoscalerEvent(now, "blocked", note, severity="warning",
+        for situation, note in self.policy.last_notes():
+            self.events.emit(AutoscalerEvent(now, "blocked", note, situation=situation, severity="warning",
                                              details=self.executor.details()))
         if decision.action in ("scale_up", "scale_down") and decision.to_executors != context.current_target:
             return self.executor.apply(now, decision, context)
@@ -262,20 +245,15 @@ class Autoscaler:
     def _context(self, now: float, sample: MetricSample) -> ScalingContext:
         t = self.executor.targets
         return ScalingContext(
-            now=now,
-            config=self.config,
-            current_target=t.current,
+            now=now, config=self.config, current_target=t.current,
             live_executors=sample.cluster.live_executors,
             pending_executors=max(0, self.realizer.requested_total - sample.cluster.live_executors),
-            cores_per_executor=max(1, sample.cluster.cores_per_executor),
-            task_cpus=self.task_cpus,
-            live_slots=live_slots(sample.cluster, self.task_cpus),
+            cores_per_executor=max(1, sample.cluster.cores_per_executor), task_cpus=self.task_cpus,
+            live_slots=sample.cluster.live_slots(self.task_cpus),
             processed_rates=processed_rates(list(self._history), t.window_start,
                                             self.config.metrics_window_s),
-            window_start=t.window_start,
-            provisioning_time_s=self.provisioning.time_s(),
-            last_scaling=t.last_scaling,
-        )
+            window_start=t.window_start, provisioning_time_s=self.provisioning.time_s(),
+            last_scaling=t.last_scaling)
 
     # ------------------------------------------------------------------ bookkeeping
     def _remember(self, sample: MetricSample) -> None:
@@ -297,8 +275,7 @@ class Autoscaler:
         if self.gauges is not None:
             try:
                 self.gauges.publish(sample, decisions[-1], self.executor.targets.current,
-                                    self.realizer.requested_total,
-                                    self.guard.stopped or self.guard.paused(sample.time))
+                                    self.realizer.requested_total, self.guard.pause.active(sample.time))
             except Exception as exc:
                 self._report_error(sample.time, "gauges", exc)
         for observer in self.observers:
@@ -312,41 +289,13 @@ class Autoscaler:
         self._last_error = f"{where}: {type(exc).__name__}: {exc}"
         log.exception("sparkscale: error in %s (the query goes on; next tick as usual)", where)
         try:
-            self.events.emit(AutoscalerEvent(now, "error", self._last_error, severity="error",
-                                             details={"mode": self.config.mode, "where": where}))
+            self.events.emit(AutoscalerEvent(now, "error", self._last_error, situation=f"error:{where}",
+                                             severity="error", details={"mode": self.config.mode}))
         except Exception:
             log.exception("sparkscale: could not report the error")
 
     def _on_state_error(self, where: str, exc: BaseException) -> None:
         self._report_error(self.clock(), where, exc)
-
-
-def live_slots(cluster: ClusterMetrics, task_cpus: int) -> int | None:
-    """Task slots of the live executors from each one's own cores (sizes may differ: a changed
-    ``spark.executor.cores``, resource profiles), or None when the executors are not listed."""
-    live = cluster.live()
-    if not live or len(live) != cluster.live_executors:
-        return None
-    return sum(max(0, e.cores) // max(1, task_cpus) for e in live)
-
-
-def decision_to_dict(decision: Decision) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "time": decision.time,
-        "action": decision.action,
-        "from_executors": decision.from_executors,
-        "to_executors": decision.to_executors,
-        "reason": decision.reason,
-        "applied": decision.applied,
-        "limited_by": decision.limited_by,
-    }
-    ev = decision.evaluation
-    if ev is not None:
-        out["utilization"] = ev.utilization
-        out["required_slots"] = ev.required_slots
-        out["backlog_mode"] = ev.backlog_mode
-        out["queries"] = {q: asdict(e) for q, e in ev.queries.items()}
-    return out
 
 
 class ControlLoop:

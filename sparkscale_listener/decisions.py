@@ -7,12 +7,19 @@ excluded periods. Every decision, "none" included, carries a reason a person can
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
-from .config import AutoscalerConfig
+from .config.core import AutoscalerConfig
 
 Action = Literal["scale_up", "scale_down", "none", "rollback"]
+_EPS = 1e-9
+
+
+def executors_for(slots: float, slots_per_executor: int) -> int:
+    """The fewest executors whose task slots hold ``slots`` (0 for none)."""
+    return math.ceil(slots / max(1, slots_per_executor) - _EPS) if slots > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -109,3 +116,22 @@ class Decision:
     applied: bool = False  # True once the realizer carried it out
     evaluation: Evaluation | None = None
     limited_by: str | None = None  # "maxExecutors", "minExecutors", "parallelism", "scaleUp.maxFactor" ...
+
+
+def decision_to_dict(decision: Decision) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "time": decision.time,
+        "action": decision.action,
+        "from_executors": decision.from_executors,
+        "to_executors": decision.to_executors,
+        "reason": decision.reason,
+        "applied": decision.applied,
+        "limited_by": decision.limited_by,
+    }
+    ev = decision.evaluation
+    if ev is not None:
+        out["utilization"] = ev.utilization
+        out["required_slots"] = ev.required_slots
+        out["backlog_mode"] = ev.backlog_mode
+        out["queries"] = {q: asdict(e) for q, e in ev.queries.items()}
+    return out

@@ -10,6 +10,7 @@ evaluator and the checkers without Spark.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,12 +132,16 @@ class ClusterMetrics:
     # tasks whose end never arrived. A sample after a loss is incomplete.
     events_lost: int = 0
 
-    @property
-    def total_slots(self) -> int:
-        return self.live_executors * self.cores_per_executor
-
     def live(self) -> tuple[ExecutorInfo, ...]:
         return tuple(e for e in self.executors if e.removed_time is None)
+
+    def live_slots(self, task_cpus: int) -> int | None:
+        """Task slots of the live executors from each one's own cores (sizes may differ: a changed
+        ``spark.executor.cores``, resource profiles), or None when the executors are not listed."""
+        live = self.live()
+        if not live or len(live) != self.live_executors:
+            return None
+        return sum(max(0, e.cores) // max(1, task_cpus) for e in live)
 
 
 @dataclass(frozen=True)
@@ -159,3 +164,17 @@ class MetricSample:
             if key and f"backlog.{key}" in self.external:
                 return self.external[f"backlog.{key}"], f"backlog.{key}"
         return None, ""
+
+
+def processed_rates(history: Sequence[MetricSample], window_start: float,
+                    window_s: float) -> dict[str, float]:
+    """Rows/s each query processed over the last ``window_s`` (at or after ``window_start``),
+    from the counters: what a scaling's effect is judged by."""
+    last = history[-1]
+    start = max(window_start, last.time - window_s)
+    first = next((x for x in history if x.time >= start), None)
+    if first is None or last.time - first.time <= 0:
+        return {}
+    dt = last.time - first.time
+    return {qid: max(0, q.input_rows - first.queries[qid].input_rows) / dt
+            for qid, q in last.queries.items() if qid in first.queries}

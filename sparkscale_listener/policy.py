@@ -19,7 +19,7 @@ import time as _time
 from dataclasses import dataclass
 from typing import Any
 
-from .config import AutoscalerConfig
+from .config.core import AutoscalerConfig
 from .decisions import Decision, Evaluation, QueryEvaluation, ScalingContext, ScalingRecord
 
 _EPS = 1e-9
@@ -43,23 +43,6 @@ def in_excluded_period(config: AutoscalerConfig, epoch_seconds: float) -> bool:
         if start > end and (minute >= start or minute < end):
             return True
     return False
-
-
-def next_window_start(config: AutoscalerConfig, change_time: float, settled_time: float | None,
-                      now: float) -> float:
-    """The first sample time the evaluator may use after an executor change at ``change_time``.
-
-    ``settled_time`` is when the live executor count first reached the new target (requested
-    executors registered, or killed ones gone); None while it has not. Measuring resumes
-    ``stabilizationInterval`` after that, since new executors need a batch or two to warm up.
-    Executors that never arrive stop the wait at ``provisioningTimeout``. Returns ``math.inf``
-    while still waiting (the evaluator then reports not ready).
-    """
-    if settled_time is None:
-        if now - change_time >= config.provisioning_timeout_s:
-            return change_time + config.provisioning_timeout_s + config.stabilization_interval_s
-        return math.inf
-    return max(change_time, settled_time) + config.stabilization_interval_s
 
 
 def scaling_record(decision: Decision, slots_per_executor: int,
@@ -123,7 +106,7 @@ class ScalingPolicy:
         self._pending: _PendingScaleDown | None = None
         self._blocked: dict[str, _Block] = {}
         self._checked_record: tuple[float, int, int] | None = None
-        self._notes: list[str] = []
+        self._notes: list[tuple[str, str]] = []  # (situation, text)
 
     # -- memory, for the control loop / state store -----------------------------------------------
 
@@ -135,7 +118,7 @@ class ScalingPolicy:
         """(since, target) of the scale-down waiting for scaleDownInterval, if any."""
         return (self._pending.since, self._pending.to_executors) if self._pending else None
 
-    def last_notes(self) -> list[str]:
+    def last_notes(self) -> list[tuple[str, str]]:
         """Block / unblock notes of the latest :meth:`decide`, each worth one event."""
         return list(self._notes)
 
@@ -188,7 +171,7 @@ class ScalingPolicy:
             return self._none(evaluation, context, evaluation.reason or "not ready")
 
         self._update_blocks(evaluation, context)
-        suffix = "".join(f"; {n}" for n in self._notes)
+        suffix = "".join(f"; {text}" for _, text in self._notes)
 
         # Bring a target outside the configured bounds back inside, whatever the load.
         if cur < cfg.min_executors:
@@ -392,16 +375,17 @@ class ScalingPolicy:
             q = ev.queries.get(qid)
             if q is None:
                 del self._blocked[qid]
-                self._notes.append(f"unblocked scale-up for query {qid}: query no longer active")
+                self._notes.append((f"scale-up-unblocked:{qid}",
+                                    f"unblocked scale-up for query {qid}: query no longer active"))
                 continue
             ref = block.target_rate
             moved = abs(q.target_rate - ref) > UNBLOCK_LOAD_CHANGE * ref if ref > 0 else q.target_rate > 0
             if moved:
                 del self._blocked[qid]
-                self._notes.append(
+                self._notes.append((
+                    f"scale-up-unblocked:{qid}",
                     f"unblocked scale-up for query {_label(q, qid)}: target rate moved from "
-                    f"{ref:.1f} to {q.target_rate:.1f} rows/s (more than "
-                    f"{UNBLOCK_LOAD_CHANGE:.0%})")
+                    f"{ref:.1f} to {q.target_rate:.1f} rows/s (more than {UNBLOCK_LOAD_CHANGE:.0%})"))
 
     def _judge(self, rec: ScalingRecord, ev: Evaluation, ctx: ScalingContext, threshold: float) -> None:
         for qid, before in rec.rate_before.items():
@@ -425,7 +409,8 @@ class ScalingPolicy:
                           f"{done:.1f} rows/s (less than {threshold:.0%} of the promised "
                           "increase)")
                 self._blocked[qid] = _Block(reason, q.target_rate, ctx.now)
-                self._notes.append(f"blocked scale-up for query {_label(q, qid)}: {reason}")
+                self._notes.append((f"scale-up-blocked:{qid}",
+                                    f"blocked scale-up for query {_label(q, qid)}: {reason}"))
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -12,18 +12,18 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sparkscale_listener.checking import CheckContext, CheckResult, ScalingChecker
-from sparkscale_listener.collection import MetricCollector
-from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.check.checker import CheckContext, CheckResult, ScalingChecker
+from sparkscale_listener.check.guard import RollbackGuard
+from sparkscale_listener.collect.collector import MetricCollector
+from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.control_loop import Autoscaler
 from sparkscale_listener.decisions import ScalingContext, ScalingRecord
-from sparkscale_listener.evaluation import WARMUP_BATCHES, BusyTimeEvaluator, MetricEvaluator
-from sparkscale_listener.events import EventDispatcher
+from sparkscale_listener.evaluator import WARMUP_BATCHES, BusyTimeEvaluator, MetricEvaluator
 from sparkscale_listener.metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from sparkscale_listener.observe.events import EventDispatcher
 from sparkscale_listener.policy import ScalingPolicy
-from sparkscale_listener.realization import RealizationResult, ScalingRealizer
-from sparkscale_listener.rollback import RollbackGuard
-from sparkscale_listener.state import InMemoryStateStore, StateStore
+from sparkscale_listener.realize.realizer import RealizationResult, ScalingRealizer
+from sparkscale_listener.state.store import InMemoryStateStore, StateStore
 from sparkscale_listener.testing.sim import RecordingEventHandler
 
 QID = "q1"

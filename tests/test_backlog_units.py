@@ -16,19 +16,19 @@ from typing import Any
 import pytest
 
 from harness import cfg, scaling_context
-from sparkscale_listener.collection import SparkMetricCollector
-from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.evaluation import BusyTimeEvaluator
-from sparkscale_listener.metrics import SourceBacklog, finite_float
-from sparkscale_listener.plugins import PluginContext
-from sparkscale_listener.progress import (
-    ProgressRecorder,
+from sparkscale_listener.collect.backlog import (
     batch_rows_per_unit,
     kafka_lag,
     query_backlog,
     source_backlog,
     source_units_read,
 )
+from sparkscale_listener.collect.collector import SparkMetricCollector
+from sparkscale_listener.collect.progress import ProgressRecorder
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.config.plugins import PluginContext
+from sparkscale_listener.evaluator import BusyTimeEvaluator
+from sparkscale_listener.metrics import SourceBacklog, finite_float
 
 QID = "41978ea5-ea75-496e-8bd4-b9ad11de5454"
 

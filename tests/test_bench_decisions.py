@@ -13,7 +13,7 @@ import pytest
 from benchmarks.alternatives import DStreamsAllocation, OccupancyRule, SparkDynamicAllocation
 from benchmarks.bench_decisions import POLICIES, Load, markdown, oracle_executors, query, run, step
 from benchmarks.figures import Timeline, figures, flaps
-from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.testing.sim import (
     BatchView,
     SimCluster,

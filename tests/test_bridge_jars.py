@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sparkscale_listener import bridge_jars
-from sparkscale_listener.bridge_jars import (
+from sparkscale_listener.spark import jars as bridge_jars
+from sparkscale_listener.spark.jars import (
     LINES,
     BridgeJarNotFoundError,
     bridge_jar,

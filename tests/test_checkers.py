@@ -11,22 +11,21 @@ from dataclasses import replace
 import pytest
 
 from harness import QID, all_results, cfg, context, contexts, noisy, record, scale_up, warm_sim
-from sparkscale_listener.checking import (
+from sparkscale_listener.check.builtin import (
     BUILTIN_CHECKER_CLASSES,
-    CheckContext,
-    CheckResult,
     ExecutorFailuresChecker,
     GcPressureChecker,
     HeapUsageChecker,
     QueryFailureChecker,
-    ScalingChecker,
     TaskFailuresChecker,
     ThroughputRegressionChecker,
-    build_checkers,
 )
-from sparkscale_listener.config import BUILTIN_CHECKERS, AutoscalerConfig, ConfigError
-from sparkscale_listener.plugins import PluginContext
-from sparkscale_listener.rollback import RollbackGuard
+from sparkscale_listener.check.checker import CheckContext, CheckResult, ScalingChecker
+from sparkscale_listener.check.guard import RollbackGuard
+from sparkscale_listener.check.loading import build_checkers
+from sparkscale_listener.config.core import BUILTIN_CHECKERS, AutoscalerConfig
+from sparkscale_listener.config.options import ConfigError
+from sparkscale_listener.config.plugins import PluginContext
 
 
 def make(cls: type[ScalingChecker], config: AutoscalerConfig | None = None) -> ScalingChecker:
@@ -404,7 +403,7 @@ def test_build_custom_and_duck_checkers(plugins: str) -> None:
     ("taskFailures,taskFailure", "'taskFailure' is not a built-in checker"),
     ("nosuch_module_xyz.Checker", "no module named 'nosuch_module_xyz'"),
     ("{plugins}.Missing", "has no attribute 'Missing'"),
-    ("{plugins}.NotAChecker", "does not subclass sparkscale_listener.checking.ScalingChecker"),
+    ("{plugins}.NotAChecker", "does not subclass sparkscale_listener.check.checker.ScalingChecker"),
     ("{plugins}.not_a_class", "is a function, not a class"),
     ("{plugins}.Abstract", "is abstract"),
     ("heapUsage,heapUsage", "names checker 'heapUsage' twice"),

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from sparkscale_listener.config import CORE_OPTIONS, AutoscalerConfig, ConfigError
+from sparkscale_listener.config.core import CORE_OPTIONS, AutoscalerConfig
+from sparkscale_listener.config.options import ConfigError
 
 
 def test_defaults_of_the_dataclass_are_the_declared_ones() -> None:
@@ -28,24 +27,6 @@ def test_defaults_of_the_dataclass_are_the_declared_ones() -> None:
 def test_direct_construction_is_validated_too(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
         AutoscalerConfig(**kwargs)
-
-
-@pytest.mark.parametrize(("old", "new", "value"), [
-    ("metrics.evaluator.class", "evaluator.class", "x.Y"),
-    ("memory.gcPressureThreshold", "checker.gcPressure.threshold", "0.5"),
-    ("eventHandlers.jsonl.path", "eventHandler.jsonl.path", "/tmp/e.jsonl"),
-    ("stateStore.path", "stateStore.sqlite.path", "/tmp/s.db"),
-])
-def test_old_key_names_keep_working_with_a_deprecation_warning(old: str, new: str, value: str) -> None:
-    with pytest.warns(DeprecationWarning, match=re.escape(f"spark.sparkscale.{old} is deprecated; use "
-                                                          f"spark.sparkscale.{new}")):
-        config = AutoscalerConfig.from_keys({old: value})
-    assert config.raw[new] == value and old not in config.raw
-
-
-def test_old_and_new_name_together_is_an_error() -> None:
-    with pytest.raises(ConfigError, match=r"keep only spark\.sparkscale\.evaluator\.class"):
-        AutoscalerConfig.from_keys({"metrics.evaluator.class": "a.B", "evaluator.class": "c.D"})
 
 
 def test_until_restart_and_stabilization_interval_words() -> None:

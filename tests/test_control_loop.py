@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness import LoopHarness, cfg, sample
-from sparkscale_listener.checking import CheckContext, CheckResult, ScalingChecker
-from sparkscale_listener.config import ModuleConfig
+from sparkscale_listener.check.checker import CheckContext, CheckResult, ScalingChecker
+from sparkscale_listener.config.options import ModuleConfig
+from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.decisions import Evaluation, ScalingContext
-from sparkscale_listener.evaluation import MetricEvaluator
+from sparkscale_listener.evaluator import MetricEvaluator
 from sparkscale_listener.metrics import MetricSample
-from sparkscale_listener.plugins import PluginContext
 
 
 class Verdict(ScalingChecker):
@@ -85,10 +85,10 @@ def test_lost_listener_events_restart_the_window_and_are_reported() -> None:
     h = LoopHarness(cfg(initialExecutors="2", metricsWindow="30s", stabilizationInterval="0s"))
     for t in range(10, 60, 10):
         h.tick(sample(t, live=2, events_lost=3))  # lost before we started: no news
-    assert not [e for e in h.recorded.events if e.details.get("situation") == "events-lost"]
+    assert not [e for e in h.recorded.events if e.situation == "events-lost"]
     [decision] = h.tick(sample(60, live=2, events_lost=5))
     assert "collecting metrics: 0s of the 30s window" in decision.reason
-    (event,) = [e for e in h.recorded.events if e.details.get("situation") == "events-lost"]
+    (event,) = [e for e in h.recorded.events if e.situation == "events-lost"]
     assert event.severity == "warning" and event.reason.startswith("2 listener event(s) lost")
     assert h.autoscaler.status()["events_lost"] == 5
     for t in (70, 80):

@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 
 from harness import scaling_context
-from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import ScalingContext
-from sparkscale_listener.evaluation import WARMUP_BATCHES, BatchCostModel, BusyTimeEvaluator
+from sparkscale_listener.evaluator import WARMUP_BATCHES, BatchCostModel, BusyTimeEvaluator
 from sparkscale_listener.metrics import ClusterMetrics, MetricSample, QueryMetrics
 
 SIZES = [400, 25, 30, 200, 60, 120, 300, 45, 90, 250, 35, 150]

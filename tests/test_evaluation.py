@@ -8,9 +8,8 @@ from dataclasses import replace
 import pytest
 
 from harness import CFG, CORES, SteadyQuery, scaling_context, series
-from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.control_loop import live_slots
-from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.evaluator import BusyTimeEvaluator, MetricEvaluator
 from sparkscale_listener.metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
 from sparkscale_listener.policy import ScalingPolicy
 
@@ -258,8 +257,8 @@ def test_executors_of_unequal_size_count_their_own_slots() -> None:
     # 4 live executors of 8, 4, 2 and 2 cores (16 slots as 4 x 4 would say, but sized apart).
     cluster = ClusterMetrics(4, CORES, executors=tuple(
         ExecutorInfo(str(i), cores=c) for i, c in enumerate([8, 4, 2, 2])))
-    assert live_slots(cluster, task_cpus=1) == 16 and live_slots(cluster, task_cpus=2) == 8
-    assert live_slots(cluster, task_cpus=4) == 2 + 1  # a 2-core executor runs no 4-cpu task
+    assert cluster.live_slots(task_cpus=1) == 16 and cluster.live_slots(task_cpus=2) == 8
+    assert cluster.live_slots(task_cpus=4) == 2 + 1  # a 2-core executor runs no 4-cpu task
     q = SteadyQuery("a", rate=300.0, cost=0.02)
     ev = BusyTimeEvaluator().evaluate(series([q]), replace(scaling_context(60), live_slots=10))
     assert ev.utilization == pytest.approx(6.0 / 10)

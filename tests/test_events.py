@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sparkscale_listener.config import AutoscalerConfig, ConfigError
-from sparkscale_listener.events import (
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.config.options import ConfigError
+from sparkscale_listener.observe.events import (
     AutoscalerEvent,
     EventDispatcher,
     EventHandler,
@@ -87,7 +88,7 @@ def test_different_events_pass() -> None:
     d.emit(scale_up(reason="another reason"))
     d.emit(AutoscalerEvent(time=0, kind="scaling", reason="query 'q1' backlog 12000 rows growing "
                            "300 rows/s", action="scale_up", from_executors=4, to_executors=8))
-    d.emit(AutoscalerEvent(time=0, kind="recommendation", reason="x"))
+    d.emit(AutoscalerEvent(time=0, kind="recommendation", situation="test", reason="x"))
     assert len(rec.events) == 4
 
 
@@ -96,20 +97,25 @@ def test_same_situation_with_other_numbers_is_throttled() -> None:
     d = EventDispatcher([rec], throttle_s=60, clock=clock)
     first = AutoscalerEvent(time=0, kind="recommendation", reason="utilization 0.93 above 0.9: "
                             "recommend 4 -> 6 (backlog 1200 rows)", action="scale_up",
-                            from_executors=4, to_executors=6)
+                            from_executors=4, to_executors=6, situation="recommendation-scale_up")
     assert d.emit(first) is True
     clock.now = 10  # the next tick: the same situation measured with other numbers
     assert d.emit(dataclasses.replace(first, reason="utilization 0.95 above 0.9: recommend 4 -> 7 "
                                       "(backlog 1350.5 rows)", to_executors=7)) is False
     assert d.emit(dataclasses.replace(first, reason="utilization 0.2 below 0.4: recommend 4 -> 2",
                                       action="scale_down", to_executors=2)) is True
-    # A named situation wins over the text.
-    named = AutoscalerEvent(time=0, kind="notice", reason="a", details={"situation": "capacity"})
+    named = AutoscalerEvent(time=0, kind="notice", reason="a", situation="capacity")
     assert d.emit(named) is True
     assert d.emit(dataclasses.replace(named, reason="b")) is False
     clock.now = 75
     assert d.emit(dataclasses.replace(first, to_executors=8)) is True
     assert rec.events[-1].details == {"suppressed": 1}
+
+
+def test_every_event_but_an_applied_change_names_its_situation() -> None:
+    with pytest.raises(ValueError, match="must name its situation"):
+        AutoscalerEvent(time=0, kind="notice", reason="a")
+    AutoscalerEvent(time=0, kind="scaling", reason="a", action="scale_up")  # each one its own
 
 
 def test_applied_changes_are_never_throttled_as_repeats() -> None:
@@ -149,7 +155,7 @@ def test_emit_never_raises_on_bad_event(caplog: pytest.LogCaptureFixture) -> Non
     rec = Recorder()
     d = EventDispatcher([rec], throttle_s=60, clock=FakeClock())
     with caplog.at_level(logging.ERROR, logger="sparkscale"):
-        assert d.emit(Weird(time=0, kind="notice", reason="r")) is True
+        assert d.emit(Weird(time=0, kind="notice", reason="r", situation="test")) is True
     assert len(rec.events) == 1 and "no key" in caplog.text
 
 
@@ -177,9 +183,11 @@ def test_logging_line_and_levels(caplog: pytest.LogCaptureFixture) -> None:
     handler = LoggingEventHandler()
     with caplog.at_level(logging.DEBUG, logger="sparkscale"):
         handler.handle(scale_up(suppressed=3))
-        handler.handle(AutoscalerEvent(time=0, kind="blocked", reason="scale-up was ineffective",
+        handler.handle(AutoscalerEvent(time=0, kind="blocked", situation="test",
+                                       reason="scale-up was ineffective",
                                        severity="warning"))
-        handler.handle(AutoscalerEvent(time=0, kind="error", reason="collector failed", severity="error"))
+        handler.handle(AutoscalerEvent(time=0, kind="error", situation="test", reason="collector failed",
+                                       severity="error"))
     records = caplog.records
     assert [r.levelno for r in records] == [logging.INFO, logging.WARNING, logging.ERROR]
     assert all(r.name == "sparkscale" for r in records)
@@ -189,7 +197,7 @@ def test_logging_line_and_levels(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_format_recommendation_and_rollback() -> None:
-    rec = AutoscalerEvent(time=0, kind="recommendation", reason="r", action="scale_down",
+    rec = AutoscalerEvent(time=0, kind="recommendation", situation="test", reason="r", action="scale_down",
                           from_executors=6, to_executors=3)
     assert format_event(rec) == "sparkscale recommendation scale_down 6 -> 3 (not applied): r"
     rb = AutoscalerEvent(time=0, kind="rollback", reason="gc", action="rollback", from_executors=4,
@@ -215,18 +223,21 @@ def test_listener_bus_mapping() -> None:
     bridge = FakeBridge()
     handler = ListenerBusEventHandler(bridge)
     handler.handle(scale_up(mode="autoscale", rate=float("nan")))
-    handler.handle(AutoscalerEvent(time=0, kind="recommendation", reason="rec", action="scale_down",
-                                   from_executors=6, to_executors=3, details={"mode": "recommend"}))
+    handler.handle(AutoscalerEvent(time=0, kind="recommendation", situation="test", reason="rec",
+                                   action="scale_down", from_executors=6, to_executors=3,
+                                   details={"mode": "recommend"}))
     handler.handle(AutoscalerEvent(time=0, kind="rollback", reason="gc pressure", action="none",
                                    from_executors=4, to_executors=2))
-    handler.handle(AutoscalerEvent(time=0, kind="pause", reason="paused", severity="warning",
+    handler.handle(AutoscalerEvent(time=0, kind="pause", situation="test", reason="paused",
+                                   severity="warning",
                                    details={"until": (1, 2)}))
     assert bridge.calls == [
         ("scaling", ("scale_up", 2, 4, "query 'q1' backlog 12000 rows growing 300 rows/s", True,
                      "autoscale", {"mode": "autoscale", "rate": None})),
-        ("scaling", ("scale_down", 6, 3, "rec", False, "recommend", {"mode": "recommend"})),
+        ("scaling", ("scale_down", 6, 3, "rec", False, "recommend", {"situation": "test",
+                                                                      "mode": "recommend"})),
         ("scaling", ("rollback", 4, 2, "gc pressure", True, "", {})),
-        ("autoscaler", ("pause", "warning", "paused", {"until": [1, 2]})),
+        ("autoscaler", ("pause", "warning", "paused", {"situation": "test", "until": [1, 2]})),
     ]
 
 
@@ -244,7 +255,8 @@ def test_jsonl_lines_parse(tmp_path: Path) -> None:
     handler = JsonLinesEventHandler(path)
     handler.handle(scale_up(mode="autoscale", rate=float("inf"), obj=object(), nested={"t": (1, 2)},
                             np_int=np.int64(3), np_nan=np.float64("nan"), array=np.arange(3)))
-    handler.handle(AutoscalerEvent(time=0, kind="error", reason='quote " and\nnewline', severity="error"))
+    handler.handle(AutoscalerEvent(time=0, kind="error", situation="test", reason='quote " and\nnewline',
+                                   severity="error"))
     lines = path.read_text().splitlines()
     assert len(lines) == 2
     first, second = (json.loads(line, parse_constant=pytest.fail) for line in lines)  # strict JSON
@@ -373,7 +385,7 @@ def test_build_rejects_keys_no_handler_reads() -> None:
 
 def test_build_custom_classes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "sparkscale_test_handlers.py").write_text(textwrap.dedent("""
-        from sparkscale_listener.events import EventHandler
+        from sparkscale_listener.observe.events import EventHandler
 
         SEEN = []
 

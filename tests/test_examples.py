@@ -10,10 +10,11 @@ import pytest
 from examples.external_backlog import read_backlog_file
 from examples.plugins import BusinessHoursFloorEvaluator, GradualRealizer
 from harness import SteadyQuery, scaling_context, series
-from sparkscale_listener.config import AutoscalerConfig, ConfigError
-from sparkscale_listener.evaluation import BusyTimeEvaluator, MetricEvaluator
-from sparkscale_listener.plugins import PluginContext, construct, load_class
-from sparkscale_listener.realization import ScalingRealizer
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.config.options import ConfigError
+from sparkscale_listener.config.plugins import PluginContext, construct, load_class
+from sparkscale_listener.evaluator import BusyTimeEvaluator, MetricEvaluator
+from sparkscale_listener.realize.realizer import ScalingRealizer
 from sparkscale_listener.testing.sim import SimCluster, SimQuery, Simulation
 
 

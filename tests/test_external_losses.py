@@ -8,16 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from harness import QID, all_results, cfg, contexts, record, scale_up, warm_sim
-from sparkscale_listener.checking import (
-    CheckContext,
-    ScalingChecker,
-    ThroughputRegressionChecker,
-    build_checkers,
-)
-from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.check.builtin import ThroughputRegressionChecker
+from sparkscale_listener.check.checker import CheckContext, ScalingChecker
+from sparkscale_listener.check.guard import RollbackGuard
+from sparkscale_listener.check.loading import build_checkers
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.metrics import MetricSample
-from sparkscale_listener.plugins import PluginContext
-from sparkscale_listener.rollback import RollbackGuard
 
 KILLED = "Command exited with code 137"
 WINDOWS = {f"checker.{c}.window": "30s" for c in ("taskFailures", "executorFailures", "queryFailure",

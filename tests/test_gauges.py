@@ -13,8 +13,8 @@ import pytest
 
 from harness import query, sample
 from sparkscale_listener.decisions import Decision, Evaluation, QueryEvaluation
-from sparkscale_listener.gauges import GAUGES, GaugePublisher, metrics_table, render_prometheus
 from sparkscale_listener.metrics import MetricSample
+from sparkscale_listener.observe.gauges import GAUGES, GaugePublisher, metrics_table, render_prometheus
 
 ORDERS = 'orders "eu"'  # a query name that needs escaping in a Prometheus label
 

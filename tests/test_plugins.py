@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sparkscale_listener.config import AutoscalerConfig, ConfigError
-from sparkscale_listener.events import EventHandler
-from sparkscale_listener.plugins import PluginContext, construct, load_class
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.config.options import ConfigError
+from sparkscale_listener.config.plugins import PluginContext, construct, load_class
+from sparkscale_listener.observe.events import EventHandler
 
 # A base class the generated plugin module can import whatever the test-module import mode is.
 Base = EventHandler
-BASE_NAME = "sparkscale_listener.events.EventHandler"
+BASE_NAME = "sparkscale_listener.observe.events.EventHandler"
 
 _counter = itertools.count()
 
@@ -23,7 +24,7 @@ def context(config: AutoscalerConfig) -> PluginContext:
 
 
 PLUGIN_SOURCE = textwrap.dedent("""
-    from sparkscale_listener.events import EventHandler as Base
+    from sparkscale_listener.observe.events import EventHandler as Base
 
     class Good(Base):
         def __init__(self, context):

@@ -8,20 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.decisions import (
-    Decision,
-    Evaluation,
-    QueryEvaluation,
-    ScalingContext,
-    ScalingRecord,
-)
-from sparkscale_listener.policy import (
-    ScalingPolicy,
-    in_excluded_period,
-    next_window_start,
-    scaling_record,
-)
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.decisions import Decision, Evaluation, QueryEvaluation, ScalingContext, ScalingRecord
+from sparkscale_listener.policy import ScalingPolicy, in_excluded_period, scaling_record
+from sparkscale_listener.realize.provisioning import next_window_start
 
 CORES = 4
 CFG = AutoscalerConfig(min_executors=1, max_executors=20, scale_down_interval_s=300.0)
@@ -233,7 +223,8 @@ def test_ineffective_scale_up_blocks_then_a_load_change_unblocks() -> None:
     assert "q" in policy.blocked_queries()
     assert d.action == "none" and d.limited_by == "ineffectiveScaleUp"
     assert "blocked" in d.reason and "promised 1000.0 -> 2000.0" in d.reason
-    assert any(n.startswith("blocked scale-up for query 'q'") for n in policy.last_notes())
+    assert [s for s, n in policy.last_notes() if n.startswith("blocked scale-up for query 'q'")] == \
+        ["scale-up-blocked:q"]
     # Still blocked while its load stays put (and the notes are not repeated).
     d2 = policy.decide(ev, context(1400, 4, window_start=1035, last=record))
     assert d2.action == "none" and "q" in policy.blocked_queries()
@@ -244,7 +235,7 @@ def test_ineffective_scale_up_blocks_then_a_load_change_unblocks() -> None:
     d3 = policy.decide(ev3, context(1500, 4, window_start=1035, last=record))
     assert policy.blocked_queries() == {}
     assert d3.action == "scale_up"
-    assert any(n.startswith("unblocked") for n in policy.last_notes())
+    assert [s for s, n in policy.last_notes() if n.startswith("unblocked")] == ["scale-up-unblocked:q"]
 
 
 def test_a_scale_up_is_judged_on_processed_rows_the_measure_its_before_rate_used() -> None:

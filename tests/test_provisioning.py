@@ -6,8 +6,9 @@ from __future__ import annotations
 from harness import cfg
 from sparkscale_listener.decisions import ScalingRecord
 from sparkscale_listener.metrics import ExecutorInfo
-from sparkscale_listener.provisioning import ProvisioningTracker
-from sparkscale_listener.state import AutoscalerState, InMemoryStateStore
+from sparkscale_listener.realize.provisioning import ProvisioningTracker
+from sparkscale_listener.state.autoscaler_state import AutoscalerState
+from sparkscale_listener.state.store import InMemoryStateStore
 
 
 def tracker(store: InMemoryStateStore | None = None, **keys: str) -> ProvisioningTracker:
@@ -50,6 +51,7 @@ def test_a_timeout_is_recorded_as_the_time_waited_and_survives_a_restart() -> No
     assert t.settle(30.0, live=2, target=4) is None  # still waiting
     assert t.settle(60.0, live=2, target=4) is not None  # gave up
     assert t.observations == [60.0] and t.time_s() == 60.0
+    t.state.flush()  # the end of the tick
     restarted = tracker(store, provisioningTimeout="60s")
     restarted.restore()
     assert restarted.time_s() == 60.0

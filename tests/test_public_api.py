@@ -20,7 +20,7 @@ def test_autoscale_and_autoscaler_stay_functions_after_all_submodules_load() -> 
 def test_scaling_lines_are_visible_without_any_logging_setup(capfd: pytest.CaptureFixture[str]) -> None:
     import logging
 
-    from sparkscale_listener.session import show_logs_by_default
+    from sparkscale_listener.spark.session import show_logs_by_default
 
     logger, root = logging.getLogger("sparkscale"), logging.getLogger()
     saved = (logger.handlers[:], logger.level, logger.propagate, root.handlers[:])
@@ -42,7 +42,7 @@ def test_spark_connect_is_refused_with_what_works_instead(monkeypatch: pytest.Mo
     from pyspark.sql import SparkSession
 
     from sparkscale_listener import autoscale
-    from sparkscale_listener.session import UnsupportedSessionError
+    from sparkscale_listener.spark.session import UnsupportedSessionError
 
     builder = SparkSession.builder.remote("sc://127.0.0.1:15002")
     try:
@@ -64,8 +64,8 @@ def test_spark_connect_is_refused_with_what_works_instead(monkeypatch: pytest.Mo
 
 
 def test_a_bridge_that_does_not_load_is_a_clear_error_not_a_jvm_stack_trace() -> None:
-    from sparkscale_listener.bridge import BridgeNotInstalledError
-    from sparkscale_listener.session import _start_session
+    from sparkscale_listener.spark.bridge import BridgeNotInstalledError
+    from sparkscale_listener.spark.session import _start_session
 
     class Builder:
         def getOrCreate(self) -> None:

@@ -3,7 +3,7 @@ suspects first."""
 
 from __future__ import annotations
 
-from sparkscale_listener.realization import ExecutorRealizer
+from sparkscale_listener.realize.realizer import ExecutorRealizer
 from sparkscale_listener.testing.sim import SimCluster
 
 

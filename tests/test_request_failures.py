@@ -8,8 +8,8 @@ import itertools
 from collections.abc import Sequence
 
 from harness import LoopHarness, cfg, sample
-from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.realization import ClusterBackend, ExecutorRealizer
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.realize.realizer import ClusterBackend, ExecutorRealizer
 from sparkscale_listener.testing.sim import SimCluster, SimQuery, Simulation, step_load
 
 UNAVAILABLE = "cluster-manager-unavailable"
@@ -48,10 +48,11 @@ class UnreachableWhile(ClusterBackend):
 
 def test_backoff_doubles_from_twice_the_interval_up_to_the_provisioning_timeout() -> None:
     harness = LoopHarness(cfg(interval="10s", provisioningTimeout="120s"))
-    waits = [harness.autoscaler.executor.backoff_s(n) for n in range(1, 8)]
+    waits = [harness.autoscaler.executor.requests.backoff_s(n) for n in range(1, 8)]
     assert waits == [20, 40, 80, 120, 120, 120, 120]
     # A provisioning timeout shorter than the interval never makes it retry faster than a tick.
-    assert LoopHarness(cfg(interval="10s", provisioningTimeout="5s")).autoscaler.executor.backoff_s(1) == 10
+    short = LoopHarness(cfg(interval="10s", provisioningTimeout="5s"))
+    assert short.autoscaler.executor.requests.backoff_s(1) == 10
 
 
 def test_a_failing_baseline_is_retried_with_backoff_and_nothing_is_removed_meanwhile() -> None:
@@ -76,10 +77,10 @@ def test_a_failing_baseline_is_retried_with_backoff_and_nothing_is_removed_meanw
     # never removes it).
     assert made == {10: [("baseline", 2)], 30: [("baseline", 2)], 70: [("baseline", 2)],
                     80: [("realize", 2, ())]}, made
-    unavailable = [e for e in h.recorded.events if e.details.get("situation") == UNAVAILABLE]
+    unavailable = [e for e in h.recorded.events if e.situation == UNAVAILABLE]
     assert [e.severity for e in unavailable] == ["error", "warning"]
     assert "refused 2" in unavailable[0].reason and "next attempt in 20s" in unavailable[0].reason
-    (back,) = [e for e in h.recorded.events if e.details.get("situation") == AVAILABLE]
+    (back,) = [e for e in h.recorded.events if e.situation == AVAILABLE]
     assert back.time == 70 and "2 failed attempt(s)" in back.reason
     assert not [e for e in h.recorded.events if e.kind in ("error", "rollback", "pause")]
     status = h.autoscaler.status()
@@ -117,12 +118,13 @@ def test_a_scale_up_wanted_while_the_cluster_manager_is_down_backs_off_and_lands
     assert len(tries) < ticks_down / 3
     # Nothing applied while down; every failure reported under one situation.
     assert not [a for a in result.actions if down[0] <= a.time < down[1]]
-    failures = [e for e in result.events if e.details.get("situation") == UNAVAILABLE]
+    failures = [e for e in result.events if e.situation == UNAVAILABLE]
     assert failures[0].severity == "error" and "scale_up 2 -> " in failures[0].reason
     assert len(failures) <= len(tries)
     # Once the cluster manager answers: one retry (within one backoff), then the scale-up.
-    (back,) = [e for e in result.events if e.details.get("situation") == AVAILABLE]
-    assert down[1] <= back.time <= down[1] + sim.autoscaler.executor.backoff_s(99) + config.interval_s
+    (back,) = [e for e in result.events if e.situation == AVAILABLE]
+    longest = sim.autoscaler.executor.requests.backoff_s(99)
+    assert down[1] <= back.time <= down[1] + longest + config.interval_s
     up = next(a for a in result.actions if a.time >= down[1])
     assert up.action == "scale_up" and up.from_executors == 2 and up.time <= back.time + config.interval_s
     assert not result.events_of("rollback", "pause", "stopped", "error")
@@ -135,5 +137,5 @@ def test_an_outage_with_nothing_wanted_makes_no_request_and_no_event() -> None:
     # The load steps up at 300 s; an outage before it (100-250 s) meets no request at all.
     sim, backend = _outage((100.0, 250.0), duration=900.0)
     assert backend.failed_at == []
-    assert not [e for e in sim.result.events if e.details.get("situation") in (UNAVAILABLE, AVAILABLE)]
+    assert not [e for e in sim.result.events if e.situation in (UNAVAILABLE, AVAILABLE)]
     assert sim.result.final_executors > 2

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from test_sim_rollback import CORES, FAULT_AT, _query
 
-from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.policy import ScalingPolicy, _Block
-from sparkscale_listener.state import SqliteStateStore
+from sparkscale_listener.state.store import SqliteStateStore
 from sparkscale_listener.testing.sim import Simulation
 
 

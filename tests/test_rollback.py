@@ -9,11 +9,13 @@ import random
 import pytest
 
 from harness import QID, T0, cfg, context, noisy, record, scale_up, warm_sim
-from sparkscale_listener.checking import CheckContext, CheckResult, ScalingChecker
-from sparkscale_listener.config import AutoscalerConfig, ModuleConfig
+from sparkscale_listener.check.checker import CheckContext, CheckResult, ScalingChecker
+from sparkscale_listener.check.guard import GuardOutcome, RollbackGuard
+from sparkscale_listener.check.loading import build_checkers
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.config.options import ModuleConfig
+from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.metrics import MetricSample
-from sparkscale_listener.plugins import PluginContext
-from sparkscale_listener.rollback import GuardOutcome, RollbackGuard
 
 
 class Scripted(ScalingChecker):
@@ -106,7 +108,7 @@ def test_guard_rollback_target_last_or_initial(target_mode: str, expected: int) 
     assert outcome.unhealthy is not None and outcome.unhealthy.checker == "scripted"
     assert "checker scripted found the scaling unhealthy: broken" == outcome.reason
     assert guard.watching is None  # the failed scaling is not judged again
-    assert guard.paused(T0 + 111)  # the rollback pauses scaling
+    assert guard.pause.active(T0 + 111)  # the rollback pauses scaling
 
 
 def test_guard_rollback_target_is_clamped_and_defaults_to_initial() -> None:
@@ -147,7 +149,7 @@ def test_a_rollback_never_returns_to_a_target_judged_unhealthy() -> None:
     failed = guard.observe(context(guard.watching, None, [], config=guard.config, now=T0 + 10),
                            initial_target=2, current_target=2)  # rolled back to 2 elsewhere
     assert failed.action == "failed"  # already at 2: paused, 4 judged unhealthy
-    guard.resume()
+    guard.pause.resume(T0 + 20)
     # 4 is in force again (say, set by hand) and judged unhealthy; the next action from 4 fails.
     guard._current_judged_unhealthy = True
     guard.watch(record("scale_up", 4, 6, time=T0 + 100), 4)
@@ -158,40 +160,43 @@ def test_a_rollback_never_returns_to_a_target_judged_unhealthy() -> None:
 def test_guard_pause_expires() -> None:
     guard, checker = guard_with(cfg(**{"rollback.pauseDuration": "10min"}))
     roll_back(guard, checker, T0 + 10)
-    assert guard.paused(T0 + 11) and "rolled back after scripted: broken" in (guard.pause_reason or "")
-    assert guard.paused(T0 + 609)
-    assert not guard.paused(T0 + 611) and guard.pause_reason is None
-    assert not guard.stopped and guard.to_state()["rollback_times"] == [T0 + 10]
+    assert guard.pause.active(T0 + 11)
+    assert "rolled back after scripted: broken" in (guard.pause.reason(T0 + 11) or "")
+    assert guard.pause.active(T0 + 609)
+    assert not guard.pause.active(T0 + 611) and guard.pause.reason(T0 + 611) is None
+    assert not guard.pause.stopped and guard.to_state()["rollback_times"] == [T0 + 10]
 
 
 def test_guard_pause_until_restart() -> None:
     config = cfg(**{"rollback.pauseDuration": "untilRestart"})
     guard, checker = guard_with(config)
     roll_back(guard, checker, T0)
-    assert guard.paused(T0 + 10 * 86400)
+    assert guard.pause.active(T0 + 10 * 86400)
     after = restarted(guard, config)
-    assert not after.paused(T0 + 20)  # a restart ends it
+    assert not after.pause.active(T0 + 20)  # a restart ends it
     assert after.to_state()["rollback_times"] == [T0]  # but the rollback still counts
 
 
 def test_guard_max_rollbacks_stop_until_resume() -> None:
     guard, checker = guard_with(cfg(**{"rollback.maxRollbacks": "2", "rollback.pauseDuration": "1min"}))
     roll_back(guard, checker, T0)
-    assert not guard.stopped and not guard.paused(T0 + 61)
+    assert not guard.pause.stopped and not guard.pause.active(T0 + 61)
     roll_back(guard, checker, T0 + 600)
-    assert guard.stopped and guard.paused(T0 + 10_000)
-    assert "2 rollbacks within 3600s" in (guard.pause_reason or "")
-    guard.resume()
-    assert not guard.stopped and not guard.paused(T0 + 601) and guard.pause_reason is None
+    assert guard.pause.stopped and guard.pause.active(T0 + 10_000)
+    assert "2 rollbacks within 3600s" in (guard.pause.reason(T0 + 601) or "")
+    assert guard.pause.resume(T0 + 601)
+    assert not guard.pause.stopped and not guard.pause.active(T0 + 601)
+    assert guard.pause.reason(T0 + 601) is None
+    assert not guard.pause.resume(T0 + 602)  # nothing was in force
     roll_back(guard, checker, T0 + 700)  # resume forgot the earlier rollbacks
-    assert not guard.stopped
+    assert not guard.pause.stopped
 
 
 def test_guard_rollbacks_outside_window_do_not_stop() -> None:
     guard, checker = guard_with(cfg(**{"rollback.maxRollbacks": "2", "rollback.window": "10min"}))
     roll_back(guard, checker, T0)
     roll_back(guard, checker, T0 + 601)
-    assert not guard.stopped
+    assert not guard.pause.stopped
 
 
 def test_guard_never_rolls_back_a_rollback() -> None:
@@ -205,8 +210,8 @@ def test_guard_never_rolls_back_a_rollback() -> None:
     outcome = observe_at(guard, T0 + 30, initial=4)
     assert outcome.action == "failed" and outcome.target is None
     assert "still unhealthy after the rollback" in outcome.reason
-    assert guard.watching is None and guard.paused(T0 + 31)
-    assert "still unhealthy after the rollback" in (guard.pause_reason or "")
+    assert guard.watching is None and guard.pause.active(T0 + 31)
+    assert "still unhealthy after the rollback" in (guard.pause.reason(T0 + 31) or "")
     assert guard.observe(context(record(), None, [], now=T0 + 40), 4, 4).action == "none"
 
 
@@ -223,7 +228,7 @@ def test_guard_no_rollback_when_target_is_current() -> None:
     checker.healthy_now = False
     outcome = observe_at(guard, T0 + 10, initial=4)
     assert outcome.action == "failed" and "already at the rollback target 4" in outcome.reason
-    assert guard.paused(T0 + 11)
+    assert guard.pause.active(T0 + 11)
 
 
 def test_guard_checker_errors_are_healthy() -> None:
@@ -251,14 +256,15 @@ def test_guard_state_round_trip() -> None:
     state = json.loads(json.dumps(guard.to_state()))
     after = restarted(guard, config)
     assert after.healthy_target == 5
-    assert after.paused(T0 + 60) and state["paused_until"] == T0 + 1800
-    assert after.pause_reason == guard.pause_reason
+    assert after.pause.active(T0 + 60) and state["paused_until"] == T0 + 1800
+    assert after.pause.reason(T0 + 60) == guard.pause.reason(T0 + 60)
     assert after.to_state() == state
     after.checkers = [checker]
     roll_back(after, checker, T0 + 100)
-    assert after.stopped  # the rollback before the restart counted
+    assert after.pause.stopped  # the rollback before the restart counted
     again = restarted(after, config)
-    assert again.stopped and again.paused(T0 + 99_999) and "2 rollbacks" in (again.pause_reason or "")
+    assert again.pause.stopped and again.pause.active(T0 + 99_999)
+    assert "2 rollbacks" in (again.pause.reason(T0 + 99_999) or "")
     empty = RollbackGuard(config, [])
     empty.load_state({})
     assert empty.to_state()["healthy_target"] is None
@@ -277,7 +283,7 @@ def test_guard_on_simulated_bad_scale_down() -> None:
     """End to end: a scale-down that leaves the query behind is rolled back to the last healthy
     target by the built-in checkers, and the rollback itself is then confirmed."""
     config = cfg(interval="10s")
-    guard = RollbackGuard(config)
+    guard = RollbackGuard(config, build_checkers(config))
     sim, history = warm_sim(executors=4)
     scaling = record("scale_down", 4, 2, rate_before={QID: 1000.0})
     guard.watch(scaling, healthy_target_before=4)
@@ -307,14 +313,14 @@ def test_guard_on_simulated_bad_scale_down() -> None:
         if outcome.action != "watching":
             break
     assert outcome.action == "healthy", outcome
-    assert guard.healthy_target == 4 and guard.paused(after[-1].time)
+    assert guard.healthy_target == 4 and guard.pause.active(after[-1].time)
 
 
 def test_guard_confirms_a_noisy_but_healthy_scale_up_with_all_builtins() -> None:
     """Every built-in checker at its defaults stays quiet through ordinary noise: ±20 % rates and
     task counts, one task failure retried, one GC spike, one heap spike, then confirms."""
     config = cfg()
-    guard = RollbackGuard(config)
+    guard = RollbackGuard(config, build_checkers(config))
     assert guard.window_s() == 300.0
     sim, history = warm_sim()
     scaling = record("scale_up", 2, 4, rate_before={QID: 1000.0})

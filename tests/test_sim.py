@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.realization import ExecutorRealizer
-from sparkscale_listener.state import InMemoryStateStore
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.realize.realizer import ExecutorRealizer
+from sparkscale_listener.state.store import InMemoryStateStore
 from sparkscale_listener.testing.sim import (
     SimCluster,
     SimQuery,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.testing.sim import SimQuery, SimResult, Simulation, step_load
 
 CORES = 4

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from sparkscale_listener.config import AutoscalerConfig, ConfigError
-from sparkscale_listener.state import (
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.config.options import ConfigError
+from sparkscale_listener.state.autoscaler_state import AutoscalerState
+from sparkscale_listener.state.store import (
     APP_SCOPE,
-    AutoscalerState,
     InMemoryStateStore,
     SqliteStateStore,
     StateStore,
@@ -321,7 +322,7 @@ def test_build_bad_class_path() -> None:
 
 def test_build_custom_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "sparkscale_test_custom_store.py").write_text(textwrap.dedent("""
-        from sparkscale_listener.state import InMemoryStateStore
+        from sparkscale_listener.state.store import InMemoryStateStore
 
         class MyStore(InMemoryStateStore):
             def __init__(self, context):
@@ -346,19 +347,21 @@ def test_a_restarted_driver_takes_the_state_over_once_the_old_heartbeat_is_stale
     store = InMemoryStateStore()
     crashed = _state(store, "app-1")
     assert crashed.claim(100.0, stale_after_s=30.0) == "owned"
-    crashed.store_target(6)
-    crashed.heartbeat(110.0)  # then the driver dies without releasing
+    crashed.store_rollback_state({"healthy_target": 6}, None)
+    crashed.heartbeat(110.0)
+    crashed.flush()  # the end of its tick; then the driver dies without releasing
     restarted = _state(store, "app-2")
     assert restarted.claim(115.0, 30.0) is None  # fresh heartbeat: wait and see
     assert restarted.claim(125.0, 30.0) is None
     assert restarted.claim(146.0, 30.0) == "owned"  # it never beat again: take over
-    assert restarted.app == "orders-job" and restarted.stored_target() == 6
+    assert restarted.app == "orders-job" and restarted.rollback_guard() == {"healthy_target": 6}
 
 
 def test_a_clean_stop_releases_the_state_at_once() -> None:
     store = InMemoryStateStore()
     first = _state(store, "app-1")
     first.claim(100.0, 30.0)
+    first.flush()
     first.release()
     assert _state(store, "app-2").claim(101.0, 30.0) == "owned"
 
@@ -367,11 +370,14 @@ def test_a_concurrent_run_of_the_same_application_keeps_its_own_state() -> None:
     store = InMemoryStateStore()
     running = _state(store, "app-1")
     running.claim(100.0, 30.0)
-    running.store_target(6)
+    running.store_rollback_state({"healthy_target": 6}, None)
+    running.flush()
     second = _state(store, "app-2")
     assert second.claim(105.0, 30.0) is None
     running.heartbeat(110.0)  # alive
+    running.flush()
     assert second.claim(115.0, 30.0) == "separate"
-    assert second.app != running.app and second.stored_target() is None
-    second.store_target(2)
-    assert running.stored_target() == 6  # untouched
+    assert second.app != running.app and second.rollback_guard() is None
+    second.store_rollback_state({"healthy_target": 2}, None)
+    second.flush()
+    assert running.rollback_guard() == {"healthy_target": 6}  # untouched

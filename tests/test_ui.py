@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import cfg, query, sample
-from sparkscale_listener.config import AutoscalerConfig
+from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import Decision
 from sparkscale_listener.metrics import MetricSample
+from sparkscale_listener.observe.ui import UiPublisher
 from sparkscale_listener.testing.sim import SimQuery, Simulation
-from sparkscale_listener.ui import UiPublisher
 
 DAY = 86_400.0
 T0 = 1_767_225_600.0  # epoch seconds, as the control loop's clock gives them

@@ -2,7 +2,7 @@
 
     <venv>/bin/python jvm-bridge/verify/verify_spark_line.py [--jar JAR] [--ui-port PORT] [--keep-logs]
 
-Without --jar it picks the jar with sparkscale_listener.bridge_jars for the Spark that pyspark will launch
+Without --jar it picks the jar with sparkscale_listener.spark.jars for the Spark that pyspark will launch
 (SPARK_HOME, else the pip package), which checks that choice too. It then
 
 1. links the jar statically: every Spark, Scala, servlet, Jackson, metrics and slf4j member its classes
@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from sparkscale_listener import bridge_jars  # noqa: E402
+from sparkscale_listener.spark import jars as bridge_jars  # noqa: E402
 
 PLUGIN = "io.sparkscale.bridge.SparkscalePlugin"
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import source as testing_source
+from ..testing import source as testing_source
 
 # Fast settings for a demo: seconds where production defaults are minutes.
 DEMO_SPARKSCALE_CONF: dict[str, str] = {

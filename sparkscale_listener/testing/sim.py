@@ -47,18 +47,19 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..checking import ScalingChecker, build_checkers
-from ..collection import MetricCollector
-from ..config import AutoscalerConfig
+from ..check.checker import ScalingChecker
+from ..check.guard import RollbackGuard
+from ..check.loading import build_checkers
+from ..collect.collector import MetricCollector
+from ..config.core import AutoscalerConfig
 from ..control_loop import Autoscaler
 from ..decisions import Decision, ScalingRecord
-from ..evaluation import BusyTimeEvaluator, MetricEvaluator
-from ..events import AutoscalerEvent, EventDispatcher, EventHandler
+from ..evaluator import BusyTimeEvaluator, MetricEvaluator
 from ..metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from ..observe.events import AutoscalerEvent, EventDispatcher, EventHandler
 from ..policy import ScalingPolicy
-from ..realization import ClusterBackend, ExecutorRealizer, ScalingRealizer
-from ..rollback import RollbackGuard
-from ..state import InMemoryStateStore, StateStore
+from ..realize.realizer import ClusterBackend, ExecutorRealizer, ScalingRealizer
+from ..state.store import InMemoryStateStore, StateStore
 
 _EPS = 1e-9
 IDLE_POLL_S = 1.0  # how often a query with the default trigger looks for new data when idle

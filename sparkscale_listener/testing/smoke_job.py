@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, udf
 from pyspark.sql.types import LongType
 
-from sparkscale_listener import autoscale, autoscaler
+from .. import autoscale, autoscaler
 
 _cost = {"value": 0.0, "checked": 0.0}
 

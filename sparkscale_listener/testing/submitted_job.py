@@ -16,14 +16,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sparkscale_listener import autoscale, autoscaler
-from sparkscale_listener.testing.demo import (
-    DEMO_SPARKSCALE_CONF,
-    StreamingJob,
-    exactly_once,
-    quiet_executor_removal_noise,
-    wait_for,
-)
+from .. import autoscale, autoscaler
+from .demo import DEMO_SPARKSCALE_CONF, StreamingJob, exactly_once, quiet_executor_removal_noise, wait_for
 
 
 def main(workdir: Path) -> int:

@@ -13,7 +13,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from sparkscale_listener import ConfigError, autoscale, autoscaler
-from sparkscale_listener.bridge import BridgeNotInstalledError, JvmBridge
+from sparkscale_listener.spark.bridge import BridgeNotInstalledError, JvmBridge
 from sparkscale_listener.testing.demo import (
     StreamingJob,
     build_session,

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 import pytest
 from py4j.java_gateway import JavaClass
 
-from sparkscale_listener import bridge as bridge_module
-from sparkscale_listener import bridge_jars
-from sparkscale_listener.bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
+from sparkscale_listener.spark import bridge as bridge_module
+from sparkscale_listener.spark import jars as bridge_jars
+from sparkscale_listener.spark.bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
 
 pytestmark = pytest.mark.spark
 

@@ -30,14 +30,8 @@ from typing import Any
 import pytest
 
 from sparkscale_listener import autoscaler
-from sparkscale_listener.bridge import JvmBridge
-from sparkscale_listener.testing.demo import (
-    StreamingJob,
-    build_session,
-    cluster_conf,
-    exactly_once,
-    wait_for,
-)
+from sparkscale_listener.spark.bridge import JvmBridge
+from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, exactly_once, wait_for
 from sparkscale_listener.testing.demo import wait_for_autoscaler as wait
 from sparkscale_listener.testing.sim import RecordingEventHandler
 
@@ -361,7 +355,7 @@ def test_the_master_unavailable_for_a_while(standalone: Standalone, tmp_path: Pa
         last = scaler.status()["last_decision"]
         assert last["action"] == "scale_up" and not last["applied"], last
         assert "cluster manager" in last["reason"], last["reason"]
-        first = next(e for e in events.events if e.details.get("situation") == "cluster-manager-unavailable")
+        first = next(e for e in events.events if e.situation == "cluster-manager-unavailable")
         assert first.severity == "error" and "1 -> 2" in first.reason, first
         # The query goes on with the executor it has.
         batch = job.query.lastProgress["batchId"]
@@ -375,7 +369,7 @@ def test_the_master_unavailable_for_a_while(standalone: Standalone, tmp_path: Pa
                               and request_failure(scaler) is None), 180,
              "the scale-up to 2 once the Master is back")
         converge = time.monotonic() - restarted_at
-        recovered = [e for e in events.events if e.details.get("situation") == "cluster-manager-available"]
+        recovered = [e for e in events.events if e.situation == "cluster-manager-available"]
         assert recovered, [e.reason for e in events.events]
         assert not rollbacks(scaler) and not bad_verdicts(events), bad_verdicts(events)
         status = scaler.status()

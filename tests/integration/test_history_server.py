@@ -36,7 +36,8 @@ from typing import Any
 import pytest
 from browser import dump_dom
 
-from sparkscale_listener import autoscaler, bridge_jars
+from sparkscale_listener import autoscaler
+from sparkscale_listener.spark import jars as bridge_jars
 from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
 
 pytestmark = pytest.mark.spark

@@ -25,9 +25,9 @@ from test_spark_versions import REPO, python_with_pyspark
 
 from examples.kafka_job import build_session, enrich, read_topic, start_query
 from sparkscale_listener import autoscaler
-from sparkscale_listener.bridge import JvmBridge
-from sparkscale_listener.bridge_jars import installed_versions
-from sparkscale_listener.progress import kafka_lag
+from sparkscale_listener.collect.backlog import kafka_lag
+from sparkscale_listener.spark.bridge import JvmBridge
+from sparkscale_listener.spark.jars import installed_versions
 from sparkscale_listener.testing.demo import (
     cluster_conf,
     quiet_executor_removal_noise,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sparkscale_listener import autoscaler
-from sparkscale_listener.bridge import JvmBridge
+from sparkscale_listener.spark.bridge import JvmBridge
 from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
 
 pytestmark = pytest.mark.spark

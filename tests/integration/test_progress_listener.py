@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from sparkscale_listener.bridge import JvmBridge
-from sparkscale_listener.collection import SparkMetricCollector
-from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.plugins import PluginContext
-from sparkscale_listener.progress import ProgressRecorder, QueryProgress
+from sparkscale_listener.collect.collector import SparkMetricCollector
+from sparkscale_listener.collect.progress import ProgressRecorder, QueryProgress
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.config.plugins import PluginContext
+from sparkscale_listener.spark.bridge import JvmBridge
 from sparkscale_listener.testing.source import register, set_rate
 
 pytestmark = pytest.mark.spark

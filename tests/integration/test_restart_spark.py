@@ -21,7 +21,7 @@ import pytest
 from restart_driver import session
 
 from sparkscale_listener import autoscaler
-from sparkscale_listener.bridge import JvmBridge
+from sparkscale_listener.spark.bridge import JvmBridge
 from sparkscale_listener.testing.demo import StreamingJob, exactly_once, read_event_log, wait_for
 
 pytestmark = pytest.mark.spark

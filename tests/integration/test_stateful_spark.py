@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sparkscale_listener import autoscaler
-from sparkscale_listener.bridge import JvmBridge
+from sparkscale_listener.spark.bridge import JvmBridge
 from sparkscale_listener.testing import source as testing_source
 from sparkscale_listener.testing.demo import (
     build_session,

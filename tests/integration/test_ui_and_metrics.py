@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 from browser import DevToolsPage, dump_dom
 
-from sparkscale_listener.gauges import GAUGES
+from sparkscale_listener.observe.gauges import GAUGES
+from sparkscale_listener.observe.ui import UiPublisher
 from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
-from sparkscale_listener.ui import UiPublisher
 
 GAUGE_PREFIX = "driver_plugin_io_sparkscale_bridge_SparkscalePlugin_"
 PROMETHEUS_SERVLET = "org.apache.spark.metrics.sink.PrometheusServlet"
@@ -90,7 +90,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     from pyspark import SparkContext
 
     from sparkscale_listener import autoscaler
-    from sparkscale_listener.bridge import JvmBridge
+    from sparkscale_listener.spark.bridge import JvmBridge
 
     if SparkContext._jvm is not None:
         probe = SparkContext._jvm.io.sparkscale.bridge.AutoscalerTab
@@ -285,7 +285,7 @@ def test_an_open_page_says_when_the_driver_is_gone(env: Env, tmp_path: Path) -> 
 @pytest.mark.spark
 def test_no_ui_means_no_tab_and_the_autoscaler_still_runs(env: Env) -> None:
     from sparkscale_listener import autoscale, autoscaler
-    from sparkscale_listener.bridge import JvmBridge
+    from sparkscale_listener.spark.bridge import JvmBridge
 
     env.job.stop()
     env.spark.stop()  # stopped already by the test before; this one runs last

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from examples.kafka_job import build_session, enrich, read_topic, start_query  # noqa: E402
 from sparkscale_listener import autoscaler  # noqa: E402
-from sparkscale_listener.bridge import JvmBridge  # noqa: E402
+from sparkscale_listener.spark.bridge import JvmBridge  # noqa: E402
 from sparkscale_listener.testing.smoke_job import smoke_conf  # noqa: E402
 
 

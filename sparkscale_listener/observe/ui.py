@@ -66,11 +66,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .decisions import Decision, Evaluation
-from .metrics import MetricSample
+from ..decisions import Decision, Evaluation
+from ..metrics import MetricSample
 
 if TYPE_CHECKING:
-    from .control_loop import Autoscaler
+    from ..control_loop import Autoscaler
 
 log = logging.getLogger("sparkscale")
 
@@ -85,7 +85,7 @@ MAX_NOTE = 120
 
 
 class StatusSink(Protocol):
-    """What the publisher needs from :class:`~sparkscale_listener.bridge.JvmBridge`."""
+    """What the publisher needs from :class:`~sparkscale_listener.spark.bridge.JvmBridge`."""
 
     def publish_status(self, json_text: str) -> None: ...
 

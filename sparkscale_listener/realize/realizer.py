@@ -5,9 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from .metrics import executor_id_order
+from ..metrics import executor_id_order
 
 
 class ClusterBackend(ABC):
@@ -51,7 +50,7 @@ class RealizationResult:
 
 class ScalingRealizer(ABC):
     """Carries an absolute executor target out. Pluggable (`spark.sparkscale.realizer.class`,
-    constructed with a :class:`~sparkscale_listener.plugins.PluginContext` whose ``backend`` is
+    constructed with a :class:`~sparkscale_listener.config.plugins.PluginContext` whose ``backend`` is
     the cluster's executor API; a custom realizer may wrap :class:`ExecutorRealizer` over it).
 
     The control loop calls :meth:`baseline` once, when the first executors have registered, and
@@ -143,33 +142,3 @@ class ExecutorRealizer(ScalingRealizer):
             self._requested = total
         return RealizationResult(requested_total=self._requested, ok=ok,
                                  message="" if ok else f"the cluster manager refused a target of {total}")
-
-
-class SparkClusterBackend(ClusterBackend):
-    """The SparkContext's executor API, reached through the JVM bridge."""
-
-    def __init__(self, bridge: Any) -> None:
-        self._bridge = bridge
-
-    def executor_ids(self) -> list[str]:
-        return list(self._bridge.executor_ids())
-
-    def running_tasks(self) -> dict[str, int]:
-        snapshot = self._bridge.snapshot()
-        return {eid: int(info.get("runningTasks", 0))
-                for eid, info in snapshot.get("executors", {}).items()
-                if info.get("removedMs") is None}
-
-    def request_total(self, total: int) -> bool:
-        return bool(self._bridge.request_total_executors(total))
-
-    def kill(self, executor_ids: Sequence[str], force: bool = False) -> list[str]:
-        if force:
-            return list(self._bridge.kill_executors(list(executor_ids)))
-        return list(self._bridge.kill_idle_executors(list(executor_ids)))
-
-    def decommission(self, executor_ids: Sequence[str]) -> list[str]:
-        return list(self._bridge.decommission_executors(list(executor_ids)))
-
-    def pinned(self) -> set[str]:
-        return self._bridge.shuffle_holders()

@@ -1,20 +1,34 @@
 """The README's configuration and metrics reference, generated from the key and gauge declarations
-so it cannot drift.
+so it cannot drift. A tool, not part of the running autoscaler: it is the one module that reads
+the declarations of every layer (checkers, event handlers, state stores, gauges), so nothing
+imports it.
 
-``python -m sparkscale_listener.reference README.md`` rewrites the tables between the
+``python -m sparkscale_listener.config.reference README.md`` rewrites the tables between the
 ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers; a test checks they are current.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from .checking import BUILTIN_CHECKER_CLASSES
-from .config import CORE_OPTIONS, markdown_table
-from .events import JsonLinesEventHandler
-from .gauges import metrics_table
-from .state import STATE_STORE_OPTIONS
+from ..check.builtin import BUILTIN_CHECKER_CLASSES
+from ..observe.events import JsonLinesEventHandler
+from ..observe.gauges import metrics_table
+from ..state.store import STATE_STORE_OPTIONS
+from .core import CORE_OPTIONS
+from .options import PREFIX, Option
+
+
+def markdown_table(options: Sequence[Option] = CORE_OPTIONS, prefix: str = "") -> str:
+    """A README table of ``options`` (keys under ``prefix``), generated so it cannot drift."""
+    lines = ["| key | default | what it does, and why this default |", "|---|---|---|"]
+    for opt in options:
+        default = opt.default_text()
+        lines.append(f"| `{PREFIX}{prefix}{opt.key}` | {f'`{default}`' if default else '(empty)'} "
+                     f"| {opt.doc} |")
+    return "\n".join(lines)
 
 
 def module_options() -> list[tuple[str, tuple]]:

@@ -9,7 +9,6 @@ import logging
 import math
 import numbers
 import os
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -18,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .config import PREFIX, AutoscalerConfig, ConfigError, Option, Text
-from .plugins import PluginContext, accepted_text, construct, load_class
+from ..config.core import AutoscalerConfig
+from ..config.options import PREFIX, ConfigError, Option, Text
+from ..config.plugins import PluginContext, accepted_text, construct, load_class
 
 # Event kinds. "scaling" is an applied scale_up / scale_down; "recommendation" a decision that was
 # published but not applied (recommend mode, excluded period); "rollback", "pause", "resume",
@@ -30,12 +30,15 @@ EVENT_KINDS = ("scaling", "recommendation", "rollback", "pause", "resume", "stop
                "capacity", "error", "notice")
 # Kinds of applied changes: each is its own event, never throttled as a repeat.
 _PER_CHANGE_KINDS = ("scaling", "rollback")
-# Numbers in a reason (counts, rates, times, ids like t=120s): blanked to compare situations.
-_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?")
 
 
 @dataclass(frozen=True)
 class AutoscalerEvent:
+    """One thing worth reporting. ``situation`` names what kind of situation it is (for example
+    ``cluster-manager-unavailable``): repeats of one situation within the throttle interval are
+    reported once, whatever numbers their reasons carry. Every event names it, but applied changes
+    (``scaling``, ``rollback``), which are never repeats."""
+
     time: float  # epoch seconds (simulated seconds in the simulator)
     kind: str
     reason: str
@@ -44,24 +47,25 @@ class AutoscalerEvent:
     to_executors: int | None = None
     severity: str = "info"  # info | warning | error
     details: dict[str, Any] = field(default_factory=dict)
+    situation: str = ""
 
-    def situation(self) -> str:
-        """What kind of situation this is: ``details["situation"]`` when the emitter named it,
-        else the reason with its numbers blanked ("backlog 1200 rows" and "backlog 1350 rows" are
-        one situation)."""
-        named = self.details.get("situation")
-        return str(named) if named else _NUMBER.sub("#", self.reason)
+    def __post_init__(self) -> None:
+        if self.kind not in EVENT_KINDS:
+            raise ValueError(f"event kind {self.kind!r} is not one of {', '.join(EVENT_KINDS)}")
+        if not self.situation and self.kind not in _PER_CHANGE_KINDS:
+            raise ValueError(f"a {self.kind!r} event must name its situation (the throttling key)")
 
     def throttle_key(self) -> tuple[Any, ...]:
-        """Events with the same key within the throttle interval are reported once.
-
-        Keyed on the kind of situation, not the exact text: reasons carry measured numbers that
-        differ every tick, so keying on them would throttle nothing. An applied change
-        (scaling, rollback) is never a repeat: 3 -> 2, 2 -> 3, 3 -> 2 within a minute are three
-        actions, each reported (only the very same event twice is)."""
+        """Events with the same key within the throttle interval are reported once. An applied
+        change (scaling, rollback) is never a repeat: 3 -> 2, 2 -> 3, 3 -> 2 within a minute are
+        three actions, each reported (only the very same event twice is)."""
         if self.kind in _PER_CHANGE_KINDS:
             return (self.kind, self.action, self.from_executors, self.to_executors, self.time, self.reason)
-        return (self.kind, self.action, self.severity, self.situation())
+        return (self.kind, self.action, self.severity, self.situation)
+
+    def published_details(self) -> dict[str, Any]:
+        """The details as handlers publish them: with the situation, when there is one."""
+        return {"situation": self.situation, **self.details} if self.situation else dict(self.details)
 
 
 class EventHandler(ABC):
@@ -152,7 +156,7 @@ class ListenerBusEventHandler(EventHandler):
         self.bridge = bridge
 
     def handle(self, event: AutoscalerEvent) -> None:
-        details = jsonable(event.details)
+        details = jsonable(event.published_details())
         if event.kind in ("scaling", "recommendation", "rollback"):
             self.bridge.post_scaling_event(
                 "rollback" if event.kind == "rollback" else event.action,
@@ -178,7 +182,7 @@ def event_record(event: AutoscalerEvent) -> dict[str, Any]:
         "to": event.to_executors,
         "reason": event.reason,
         "severity": event.severity,
-        "details": jsonable(event.details),
+        "details": jsonable(event.published_details()),
     }
 
 
@@ -324,7 +328,7 @@ class EventDispatcher:
 def build_event_handlers(config: AutoscalerConfig, bridge: Any = None) -> list[EventHandler]:
     """The handlers named by ``spark.sparkscale.eventHandlers``: logging, listenerBus, jsonl or
     Python class paths (a class with ``handle(event)``, constructed as every plugin is: with a
-    :class:`~sparkscale_listener.plugins.PluginContext` whose options are its keys under
+    :class:`~sparkscale_listener.config.plugins.PluginContext` whose options are its keys under
     ``eventHandler.<class name>.``).
 
     listenerBus without a bridge (pure-Python tests, no JVM) is skipped with a warning.

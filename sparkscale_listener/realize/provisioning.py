@@ -16,11 +16,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .config import AutoscalerConfig
-from .decisions import ScalingRecord
-from .metrics import ExecutorInfo
-from .policy import next_window_start
-from .state import AutoscalerState
+from ..config.core import AutoscalerConfig
+from ..decisions import ScalingRecord
+from ..metrics import ExecutorInfo
+from ..state.autoscaler_state import AutoscalerState
+from .capacity import Shortfall
 
 _KEPT_OBSERVATIONS = 50
 RECENT_OBSERVATIONS = 20
@@ -28,13 +28,12 @@ PERCENTILE = 0.9
 
 
 @dataclass(frozen=True)
-class Shortfall:
-    """A scale-up whose executors did not all arrive within ``provisioningTimeout``: the cluster
-    (a full queue, a quota) gave ``live`` of the ``requested`` executors."""
+class Settled:
+    """A change that arrived (or timed out): when measuring may resume, and the shortfall of a
+    scale-up whose executors did not all arrive (else None)."""
 
-    time: float
-    requested: int
-    live: int
+    window_start: float
+    shortfall: Shortfall | None = None
 
 
 @dataclass
@@ -50,6 +49,23 @@ class PendingChange:
         return self.record.to_executors > self.record.from_executors
 
 
+def next_window_start(config: AutoscalerConfig, change_time: float, settled_time: float | None,
+                      now: float) -> float:
+    """The first sample time the evaluator may use after an executor change at ``change_time``.
+
+    ``settled_time`` is when the live executor count first reached the new target (requested
+    executors registered, or killed ones gone); None while it has not. Measuring resumes
+    ``stabilizationInterval`` after that, since new executors need a batch or two to warm up.
+    Executors that never arrive stop the wait at ``provisioningTimeout``. Returns ``math.inf``
+    while still waiting (the evaluator then reports not ready).
+    """
+    if settled_time is None:
+        if now - change_time >= config.provisioning_timeout_s:
+            return change_time + config.provisioning_timeout_s + config.stabilization_interval_s
+        return math.inf
+    return max(change_time, settled_time) + config.stabilization_interval_s
+
+
 class ProvisioningTracker:
     """Follows the change in flight and learns request -> registered times."""
 
@@ -57,7 +73,6 @@ class ProvisioningTracker:
         self.config = config
         self.state = state
         self.pending: PendingChange | None = None
-        self.shortfall: Shortfall | None = None  # set by settle(), taken by the executor
         self.observations: list[float] = []
 
     def restore(self) -> None:
@@ -78,8 +93,8 @@ class ProvisioningTracker:
         self.pending = PendingChange(record, requested_total, now)
 
     def settle(self, now: float, live: int, target: int,
-               executors: Sequence[ExecutorInfo] = ()) -> float | None:
-        """The next window start once the pending change arrived (or timed out), else None.
+               executors: Sequence[ExecutorInfo] = ()) -> Settled | None:
+        """What settled once the pending change arrived (or timed out), else None.
 
         A scale-up has arrived when every requested executor registered, a scale-down when no
         more than the target are live. Executors that never arrive stop the wait at
@@ -93,6 +108,7 @@ class ProvisioningTracker:
         timed_out = now - change.requested_at >= self.config.provisioning_timeout_s
         if not (arrived or timed_out):
             return None
+        shortfall = None
         if change.adds:
             took = now - change.requested_at
             if arrived:
@@ -104,9 +120,10 @@ class ProvisioningTracker:
             self.state.record_provisioning(now, took, change.record.to_executors,
                                            timed_out=not arrived)
             if not arrived:
-                self.shortfall = Shortfall(now, change.requested_total, live)
+                shortfall = Shortfall(now, change.requested_total, live)
         self.pending = None
-        return next_window_start(self.config, change.requested_at, now if arrived else None, now)
+        return Settled(next_window_start(self.config, change.requested_at, now if arrived else None, now),
+                       shortfall)
 
     @property
     def waiting(self) -> bool:
@@ -117,4 +134,4 @@ class ProvisioningTracker:
         return f"ProvisioningTracker(time_s={self.time_s():g}, pending={pending})"
 
 
-__all__ = ["PendingChange", "ProvisioningTracker", "Shortfall"]
+__all__ = ["PendingChange", "ProvisioningTracker", "Settled"]

@@ -38,7 +38,7 @@ class MetricEvaluator(ABC):
 
     Implement :meth:`evaluate` and name the class in ``spark.sparkscale.evaluator.class``
     (``package.module.ClassName``); it is constructed like every plugin, ``cls(context)`` with a
-    :class:`~sparkscale_listener.plugins.PluginContext` (or ``cls()``). Its own keys live under
+    :class:`~sparkscale_listener.config.plugins.PluginContext` (or ``cls()``). Its own keys live under
     ``spark.sparkscale.evaluator.*``: declare them as ``options`` and read them with
     ``context.options.read(self.options)`` (keys it does not read fail at startup).
 

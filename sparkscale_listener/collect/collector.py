@@ -5,7 +5,7 @@ implementation. It merges two sources that are each cheap to read from the contr
 
 * the JVM listener's aggregate snapshot (``JvmBridge.snapshot()``): executors, task time, per-query
   and per-batch busy time, attributed through the job property ``sql.streaming.queryId``;
-* the :class:`~sparkscale_listener.progress.ProgressRecorder`: batches, rows, durations and
+* the :class:`~sparkscale_listener.collect.progress.ProgressRecorder`: batches, rows, durations and
   backlog from the streaming progress events.
 
 Custom collectors
@@ -34,7 +34,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sparkscale_listener.metrics import (
+from ..config.plugins import PluginContext
+from ..metrics import (
     ClusterMetrics,
     ExecutorInfo,
     MetricSample,
@@ -42,8 +43,7 @@ from sparkscale_listener.metrics import (
     executor_id_order,
     finite_float,
 )
-from sparkscale_listener.plugins import PluginContext
-from sparkscale_listener.progress import ProgressRecorder, QueryProgress
+from .progress import ProgressRecorder, QueryProgress
 
 log = logging.getLogger("sparkscale")
 
@@ -98,7 +98,7 @@ def _heap_ratio(executor: Mapping[str, Any]) -> float | None:
 class SparkMetricCollector(MetricCollector):
     """The built-in collector: the JVM bridge's snapshot plus the progress recorder.
 
-    Constructed like every plugin, from a :class:`~sparkscale_listener.plugins.PluginContext`:
+    Constructed like every plugin, from a :class:`~sparkscale_listener.config.plugins.PluginContext`:
     ``context.bridge`` is anything with ``snapshot() -> dict`` in the JVM bridge's schema (epoch
     ms); ``context.recorder`` (a new one if None) is attached to ``spark.streams`` here if it is
     not already, and detached by :meth:`close`.

@@ -155,7 +155,7 @@ class JvmBridge:
 
     def post_tick_event(self, summary_json: str) -> None:
         """Post an ``io.sparkscale.bridge.AutoscalerTick`` (a tick summary for the event log; schema
-        in :mod:`sparkscale_listener.ui`) on the listener bus."""
+        in :mod:`sparkscale_listener.observe.ui`) on the listener bus."""
         self._bridge().postTickEvent(summary_json)
 
     def set_gauge(self, name: str, value: float) -> None:
@@ -168,7 +168,8 @@ class JvmBridge:
         self._bridge().removeGauge(name)
 
     def publish_metrics(self, text: str) -> None:
-        """Hand ``/autoscaler/metrics`` its latest Prometheus text (see :mod:`sparkscale_listener.gauges`)."""
+        """Hand ``/autoscaler/metrics`` its latest Prometheus text (see
+        :mod:`sparkscale_listener.observe.gauges`)."""
         self._bridge().publishMetrics(text)
 
     def latest_metrics(self) -> str:
@@ -176,7 +177,8 @@ class JvmBridge:
         return str(self._bridge().latestMetrics())
 
     def publish_status(self, json_text: str) -> None:
-        """Hand the Autoscaler UI tab its latest document (see :mod:`sparkscale_listener.ui`); the JVM keeps
+        """Hand the Autoscaler UI tab its latest document (see :mod:`sparkscale_listener.observe.ui`); the JVM
+        keeps
         only the newest one and renders it when the page is opened."""
         self._bridge().publishStatus(json_text)
 

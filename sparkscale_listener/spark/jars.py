@@ -128,7 +128,7 @@ def installed_versions(spark_home: str | os.PathLike[str] | None = None) -> tupl
                 listed = ", ".join(f"Spark {s} / Scala {c}" for s, c in found)
                 raise BridgeJarNotFoundError(
                     f"{jars} holds spark-core jars of several versions ({listed}); fix that Spark "
-                    "installation, or pass the versions to sparkscale_listener.bridge_jars.jar_path()")
+                    "installation, or pass the versions to sparkscale_listener.spark.jars.jar_path()")
     spark_version = _pyspark_version()
     if spark_version is None:
         where = ", ".join(str(h) for h in homes) or "nowhere (SPARK_HOME unset, pyspark not installed)"

@@ -2,24 +2,24 @@
 
 After every applied scale-up or scale-down the control loop hands the guard the samples collected
 since (:meth:`RollbackGuard.observe`, once per tick). The guard runs every configured
-:class:`~sparkscale_listener.checking.ScalingChecker` and returns one :class:`GuardOutcome`: keep
+:class:`~sparkscale_listener.check.checker.ScalingChecker` and returns one :class:`GuardOutcome`: keep
 watching, healthy (the new target becomes the last healthy one), roll back to the last healthy (or
-the initial) target, or pause without rolling back. It also owns the pause after a rollback and the
-stop after too many of them, and persists both across driver restarts. Flink proposed this
+the initial) target, or pause without rolling back. The pause after a rollback and the stop after
+too many of them are its :class:`~sparkscale_listener.check.pause.ScalingPause`. Flink proposed this
 (FLINK-37411) and never built it.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .checking import CheckContext, CheckResult, ScalingChecker, build_checkers, format_seconds
-from .config import AutoscalerConfig
-from .decisions import ScalingRecord
+from ..config.core import AutoscalerConfig
+from ..decisions import ScalingRecord
+from .checker import CheckContext, CheckResult, ScalingChecker, format_seconds
+from .pause import ScalingPause
 
 log = logging.getLogger("sparkscale")
 
@@ -58,7 +58,8 @@ class RollbackGuard:
        judged), so the same failure is never acted on twice.
     3. On ``rollback``: realize ``outcome.target``, then ``watch_rollback(record)``. A rollback
        is never rolled back: if it is judged unhealthy too, the outcome is ``failed`` (pause).
-    4. Before applying any decision: skip it while ``paused(now)`` (``pause_reason`` says why).
+    4. Before applying any decision: skip it while ``pause.active(now)`` (``pause.reason(now)``
+       says why).
 
     ``to_state``/``load_state`` keep the last healthy target, rollback times, a timed pause and a
     stop across driver restarts; a pause "until restart" is, by design, not restored.
@@ -66,15 +67,11 @@ class RollbackGuard:
 
     STATE_VERSION = 1
 
-    def __init__(self, config: AutoscalerConfig,
-                 checkers: Sequence[ScalingChecker] | None = None) -> None:
+    def __init__(self, config: AutoscalerConfig, checkers: Sequence[ScalingChecker]) -> None:
         self.config = config
-        self.checkers: list[ScalingChecker] = (
-            build_checkers(config) if checkers is None else list(checkers))
+        self.checkers: list[ScalingChecker] = list(checkers)
+        self.pause = ScalingPause(config)
         self.healthy_target: int | None = None  # last target known healthy
-        self.stopped = False
-        self.stop_reason: str | None = None
-        self.last_rollback: dict[str, Any] | None = None
         self._watch: ScalingRecord | None = None
         self._watch_is_rollback = False
         # The target in force is known healthy (start, or a completed watch); a target reached
@@ -84,10 +81,6 @@ class RollbackGuard:
         self._current_judged_unhealthy = False
         # Where a rollback of the watched action goes (rollback.target=last), see watch().
         self._undo_target: int | None = None
-        self._rollback_times: list[float] = []
-        self._paused_until: float | None = None
-        self._paused_until_restart = False
-        self._pause_reason: str | None = None
 
     # --- watching -----------------------------------------------------------------------------
 
@@ -159,10 +152,10 @@ class RollbackGuard:
             # A failing rollback (or nothing to roll back to) is reported and paused, never chained.
             why = ("still unhealthy after the rollback" if was_rollback
                    else f"already at the rollback target {target}")
-            self.pause(now, f"checker {bad.checker}: {bad.reason}; {why}")
+            self.pause.pause(now, f"checker {bad.checker}: {bad.reason}; {why}")
             return GuardOutcome("failed", f"checker {bad.checker} found the job unhealthy "
                                 f"({bad.reason}), {why}; automatic scaling paused", results, bad)
-        self._record_rollback(now, bad)
+        self.pause.record_rollback(now, bad.checker, bad.reason)
         return GuardOutcome("rollback", f"checker {bad.checker} found the scaling unhealthy: "
                             f"{bad.reason}", results, bad, target)
 
@@ -186,7 +179,7 @@ class RollbackGuard:
         self._watch = None
         self._current_confirmed = confirmed
 
-    # --- rollback, pause, stop ------------------------------------------------------------------
+    # --- rollback target ---------------------------------------------------------------------------
 
     def rollback_target(self, initial_target: int) -> int:
         """Where to roll back to, within min/maxExecutors. ``rollback.target=last``: the target
@@ -200,97 +193,20 @@ class RollbackGuard:
                 target = self.healthy_target
         return min(max(target, self.config.min_executors), self.config.max_executors)
 
-    def _record_rollback(self, now: float, result: CheckResult) -> None:
-        """A rollback is being made: pause scaling for
-        ``rollback.pauseDuration``, and stop it once ``rollback.maxRollbacks`` fell within
-        ``rollback.window``."""
-        window = self.config.rollback_window_s
-        self._rollback_times = [t for t in self._rollback_times if t > now - window] + [now]
-        self.last_rollback = {"time": now, "checker": result.checker, "reason": result.reason}
-        count = len(self._rollback_times)
-        if count >= self.config.rollback_max:
-            self.stopped = True
-            self.stop_reason = (f"{count} rollbacks within {format_seconds(window)} (rollback.maxRollbacks="
-                                f"{self.config.rollback_max}); automatic scaling stopped until "
-                                f"resume(). Last: {result.checker}: {result.reason}")
-        self.pause(now, f"rolled back after {result.checker}: {result.reason}")
-
-    def pause(self, now: float, reason: str) -> None:
-        """Pause automatic scaling for ``rollback.pauseDuration`` (or until restart) without
-        counting a rollback; an existing longer pause is kept."""
-        pause = self.config.rollback_pause_s
-        if pause is None:
-            self._paused_until_restart = True
-        else:
-            until = now + pause
-            self._paused_until = max(until, self._paused_until or until)
-        self._pause_reason = reason
-
-    def paused(self, now: float) -> bool:
-        """True while automatic scaling must not act: stopped, paused until restart, or within a
-        timed pause. An expired pause is cleared here."""
-        if self.stopped or self._paused_until_restart:
-            return True
-        if self._paused_until is not None and now < self._paused_until:
-            return True
-        self._paused_until = None
-        self._pause_reason = None
-        return False
-
-    @property
-    def pause_reason(self) -> str | None:
-        """Why scaling is paused or stopped (as of the last ``paused`` call), else None."""
-        return self.stop_reason if self.stopped else self._pause_reason
-
-    def resume(self) -> None:
-        """Clear any pause and stop, and forget past rollbacks (the user takes responsibility)."""
-        self.stopped = False
-        self.stop_reason = None
-        self._paused_until = None
-        self._paused_until_restart = False
-        self._pause_reason = None
-        self._rollback_times = []
-
     # --- persistence ----------------------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:
-        """JSON-serializable state for a state store. The watch and a pause until restart are
-        left out on purpose: neither outlives the application."""
-        return {
-            "version": self.STATE_VERSION,
-            "healthy_target": self.healthy_target,
-            "rollback_times": list(self._rollback_times),
-            "last_rollback": dict(self.last_rollback) if self.last_rollback else None,
-            "paused_until": self._paused_until,
-            "pause_reason": self._pause_reason if self._paused_until is not None else None,
-            "stopped": self.stopped,
-            "stop_reason": self.stop_reason,
-        }
+        """JSON-serializable state for a state store: the last healthy target and the pause. The
+        watch is left out on purpose: it does not outlive the application."""
+        return {"version": self.STATE_VERSION, "healthy_target": self.healthy_target,
+                **self.pause.to_state()}
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Load what :meth:`to_state` produced. Missing or malformed entries keep defaults."""
-        def number(value: Any) -> float | None:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            return float(value) if ok and math.isfinite(value) else None
-
         target = state.get("healthy_target")
         self.healthy_target = (int(target) if isinstance(target, int) and not isinstance(target, bool)
                                and target >= 0 else None)
-        times = state.get("rollback_times")
-        times = times if isinstance(times, list) else []
-        self._rollback_times = sorted(t for t in (number(v) for v in times) if t is not None)
-        last = state.get("last_rollback")
-        self.last_rollback = dict(last) if isinstance(last, dict) else None
-        self._paused_until = number(state.get("paused_until"))
-        reason = state.get("pause_reason")
-        self._pause_reason = (str(reason) if reason else "paused before a restart") \
-            if self._paused_until is not None else None
-        self._paused_until_restart = False
-        self.stopped = state.get("stopped") is True
-        stop_reason = state.get("stop_reason")
-        self.stop_reason = (str(stop_reason) if stop_reason else
-                            "automatic scaling stopped before a restart; call resume()") \
-            if self.stopped else None
+        self.pause.load_state(state)
         self._watch = None
         self._current_confirmed = True
         self._current_judged_unhealthy = False

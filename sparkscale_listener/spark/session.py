@@ -18,22 +18,24 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from . import bridge_jars
+from ..check.guard import RollbackGuard
+from ..check.loading import build_checkers
+from ..collect.collector import MetricCollector, SparkMetricCollector
+from ..collect.progress import ProgressRecorder
+from ..config.core import AutoscalerConfig
+from ..config.options import PREFIX, ConfigError
+from ..config.plugins import PluginContext, construct, load_class
+from ..control_loop import Autoscaler, ControlLoop
+from ..evaluator import BusyTimeEvaluator, MetricEvaluator
+from ..observe.events import AutoscalerEvent, EventDispatcher, build_event_handlers
+from ..observe.gauges import GaugePublisher
+from ..observe.ui import UiPublisher
+from ..policy import ScalingPolicy
+from ..realize.realizer import ExecutorRealizer, ScalingRealizer
+from ..state.store import build_state_store
+from . import jars as bridge_jars
+from .backend import SparkClusterBackend
 from .bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
-from .checking import build_checkers
-from .collection import MetricCollector, SparkMetricCollector
-from .config import PREFIX, AutoscalerConfig, ConfigError
-from .control_loop import Autoscaler, ControlLoop
-from .evaluation import BusyTimeEvaluator, MetricEvaluator
-from .events import AutoscalerEvent, EventDispatcher, build_event_handlers
-from .gauges import GaugePublisher
-from .plugins import PluginContext, construct, load_class
-from .policy import ScalingPolicy
-from .progress import ProgressRecorder
-from .realization import ExecutorRealizer, ScalingRealizer, SparkClusterBackend
-from .rollback import RollbackGuard
-from .state import build_state_store
-from .ui import UiPublisher
 
 log = logging.getLogger("sparkscale")
 
@@ -220,7 +222,8 @@ def _attach(spark: SparkSession) -> SparkSession:
 
     scaler = build_autoscaler(spark, config, bridge)
     if fallback_note:
-        scaler.events.emit(AutoscalerEvent(scaler.clock(), "notice", fallback_note, severity="warning",
+        scaler.events.emit(AutoscalerEvent(scaler.clock(), "notice", fallback_note, situation="local-master",
+                                           severity="warning",
                                            details={"mode": config.mode}))
 
     def alive() -> bool:
@@ -291,7 +294,8 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmB
 
     def store_fell_back(why: str) -> None:
         events.emit(AutoscalerEvent(time.time(), "notice", f"state store problem, continuing with a fresh "
-                                    f"in-memory store: {why}", severity="warning",
+                                    f"in-memory store: {why}", situation="state-store-fallback",
+                                    severity="warning",
                                     details={"mode": config.mode}))
 
     store = build_state_store(config, on_fallback=store_fell_back)

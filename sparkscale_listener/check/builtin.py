@@ -1,233 +1,27 @@
-"""Checkers: each judges, after a scaling was applied, whether the application is still healthy.
-
-The rollback guard (:mod:`sparkscale_listener.rollback`) runs every configured
-:class:`ScalingChecker` once per tick while it watches a scaling, and rolls the scaling back when
-one of them finds the application unhealthy.
-
-Writing your own checker
-------------------------
-Subclass :class:`ScalingChecker` and name the class by its Python path in
-``spark.sparkscale.checkers`` (next to, or instead of, the built-in names)::
-
-    class LatencyChecker(ScalingChecker):
-        name = "latency"  # its keys live under spark.sparkscale.checker.latency.*
-
-        options = (Option("maxBatchMs", Number(low=0.0), 30_000.0, "slowest batch allowed"),
-                   Option("window", Duration(), 120.0, "trailing window"))
-
-        def __init__(self, context):
-            super().__init__(context)
-            o = context.options.read(self.options)
-            self.max_ms, self.window_s = o["maxBatchMs"], o["window"]
-
-        def check(self, context):
-            last = context.samples[-1] if context.samples else None
-            ...
-            return CheckResult(self.name, healthy=True, reason="batches within 30 s")
-
-Rules a checker must follow:
-
-* ``check`` is called once per control tick while a scaling is watched, with every sample since
-  the scaling. It must be fast and side-effect free, and must not block.
-* Return ``healthy=True`` unless you are sure the scaling made the application unhealthy: an
-  unhealthy result rolls the scaling back. Ordinary noise (one retried task, one GC spike, rates
-  that swing by 20 %) must not fire. Use ``pending=True`` while there is not yet enough data.
-* Counters in :class:`MetricSample` are cumulative: take differences between two samples (see
-  :func:`trailing_window`), do not read a gauge at one instant.
-* ``window_s`` tells the guard how long after a scaling this checker needs to see it before the
-  scaling may be called healthy.
-* An exception raised by ``check`` is logged and counted as healthy ("checker error: ...");
-  a checker can never crash the control loop nor cause a rollback by failing itself.
-
-A class that does not subclass :class:`ScalingChecker` is accepted when it has a callable
-``check(context) -> CheckResult``. Every checker is constructed like every other plugin:
-``cls(context)`` with a :class:`~sparkscale_listener.plugins.PluginContext` whose ``options``
-hold its keys, or ``cls()`` when the constructor takes no argument. A class without a ``name`` attribute
-gets its class name as written in the path (keys under ``checker.<ClassName>.``).
-"""
+"""The built-in checkers: task failures, executor losses, query failures, GC and heap pressure,
+throughput regression. Each is a :class:`~sparkscale_listener.check.checker.ScalingChecker` with its
+keys under ``spark.sparkscale.checker.<name>.``."""
 
 from __future__ import annotations
 
-import logging
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from .config import (
-    BUILTIN_CHECKERS,
-    PREFIX,
-    AutoscalerConfig,
-    Boolean,
-    ConfigError,
-    Duration,
-    Integer,
-    Names,
-    Number,
-    Option,
+from ..config.core import BUILTIN_CHECKERS
+from ..config.options import Boolean, Duration, Integer, Names, Number, Option
+from ..config.plugins import PluginContext
+from ..metrics import ExecutorInfo, MetricSample, QueryMetrics
+from .checker import (
+    DELIBERATE_REMOVALS,
+    CheckContext,
+    CheckResult,
+    ScalingChecker,
+    added_executor_ids,
+    format_seconds,
+    lost_from_outside,
+    query_label,
+    replaced_at,
+    trailing_window,
 )
-from .decisions import ScalingRecord
-from .metrics import ExecutorInfo, MetricSample, QueryMetrics
-from .plugins import PluginContext, construct, load_class
-
-log = logging.getLogger("sparkscale")
-
-CHECKERS_KEY = PREFIX + "checkers"
-
-
-# ----------------------------------------------------------------------------------------------
-# The interface
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckContext:
-    """Everything a checker may look at, built by the control loop at each tick of a watch."""
-
-    now: float  # seconds, same clock as MetricSample.time
-    config: AutoscalerConfig
-    scaling: ScalingRecord  # the action being watched
-    before: MetricSample | None  # the last sample before the action (baseline for counters)
-    samples: Sequence[MetricSample]  # samples since the action, oldest first
-    requested_total: int  # executor target the cluster manager has now
-    requested_at: float  # when that target was requested
-    # Samples before the action, oldest first (``before`` may be the last of them). Optional:
-    # lets a checker compute a "before" rate when ScalingRecord.rate_before lacks a query.
-    history: Sequence[MetricSample] = ()
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """A checker's verdict at one tick. ``reason`` is shown to people: give numbers."""
-
-    checker: str
-    healthy: bool
-    reason: str
-    # Healthy only because there is not enough data yet; the guard will not call the scaling
-    # healthy while a checker is pending (up to twice the watch duration).
-    pending: bool = False
-
-
-class ScalingChecker(ABC):
-    """Judges whether the application is still healthy after a scaling.
-
-    Subclasses set ``name`` (their keys live under ``spark.sparkscale.checker.<name>.``), declare
-    their keys as ``options`` and read them in ``__init__`` with ``context.options.read(...)``
-    (unknown keys fail at startup), set ``window_s`` and implement :meth:`check`.
-    """
-
-    name: str = ""
-    options: tuple[Option, ...] = ()
-
-    def __init__(self, context: PluginContext) -> None:
-        self.config = context.config
-        # How long after a scaling this checker needs to judge it; the guard watches a scaling
-        # for the longest window of its checkers.
-        self.window_s: float = 0.0
-
-    @abstractmethod
-    def check(self, context: CheckContext) -> CheckResult:
-        """Return healthy unless the scaling being watched left the application unhealthy."""
-
-    # Small helpers so that results read the same everywhere.
-    def healthy(self, reason: str, pending: bool = False) -> CheckResult:
-        return CheckResult(self.name, True, reason, pending)
-
-    def unhealthy(self, reason: str) -> CheckResult:
-        return CheckResult(self.name, False, reason)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, window_s={getattr(self, 'window_s', 0.0):g})"
-
-
-# ----------------------------------------------------------------------------------------------
-# Helpers for checkers (public: custom checkers may use them)
-# ----------------------------------------------------------------------------------------------
-
-
-def trailing_window(context: CheckContext, window_s: float, include_before: bool = True,
-                    not_before: float | None = None) -> tuple[MetricSample, MetricSample] | None:
-    """(baseline, latest) samples spanning at most the last ``window_s`` seconds since the action.
-
-    Counter deltas ``latest - baseline`` then cover events in the trailing window, never events
-    before the action. ``include_before`` lets ``context.before`` serve as the baseline (so events
-    right after the action count); ``not_before`` excludes samples older than that time (e.g. a
-    warm-up period). Returns None when there are no usable samples.
-    """
-    series: list[MetricSample] = []
-    if include_before and context.before is not None:
-        series.append(context.before)
-    series.extend(context.samples)
-    if not_before is not None:
-        series = [s for s in series if s.time >= not_before]
-    if not series:
-        return None
-    latest = series[-1]
-    start = latest.time - window_s
-    baseline = series[0]
-    for sample in series:
-        if sample.time <= start:
-            baseline = sample
-        else:
-            break
-    return baseline, latest
-
-
-def added_executor_ids(context: CheckContext) -> set[str]:
-    """Executors that registered after the action: the ones the scaling added."""
-    known = {e.executor_id for e in context.before.cluster.executors} if context.before else set()
-    added: set[str] = set()
-    for sample in context.samples:
-        for executor in sample.cluster.executors:
-            if executor.executor_id not in known and executor.added_time >= context.scaling.time:
-                added.add(executor.executor_id)
-    return added
-
-
-# Removal reasons of executors the driver itself removed (Spark's "Executor killed by driver.",
-# decommissioning): not losses.
-DELIBERATE_REMOVALS = ("killed by driver", "decommission")
-
-
-def lost_from_outside(context: CheckContext, since: float, until: float,
-                      deliberate: Sequence[str] = DELIBERATE_REMOVALS) -> list[ExecutorInfo]:
-    """Executors removed between ``since`` and ``until`` for a reason that is not the driver's
-    own (a killed JVM, a lost host, a preempted container), oldest first. An executor removed
-    without a reason is not counted: it cannot be told from a removal of ours."""
-    lost = [e for e in _executors_seen(context)
-            if e.removed_time is not None and since <= e.removed_time <= until
-            and e.removed_reason is not None
-            and not any(r in e.removed_reason.lower() for r in deliberate)]
-    return sorted(lost, key=lambda e: (e.removed_time or 0.0, e.executor_id))
-
-
-def replaced_at(context: CheckContext, lost: ExecutorInfo) -> float | None:
-    """When the first executor registered after ``lost`` was removed (its replacement), or None."""
-    after = [e.added_time for e in _executors_seen(context)
-             if lost.removed_time is not None and e.added_time > lost.removed_time]
-    return min(after) if after else None
-
-
-def _executors_seen(context: CheckContext) -> list[ExecutorInfo]:
-    seen: dict[str, ExecutorInfo] = {}
-    for sample in context.samples:  # union: removed executors drop off the list eventually
-        for executor in sample.cluster.executors:
-            seen[executor.executor_id] = executor
-    return list(seen.values())
-
-
-def _label(query: QueryMetrics) -> str:
-    return f"query {query.name!r}" if query.name else f"query {query.query_id}"
-
-
-def format_seconds(seconds: float) -> str:
-    return f"{seconds:.0f}s" if seconds >= 1 else f"{seconds * 1000:.0f}ms"
-
-
-# ----------------------------------------------------------------------------------------------
-# Built-in checkers
-# ----------------------------------------------------------------------------------------------
 
 
 class TaskFailuresChecker(ScalingChecker):
@@ -345,21 +139,11 @@ class ExecutorFailuresChecker(ScalingChecker):
         return self.healthy(f"{len(lost)} executors lost")
 
     def _lost(self, context: CheckContext) -> list[ExecutorInfo]:
-        since = max(context.scaling.time, context.now - self.window)
-        seen: dict[str, ExecutorInfo] = {}
-        for sample in context.samples:  # union: removed executors drop off the list eventually
-            for executor in sample.cluster.executors:
-                seen[executor.executor_id] = executor
-        removed = [e for e in seen.values()
-                   if e.removed_time is not None and e.removed_time >= since]
-        lost = [e for e in removed if e.removed_reason is not None
-                and not any(r in e.removed_reason.lower() for r in self.ignore)]
-        unexplained = [e for e in removed if e.removed_reason is None]
         # A scale-down removes (from - to) executors on purpose; a collector that does not carry
         # the reason must not make those look like failures.
-        excused = max(0, context.scaling.from_executors - context.scaling.to_executors)
-        lost.extend(unexplained[excused:])
-        return sorted(lost, key=lambda e: (e.removed_time or 0.0, e.executor_id))
+        scaling = context.scaling
+        return lost_from_outside(context, max(scaling.time, context.now - self.window), context.now,
+                                 self.ignore, max(0, scaling.from_executors - scaling.to_executors))
 
 
 class QueryFailureChecker(ScalingChecker):
@@ -391,12 +175,12 @@ class QueryFailureChecker(ScalingChecker):
         for query_id, query in last.queries.items():
             earlier = before.get(query_id)
             if query.exception and not (earlier and earlier.exception == query.exception):
-                problems.append(f"{_label(query)} terminated: {query.exception.splitlines()[0][:300]}")
+                problems.append(f"{query_label(query)} terminated: {query.exception.splitlines()[0][:300]}")
                 continue
             start = base.queries.get(query_id)
             failed = query.failed_batches - (start.failed_batches if start else 0)
             if failed > self.max_failed_batches:
-                problems.append(f"{_label(query)}: {failed} failed batches in "
+                problems.append(f"{query_label(query)}: {failed} failed batches in "
                                 f"{format_seconds(last.time - base.time)} (maxFailedBatches="
                                 f"{self.max_failed_batches})")
         if problems:
@@ -560,16 +344,16 @@ class ThroughputRegressionChecker(ScalingChecker):
                 continue  # a new or terminated query: queryFailure's business
             batches = query.batches - start.batches
             if batches < self.min_batches:
-                notes.append(f"{_label(query)}: {batches} batches in the window, fewer than "
+                notes.append(f"{query_label(query)}: {batches} batches in the window, fewer than "
                              f"minBatches={self.min_batches}; not judged")
                 continue
             rate_before = self._rate_before(context, query)
             if rate_before is None or rate_before <= 0:
-                notes.append(f"{_label(query)}: no rate before the scaling")
+                notes.append(f"{query_label(query)}: no rate before the scaling")
                 continue
             rate_after = max(0, query.input_rows - start.input_rows) / dt
             drop = 1.0 - rate_after / rate_before
-            text = (f"{_label(query)} processed {rate_after:.1f} rows/s over {format_seconds(dt)}, "
+            text = (f"{query_label(query)} processed {rate_after:.1f} rows/s over {format_seconds(dt)}, "
                     f"{rate_before:.1f} rows/s before the scaling")
             if drop <= self.max_drop:
                 notes.append(f"{text}: ok")
@@ -635,98 +419,3 @@ BUILTIN_CHECKER_CLASSES: dict[str, type[ScalingChecker]] = {
                               GcPressureChecker, HeapUsageChecker, ThroughputRegressionChecker)
 }
 assert tuple(BUILTIN_CHECKER_CLASSES) == BUILTIN_CHECKERS, "keep config.BUILTIN_CHECKERS in sync"
-
-
-# ----------------------------------------------------------------------------------------------
-# Loading checkers from the configuration
-# ----------------------------------------------------------------------------------------------
-
-
-class _DuckChecker(ScalingChecker):
-    """Adapts an object that only has a ``check`` method to the ScalingChecker interface."""
-
-    def __init__(self, context: PluginContext, target: Any, name: str) -> None:
-        super().__init__(context)
-        self.target = target
-        self.name = name
-        self.window_s = float(getattr(target, "window_s", 0.0) or 0.0)
-
-    def check(self, context: CheckContext) -> CheckResult:
-        return self.target.check(context)
-
-
-def build_checkers(config: AutoscalerConfig) -> list[ScalingChecker]:
-    """The checkers named in ``spark.sparkscale.checkers``, constructed and validated.
-
-    Each entry is a built-in name or the Python path of a class (``package.module.Class``) that
-    subclasses :class:`ScalingChecker` or has a callable ``check``. Its keys under
-    ``spark.sparkscale.checker.<name>.`` must all be known to it. Raises :class:`ConfigError`.
-    """
-    value = config.raw.get("checkers", ",".join(config.checkers))
-    accepted = (f"expected comma-separated built-in checker names ({', '.join(BUILTIN_CHECKERS)}) "
-                "or importable Python class paths such as mypackage.checks.MyChecker")
-    checkers: list[ScalingChecker] = []
-    for entry in config.checkers:
-        cls = BUILTIN_CHECKER_CLASSES.get(entry) or _import_class(entry, value, accepted)
-        # Keys live under checker.<name>.: the class's `name`, else the class name as written.
-        name = getattr(cls, "name", "")
-        if not isinstance(name, str) or not name or "." in name:
-            name = entry.rpartition(".")[2]
-        if any(c.name == name for c in checkers):
-            raise ConfigError(f"{CHECKERS_KEY}={value!r} names checker {name!r} twice; {accepted}, "
-                              "each once")
-        checkers.append(_construct(cls, name, config, value))
-    _check_orphan_keys(config, {c.name for c in checkers})
-    return checkers
-
-
-def _import_class(entry: str, value: str, accepted: str) -> type:
-    if "." not in entry and ":" not in entry:
-        raise ConfigError(f"{CHECKERS_KEY}={value!r}: {entry!r} is not a built-in checker nor a "
-                          f"class path; {accepted}")
-    # The shared loader: nested classes, abstract classes, a missing module told apart from a
-    # module that fails to import. Its message names the key and the entry.
-    return load_class(CHECKERS_KEY, entry, ScalingChecker, ("check",),
-                      accepted_names=BUILTIN_CHECKERS)
-
-
-def _construct(cls: type, name: str, config: AutoscalerConfig, value: str) -> ScalingChecker:
-    context = PluginContext(config, config.module(f"checker.{name}."))
-    try:
-        plugin = construct(cls, context, CHECKERS_KEY)  # typos under checker.<name>. fail here
-    except ConfigError as e:
-        if str(e).startswith(f"{PREFIX}checker."):
-            raise  # a bad checker.<name>.* value: the message already names the key
-        cause = e.__cause__ or e
-        raise ConfigError(f"{CHECKERS_KEY}={value!r}: checker {name!r} ({cls.__module__}."
-                          f"{cls.__qualname__}) could not be constructed: {type(cause).__name__}: "
-                          f"{cause}") from e
-    if isinstance(plugin, ScalingChecker):
-        if not getattr(plugin, "name", ""):
-            plugin.name = name
-        return plugin
-    return _DuckChecker(context, plugin, name)
-
-
-def _check_orphan_keys(config: AutoscalerConfig, enabled: set[str]) -> None:
-    """Keys under checker.<name>. for a name that is not enabled: validate a disabled built-in's
-    keys (so a typo still fails), reject keys of unknown checkers (a misspelt name)."""
-    names = set()
-    for key in sorted(config.raw):
-        if not key.startswith("checker."):
-            continue
-        name, dot, rest = key[len("checker."):].partition(".")
-        if not (name and dot and rest):
-            raise ConfigError(f"{PREFIX}{key}={config.raw[key]!r} is not a checker key; expected "
-                              f"{PREFIX}checker.<checker name>.<key>")
-        names.add(name)
-    for name in sorted(names - enabled):
-        if name in BUILTIN_CHECKER_CLASSES:
-            construct(BUILTIN_CHECKER_CLASSES[name], PluginContext(config, config.module(f"checker.{name}.")))
-            continue
-        key = next(k for k in sorted(config.raw) if k.startswith(f"checker.{name}."))
-        raise ConfigError(f"{PREFIX}{key}={config.raw[key]!r} configures checker {name!r}, which is "
-                          f"neither enabled in {CHECKERS_KEY} ({', '.join(sorted(enabled)) or 'none'})"
-                          f" nor built in ({', '.join(BUILTIN_CHECKERS)})")
-
-

@@ -14,7 +14,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from .config import PREFIX, AutoscalerConfig, ConfigError, ModuleConfig
+from .core import AutoscalerConfig
+from .options import PREFIX, ConfigError, ModuleConfig
 
 # Which key each loaded class came from, so that construct() can name it without the caller
 # passing it again (weak: a class that nobody uses any more must not be kept alive by us).

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from .decisions import Decision
-from .metrics import MetricSample
+from ..decisions import Decision
+from ..metrics import MetricSample
 
 QUERY = "{query}"  # stands for the query's name (its id when it has none) in a per-query gauge's name
 _UNSAFE_IN_METRIC_NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -81,7 +81,7 @@ PROCESSED, BACKLOG_ROWS, BACKLOG_SECONDS, UTILIZATION = (g.name for g in GAUGES 
 
 
 class GaugeSink(Protocol):
-    """What the publisher needs from :class:`~sparkscale_listener.bridge.JvmBridge`."""
+    """What the publisher needs from :class:`~sparkscale_listener.spark.bridge.JvmBridge`."""
 
     def set_gauge(self, name: str, value: float) -> None: ...
 

@@ -1,0 +1,209 @@
+"""The core ``spark.sparkscale.*`` keys: :class:`AutoscalerConfig`.
+
+Everything is checked once, at startup, before the autoscaler touches the cluster. Pluggable modules
+(checkers, collector, evaluator, realizer, state store, event handlers) own the keys under their own
+prefix (for example ``spark.sparkscale.checker.taskFailures.*``) and read them through
+:class:`~sparkscale_listener.config.options.ModuleConfig`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from .options import (
+    PREFIX,
+    Boolean,
+    Choice,
+    ConfigError,
+    DailyWindows,
+    Duration,
+    Integer,
+    ModuleConfig,
+    Names,
+    Number,
+    Option,
+    Text,
+    option,
+)
+
+# Prefixes under which pluggable modules own the keys (validated by the module itself).
+MODULE_PREFIXES = ("checker.", "collector.", "evaluator.", "realizer.", "stateStore.", "eventHandler.")
+
+BUILTIN_CHECKERS = (
+    "taskFailures",
+    "executorFailures",
+    "queryFailure",
+    "gcPressure",
+    "heapUsage",
+    "throughputRegression",
+)
+
+
+
+@dataclass(frozen=True)
+class AutoscalerConfig:
+    """The core keys. Constructed from Spark's conf (:meth:`from_spark_conf`) or directly (tests,
+    the simulator); either way every value is validated, so no invalid config exists."""
+
+    enabled: bool = option("enabled", Boolean(), True,
+                           "Master switch. false: the session starts without the autoscaler.")
+    mode: str = option("mode", Choice("autoscale", "recommend", "reactive"), "autoscale",
+                       "autoscale: apply decisions. recommend: compute and publish them, never apply. "
+                       "reactive: take every executor the cluster gives, up to maxExecutors (FLIP-159).")
+    min_executors: int = option("minExecutors", Integer(minimum=1), 1,
+                                "Never scale below this. 1 keeps every query runnable.")
+    initial_executors: int | None = option(
+        "initialExecutors", Integer(minimum=1, optional=True), None,
+        "Executor target set at startup (idle extras are removed). Empty: whatever the cluster "
+        "manager started with.")
+    max_executors: int = option("maxExecutors", Integer(minimum=1), 10,
+                                "Never scale above this. Bounded by default so a mis-estimate cannot "
+                                "flood a shared cluster; raise it for big jobs.")
+    interval_s: float = option("interval", Duration(positive=True), 10.0,
+                               "Control-loop period: how often metrics are sampled and evaluated.")
+    metrics_window_s: float = option("metricsWindow", Duration(positive=True), 60.0,
+                                     "Rates are computed over this window of cumulative counters; long "
+                                     "enough to cover several micro-batches.")
+    stabilization_interval_s: float = option(
+        "stabilizationInterval", Duration(), 30.0,
+        "After a change, wait until requested executors registered plus this long before collecting "
+        "a new window; new executors need a batch or two to warm up.")
+    utilization_target: float = option("utilization.target", Number(0.0, 1.0, low_open=True), 0.7,
+                                       "Busy fraction of task slots to size for; 30 % headroom absorbs "
+                                       "bursts and micro-batch jitter.")
+    utilization_min: float = option("utilization.min", Number(0.0, 1.0), 0.4,
+                                    "Below this projected utilization, scale down (after "
+                                    "scaleDownInterval).")
+    utilization_max: float = option("utilization.max", Number(0.0, 1.0, low_open=True), 0.9,
+                                    "Above this projected utilization, scale up.")
+    catch_up_duration_s: float = option("catchUpDuration", Duration(positive=True), 300.0,
+                                        "A backlog should be worked off within this time; sets how "
+                                        "much extra capacity a backlog asks for.")
+    scale_down_interval_s: float = option("scaleDownInterval", Duration(), 300.0,
+                                          "A scale-down must be recommended this long before it is "
+                                          "applied, at the largest recommendation seen; stops "
+                                          "flapping.")
+    scale_up_max_factor: float = option("scaleUp.maxFactor", Number(1.0, None, low_open=True), 4.0,
+                                        "One scale-up multiplies executors by at most this.")
+    scale_down_max_factor: float = option("scaleDown.maxFactor", Number(0.0, 1.0, low_open=True), 0.5,
+                                          "One scale-down removes at most this fraction of executors.")
+    backlog_threshold_s: float = option("backlogThreshold", Duration(), 60.0,
+                                        "While the backlog exceeds this many seconds of input, never "
+                                        "scale down: catching up needs the capacity.")
+    ineffective_scale_up_threshold: float = option(
+        "scaleUp.ineffectiveThreshold", Number(0.0, 1.0), 0.1,
+        "If a scale-up delivered less than this fraction of the throughput it promised, block "
+        "further scale-ups for that query. 0 disables.")
+    excluded_periods: tuple[tuple[int, int], ...] = option(
+        "excludedPeriods", DailyWindows(), (),
+        "Daily HH:MM-HH:MM windows (local time, comma-separated) in which decisions are published "
+        "but not applied.")
+    provisioning_timeout_s: float = option("provisioningTimeout", Duration(positive=True), 120.0,
+                                           "Requested executors that have not registered after this "
+                                           "long count as failed to launch.")
+    provisioning_time_s: float = option(
+        "provisioningTime", Duration(), 10.0,
+        "Executor provisioning time (request -> registered) assumed until measured; then the 90th "
+        "percentile of the last 20 scale-ups (timeouts included) is used, at most "
+        "provisioningTimeout. Sets the extra capacity that covers arrivals during a scale-up.")
+    capacity_retry_s: float = option(
+        "capacityRetryInterval", Duration(positive=True), 600.0,
+        "When the cluster gives fewer executors than requested within provisioningTimeout (a full "
+        "queue, a quota), the target is held at what it gave for this long before asking for more "
+        "again. A shortfall is a capacity limit, not a failed scaling: no rollback, no pause.")
+    decommission: bool = option("scaleDown.decommission", Boolean(), False,
+                                "true: remove executors by graceful decommission (needs "
+                                "spark.decommission.enabled=true); false: kill idle executors.")
+    checkers: tuple[str, ...] = option("checkers", Names(), BUILTIN_CHECKERS,
+                                       "Checkers run after each scaling: built-in names or Python class "
+                                       "paths, comma-separated. Empty disables rollback.")
+    rollback_target: str = option("rollback.target", Choice("last", "initial"), "last",
+                                  "last: roll back to the last healthy target. initial: to the target "
+                                  "the autoscaler started with.")
+    rollback_pause_s: float | None = option("rollback.pauseDuration", Duration(until="untilRestart"), 1800.0,
+                                            "After a rollback, do not scale for this long; "
+                                            "'untilRestart' pauses until the application restarts.")
+    rollback_max: int = option("rollback.maxRollbacks", Integer(minimum=1), 3,
+                               "This many rollbacks within rollback.window stop automatic scaling until "
+                               "resume() is called.")
+    rollback_window_s: float = option("rollback.window", Duration(positive=True), 3600.0,
+                                      "Window for rollback.maxRollbacks.")
+    collector_class: str = option("collector.class", Text(), "",
+                                  "Python class path of a custom MetricCollector; empty: built-in.")
+    evaluator_class: str = option("evaluator.class", Text(), "",
+                                  "Python class path of a custom MetricEvaluator; empty: built-in.")
+    realizer_class: str = option("realizer.class", Text(), "",
+                                 "Python class path of a custom ScalingRealizer; empty: built-in.")
+    state_store: str = option("stateStore.class", Text(), "memory",
+                              "memory, sqlite, or a Python class path of a StateStore.")
+    event_handlers: tuple[str, ...] = option("eventHandlers", Names(), ("logging", "listenerBus"),
+                                             "Event handlers: logging, listenerBus, jsonl, or Python "
+                                             "class paths, comma-separated.")
+    event_throttle_s: float = option("events.throttleInterval", Duration(), 60.0,
+                                     "Identical repeated events are reported at most once per this "
+                                     "interval.")
+    event_tick_interval_s: float = option("events.tickInterval", Duration(), 60.0,
+                                          "With listenerBus: a summary of the control tick (load, "
+                                          "backlog, utilization, executors) goes to the event log at "
+                                          "most this often, and at every change of executors or pause; "
+                                          "the History Server's Autoscaler tab draws its chart from "
+                                          "them. 0: every tick.")
+    # Every spark.sparkscale.* key as given (prefix stripped), for the
+    # modules' own keys.
+    raw: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            declared = f.metadata.get("option")
+            if declared is not None:
+                declared.check(getattr(self, f.name))
+        self._check_relations()
+
+    def module(self, prefix: str) -> ModuleConfig:
+        """The keys under ``prefix`` (e.g. ``"checker.taskFailures."``), for a module to read."""
+        return ModuleConfig(prefix, {k[len(prefix):]: v for k, v in self.raw.items()
+                                     if k.startswith(prefix) and k not in _CORE_BY_KEY})
+
+    @classmethod
+    def from_spark_conf(cls, conf: Mapping[str, str]) -> AutoscalerConfig:
+        """Build from every Spark conf entry; entries outside the prefix are ignored."""
+        raw = {k[len(PREFIX):]: str(v) for k, v in conf.items() if k.startswith(PREFIX)}
+        return cls.from_keys(raw)
+
+    @classmethod
+    def from_keys(cls, raw: Mapping[str, str]) -> AutoscalerConfig:
+        """Build from keys with the prefix stripped: {"minExecutors": "2", ...}."""
+        raw = dict(raw)
+        for key in raw:
+            if key not in _CORE_BY_KEY and not key.startswith(MODULE_PREFIXES):
+                known = ", ".join(sorted(_CORE_BY_KEY))
+                raise ConfigError(
+                    f"{PREFIX}{key}={raw[key]!r} is not a known key; accepted keys: {known}, and "
+                    f"module keys under {', '.join(PREFIX + p + '*' for p in MODULE_PREFIXES)}")
+        values = {name: opt.parse(raw[opt.key]) for name, opt in _CORE_OPTIONS.items() if opt.key in raw}
+        return cls(**values, raw=dict(raw))
+
+    def _check_relations(self) -> None:
+        p = PREFIX
+        if self.min_executors > self.max_executors:
+            raise ConfigError(
+                f"{p}minExecutors={self.min_executors} is greater than {p}maxExecutors="
+                f"{self.max_executors}; expected minExecutors <= maxExecutors")
+        if self.initial_executors is not None and not (
+                self.min_executors <= self.initial_executors <= self.max_executors):
+            raise ConfigError(
+                f"{p}initialExecutors={self.initial_executors} is outside [{p}minExecutors="
+                f"{self.min_executors}, {p}maxExecutors={self.max_executors}]; expected a value in "
+                "that range")
+        if not self.utilization_min <= self.utilization_target <= self.utilization_max:
+            raise ConfigError(
+                f"{p}utilization.min={self.utilization_min:g}, {p}utilization.target="
+                f"{self.utilization_target:g}, {p}utilization.max={self.utilization_max:g}: "
+                "expected utilization.min <= utilization.target <= utilization.max")
+
+
+_CORE_OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(AutoscalerConfig)
+                                    if "option" in f.metadata}
+CORE_OPTIONS: tuple[Option, ...] = tuple(_CORE_OPTIONS.values())
+_CORE_BY_KEY = {o.key: o for o in CORE_OPTIONS}
