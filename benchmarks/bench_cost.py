@@ -49,8 +49,9 @@ from sparkscale_listener.check.loading import build_checkers  # noqa: E402
 from sparkscale_listener.collect.collector import MetricCollector  # noqa: E402
 from sparkscale_listener.config.core import AutoscalerConfig  # noqa: E402
 from sparkscale_listener.control_loop import Autoscaler  # noqa: E402
-from sparkscale_listener.evaluator import WARMUP_BATCHES, BusyTimeEvaluator  # noqa: E402
-from sparkscale_listener.metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics  # noqa: E402
+from sparkscale_listener.evaluator import MicroBatchEvaluator  # noqa: E402
+from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics  # noqa: E402
+from sparkscale_listener.model import WARMUP_BATCHES  # noqa: E402
 from sparkscale_listener.observe.events import AutoscalerEvent, EventDispatcher, EventHandler  # noqa: E402
 from sparkscale_listener.observe.gauges import GaugePublisher  # noqa: E402
 from sparkscale_listener.observe.ui import UiPublisher  # noqa: E402
@@ -231,6 +232,7 @@ def tick_samples(queries: int, executors: int, ticks: int, interval_s: float = 1
                                running_tasks=rng.randint(0, cores), heap_used_ratio=0.4)
                   for i in range(executors))
     rows = [0.0] * queries
+    recent: list[list[BatchRecord]] = [[] for _ in range(queries)]
     samples = []
     busy = 0.0
     for k in range(ticks):
@@ -240,13 +242,23 @@ def tick_samples(queries: int, executors: int, ticks: int, interval_s: float = 1
             r = base[q] * (1 + 0.3 * math.sin(2 * math.pi * t / period[q] + q))
             rows[q] += r * interval_s
             batches = WARMUP_BATCHES + int(t / trigger_s)
+            # Each query's batches since the last tick, as the collector reports them.
+            while len(recent[q]) * trigger_s + 0.8 <= t:
+                i = len(recent[q])
+                start = i * trigger_s
+                n = round(r * trigger_s)
+                recent[q].append(BatchRecord(batch_id=i, start=start, duration_s=0.8, rows=n,
+                                             since_previous_s=trigger_s if i else None, backlog=r * 0.5,
+                                             task_s=n * cost, tasks=32, task_wall_s=0.6,
+                                             executors_used=min(executors, 8), executors=executors))
             qid = f"00000000-0000-0000-0000-{q:012d}"
             qs[qid] = QueryMetrics(
                 query_id=qid, name=f"query-{q}", batches=batches, input_rows=int(rows[q]),
                 batch_busy_ms=rows[q] * cost * 1000.0, batch_duration_ms=(batches - WARMUP_BATCHES) * 800.0,
                 backlog=r * 0.5, input_rate=r, processed_rate=r, last_batch_duration_ms=800.0,
                 trigger_interval_ms=trigger_s * 1000.0, last_progress_time=t,
-                busy_ms=rows[q] * cost * 1000.0, tasks_finished=int(t) * 32, max_stage_tasks=4 * executors)
+                busy_ms=rows[q] * cost * 1000.0, tasks_finished=int(t) * 32, max_stage_tasks=4 * executors,
+                recent_batches=tuple(recent[q][-64:]))
         busy += sum(base) * cost * interval_s * 1000.0
         cluster = ClusterMetrics(
             live_executors=executors, cores_per_executor=cores, executors=infos,
@@ -287,7 +299,7 @@ def bench_tick(queries: int, executors: int, warmup: int = 40, ticks: int = 100,
     sink = CountingSink()
     clock = [0.0]
     autoscaler = Autoscaler(
-        config, ListCollector(samples), BusyTimeEvaluator(), ScalingPolicy(), RecordingRealizer(),
+        config, ListCollector(samples), MicroBatchEvaluator(), ScalingPolicy(), RecordingRealizer(),
         RollbackGuard(config, build_checkers(config)), EventDispatcher([CountingHandler()]),
         InMemoryStateStore(), "bench", clock=lambda: clock[0], gauges=GaugePublisher(sink),
         observers=[UiPublisher(sink)], run_id="bench-run")

@@ -38,7 +38,7 @@ from benchmarks.alternatives import (
 )
 from benchmarks.figures import Timeline, figures
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.testing.sim import SimQuery, SimResult, Simulation
+from sparkscale_listener.testing.sim import SimQuery, SimResult, Simulation, smallest_sufficient_executors
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -148,31 +148,13 @@ def oracle_executors(queries: Sequence[SimQuery], load: Mapping[str, float],
                      cores_per_executor: int = CORES_PER_EXECUTOR,
                      utilization_target: float = UTILIZATION_TARGET,
                      max_executors: int = MAX_EXECUTORS) -> int:
-    """The fewest executors whose slots keep utilization at the target for the steady,
-    noise-free ``load`` (rows/s per query), at most ``max_executors``.
-
-    Like ``smallest_sufficient_executors`` (equal to it without fixed costs), plus each query's
-    fixed task time per batch, paid once per trigger interval: ``partitions x task_overhead +
-    min(executors, ceil(partitions / cores)) x executor_overhead``, which grows with the
-    executors, so the smallest sufficient count is searched for. A query uses at most its
-    partitions' slots.
-    """
-
-    def slots_needed(executors: int) -> float:
-        total = 0.0
-        for q in queries:
-            work = load[q.name] * q.cost_per_row
-            if q.trigger_interval_s and load[q.name] > 0:
-                spread = min(executors, math.ceil(q.partitions / cores_per_executor))
-                work += (q.partitions * q.task_overhead_s + spread * q.executor_overhead_s) \
-                    / q.trigger_interval_s
-            total += min(work / utilization_target, float(q.partitions))
-        return total
-
-    for executors in range(1, max_executors + 1):
-        if slots_needed(executors) <= executors * cores_per_executor + 1e-6:
-            return executors
-    return max_executors
+    """The fewest executors on which every query's batch takes at most ``utilization_target`` of
+    its trigger interval for the steady, noise-free ``load``, the batches of all queries starting
+    together as Spark's aligned triggers start them (the simulator's oracle,
+    :func:`smallest_sufficient_executors`); at most ``max_executors``. This is the sizing rule of
+    the autoscaler applied with the true costs: the best any policy can do."""
+    return smallest_sufficient_executors(queries, load, cores_per_executor, utilization_target,
+                                         max_executors)
 
 
 def oracle_at(load: Load, t: float) -> int:

@@ -19,13 +19,13 @@ from dataclasses import replace
 from sparkscale_listener.config.options import DailyWindows, Integer, Option
 from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.decisions import Evaluation, ScalingContext
-from sparkscale_listener.evaluator import BusyTimeEvaluator, MetricEvaluator
+from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
 from sparkscale_listener.metrics import MetricSample
 from sparkscale_listener.realize.realizer import ExecutorRealizer, RealizationResult, ScalingRealizer
 
 
 class BusinessHoursFloorEvaluator(MetricEvaluator):
-    """The built-in busy-time evaluator, with a floor of executors during business hours.
+    """The built-in evaluator, with a floor of executors during business hours.
 
     Useful when load arrives faster than executors can be provisioned every morning: keep
     capacity warm in the hours that need it, and let the autoscaler do the rest of the day.
@@ -43,7 +43,7 @@ class BusinessHoursFloorEvaluator(MetricEvaluator):
         o = context.options.read(self.options)  # a typo under evaluator.* fails at startup
         self.floor = context.config.min_executors if o["floor"] is None else o["floor"]
         self.hours = o["hours"]
-        self.inner = BusyTimeEvaluator()
+        self.inner = MicroBatchEvaluator()
 
     def evaluate(self, history: Sequence[MetricSample], context: ScalingContext) -> Evaluation:
         evaluation = self.inner.evaluate(history, context)

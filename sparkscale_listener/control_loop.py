@@ -16,14 +16,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from .check.checker import CheckContext
 from .check.guard import RollbackGuard
 from .collect.collector import MetricCollector
 from .config import AutoscalerConfig
-from .decisions import Decision, ScalingContext, decision_to_dict
+from .decisions import Decision, Evaluation, ScalingContext, decision_to_dict
 from .evaluator import MetricEvaluator
 from .executor import ScalingExecutor
 from .metrics import MetricSample, processed_rates
@@ -74,6 +74,7 @@ class Autoscaler:
         self.state = AutoscalerState(state_store, app_name, self._on_state_error, run_id)
         self._restored = False
         self._events_lost: int | None = None  # cumulative count at the previous tick
+        self._outcome_reported: float | None = None  # time of the change whose outcome was reported
         self.provisioning = ProvisioningTracker(config, self.state)
         self.executor = ScalingExecutor(config, realizer, guard, events, self.state, self.provisioning,
                                         app_name)
@@ -233,6 +234,7 @@ class Autoscaler:
     def _decide_and_apply(self, now: float, sample: MetricSample) -> Decision:
         context = self._context(now, sample)
         evaluation = self.evaluator.evaluate(list(self._history), context)
+        self._report_outcomes(now, evaluation)
         decision = self.policy.decide(evaluation, context)
         for situation, note in self.policy.last_notes():
             self.events.emit(AutoscalerEvent(now, "blocked", note, situation=situation, severity="warning",
@@ -241,6 +243,29 @@ class Autoscaler:
             return self.executor.apply(now, decision, context)
         self.executor.reassert_after_losses(sample)
         return decision
+
+    def _report_outcomes(self, now: float, evaluation: Evaluation) -> None:
+        """Once per applied change, when its outcome is measured: an ``outcome`` event, and the
+        outcome on the change's decision (``decisions()``)."""
+        rec = self.executor.targets.last_scaling
+        if rec is None or not evaluation.outcomes or rec.time == self._outcome_reported:
+            return
+        self._outcome_reported = rec.time
+        for i in range(len(self._decisions) - 1, -1, -1):
+            d = self._decisions[i]
+            if d.applied and d.time == rec.time:
+                self._decisions[i] = replace(d, outcomes=evaluation.outcomes)
+                break
+        ineffective = [o for o in evaluation.outcomes.values() if not o.effective]
+        verdict = "; ".join(o.verdict for o in evaluation.outcomes.values())
+        self.events.emit(AutoscalerEvent(
+            now, "outcome", f"{rec.action} {rec.from_executors} -> {rec.to_executors}: {verdict}",
+            situation=f"outcome:{rec.time}", severity="warning" if ineffective else "info",
+            from_executors=rec.from_executors, to_executors=rec.to_executors,
+            details=self.executor.details() | {
+                "scalingTime": rec.time,
+                "queries": {q: {"prediction": rec.predictions[q].summary() if q in rec.predictions else None,
+                                "outcome": o.summary()} for q, o in evaluation.outcomes.items()}}))
 
     def _context(self, now: float, sample: MetricSample) -> ScalingContext:
         t = self.executor.targets

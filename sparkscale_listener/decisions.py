@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from .config.core import AutoscalerConfig
+from .model import BatchCost
 
 Action = Literal["scale_up", "scale_down", "none", "rollback"]
 _EPS = 1e-9
@@ -23,18 +24,65 @@ def executors_for(slots: float, slots_per_executor: int) -> int:
 
 
 @dataclass(frozen=True)
+class Prediction:
+    """What the model expected of one query when a change was applied: for the load it was sized
+    on, the batch time at the old and the new size, the rows/s the new size can do and the time
+    to drain the backlog. ``cost`` is the model it rested on: the outcome is predicted with it
+    for the load that actually came."""
+
+    query_id: str
+    rate: float  # rows/s the query had to follow (arrivals + catch-up)
+    rows_per_batch: float | None  # None: no trigger
+    needed_executors: int  # what this query alone needed: a scale-up is judged on the queries it was for
+    batch_time_before_s: float | None
+    batch_time_s: float | None
+    throughput: float  # rows/s the new size does at most
+    drain_s: float | None  # None: no backlog to drain; inf: it would never drain
+    cost: BatchCost
+
+    def summary(self) -> dict[str, Any]:
+        """The figures for events and the UI, rounded, in their units."""
+        return {"rateRowsPerS": _round(self.rate), "rowsPerBatch": _round(self.rows_per_batch),
+                "batchTimeBeforeS": _round(self.batch_time_before_s), "batchTimeS": _round(self.batch_time_s),
+                "throughputRowsPerS": _round(self.throughput), "drainS": _round(self.drain_s),
+                "modelError": _round(self.cost.error)}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a change did, measured on the new executors' warm batches and compared with what the
+    model predicted for the rows those batches actually read."""
+
+    query_id: str
+    batches: int  # warm batches measured at the new size
+    rows_per_batch: float
+    batch_time_s: float  # observed (median)
+    predicted_s: float  # the model's batch time at the new size, for those rows
+    predicted_before_s: float  # ... and at the old size
+    effective: bool  # it gained at least the ineffective-scale-up threshold of the predicted gain
+    verdict: str
+
+    def summary(self) -> dict[str, Any]:
+        return {"batches": self.batches, "rowsPerBatch": _round(self.rows_per_batch),
+                "batchTimeS": _round(self.batch_time_s), "predictedS": _round(self.predicted_s),
+                "predictedBeforeS": _round(self.predicted_before_s), "effective": self.effective,
+                "verdict": self.verdict}
+
+
+@dataclass(frozen=True)
 class ScalingRecord:
-    """One applied executor change, remembered for stabilization, checkers and ineffective-scale-up
-    detection."""
+    """One applied executor change, remembered for stabilization, checkers and the judging of its
+    outcome."""
 
     time: float
     action: Action
     from_executors: int
     to_executors: int
     reason: str
-    # Per query: processed rows/s before the change and the rate the change promised.
+    # Per query: processed rows/s before the change (what the checkers compare after it).
     rate_before: dict[str, float] = field(default_factory=dict)
-    promised_rate: dict[str, float] = field(default_factory=dict)
+    # Per query: what the model expected of the change.
+    predictions: dict[str, Prediction] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,13 +130,19 @@ class QueryEvaluation:
     target_rate: float  # input_rate + backlog growth: the arrival rate
     catch_up_rate: float  # backlog / catchUpDuration
     slot_seconds_per_row: float | None  # busy task time per row; None: not measurable yet
-    true_processing_rate_per_slot: float | None  # rows/s one fully busy slot handles
     required_slots: float  # slots needed at the target utilization (after the parallelism cap)
-    utilization: float | None  # required work / current slots, before the target headroom
+    utilization: float | None  # how busy the current size keeps it, on the band's scale
     parallelism_cap: int | None
     capped: bool  # the cap, not demand, limits required_slots
     backlog_mode: bool
     note: str = ""
+    trigger_s: float | None = None  # None: the default trigger (next batch at once)
+    batch_time_s: float | None = None  # its recent batches' typical duration
+    predicted_batch_time_s: float | None = None  # the model's, at the current size, for target_rate
+    rows_per_batch: float | None = None  # rows a batch must read to follow target + catch-up
+    required_executors: int = 0  # the fewest executors keeping this query within the target alone
+    rising: bool = False  # its latest batches show arrivals rising or batches lengthening
+    cost: BatchCost | None = None  # its fitted performance model
 
 
 @dataclass(frozen=True)
@@ -98,12 +152,15 @@ class Evaluation:
     current_executors: int
     recommended_executors: int  # before delays/limits of the policy, after min/max clamp
     required_slots: float
-    # Busy fraction the arrival rate needs of the current slots left after the catch-up capacity
-    # (evaluation.band_utilization): the number the policy's band is applied to.
+    # How busy the current executors are against the target (0.7 = exactly at utilization.target
+    # 0.7): the number the policy's band is applied to.
     utilization: float | None
     backlog_mode: bool
     queries: dict[str, QueryEvaluation] = field(default_factory=dict)
     reason: str = ""
+    rising: bool = False  # some query's load is rising: no scale-down now
+    # The measured outcome of the last change, per query, once its warm batches are in.
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -116,6 +173,9 @@ class Decision:
     applied: bool = False  # True once the realizer carried it out
     evaluation: Evaluation | None = None
     limited_by: str | None = None  # "maxExecutors", "minExecutors", "parallelism", "scaleUp.maxFactor" ...
+    # An applied change: what the model expected of it per query, and once measured what it did.
+    predictions: dict[str, Prediction] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
 
 
 def decision_to_dict(decision: Decision) -> dict[str, Any]:
@@ -128,10 +188,22 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
         "applied": decision.applied,
         "limited_by": decision.limited_by,
     }
+    if decision.predictions:
+        out["predictions"] = {q: p.summary() for q, p in decision.predictions.items()}
+    if decision.outcomes:
+        out["outcomes"] = {q: o.summary() for q, o in decision.outcomes.items()}
     ev = decision.evaluation
     if ev is not None:
         out["utilization"] = ev.utilization
         out["required_slots"] = ev.required_slots
         out["backlog_mode"] = ev.backlog_mode
-        out["queries"] = {q: asdict(e) for q, e in ev.queries.items()}
+        out["queries"] = {q: {k: v for k, v in asdict(e).items() if k != "cost"}
+                          for q, e in ev.queries.items()}
     return out
+
+
+def _round(value: float | None) -> float | None:
+    """4 significant digits; None for unknown and unbounded values (JSON has no Infinity)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(f"{value:.4g}")

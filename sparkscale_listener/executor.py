@@ -202,8 +202,7 @@ class ScalingExecutor:
         if waiting:
             return replace(decision, reason=f"{decision.reason}; not applied: {waiting}")
 
-        record = replace(scaling_record(decision, context.slots_per_executor, now),
-                         from_executors=t.current)
+        record = replace(scaling_record(decision, now), from_executors=t.current)
         # rate_before must be what the queries processed (counter deltas), the same measure the
         # checkers and the ineffective-scale-up test take after the change; the evaluation's
         # input rate is an arrival estimate that a long batch can inflate several-fold.
@@ -224,7 +223,7 @@ class ScalingExecutor:
         self.provisioning.start(record, result.requested_total, now)
         t.window_start = math.inf  # until the requested executors registered (+ stabilization)
         self.guard.watch(record, healthy_before)
-        applied = replace(decision, applied=True)
+        applied = replace(decision, applied=True, predictions=record.predictions)
         self.events.emit(AutoscalerEvent(now, "scaling", decision.reason, action=decision.action,
                                          from_executors=decision.from_executors,
                                          to_executors=decision.to_executors, details=self.details(applied)))
@@ -320,6 +319,8 @@ class ScalingExecutor:
                     "utilization": None if e.utilization is None else round(e.utilization, 4)}
                 for q, e in decision.evaluation.queries.items()}
             details["limitedBy"] = decision.limited_by
+        if decision is not None and decision.predictions:
+            details["predictions"] = {q: p.summary() for q, p in decision.predictions.items()}
         return details
 
     # ------------------------------------------------------------------ persistence

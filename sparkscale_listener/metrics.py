@@ -64,6 +64,44 @@ class SourceBacklog:
 
 
 @dataclass(frozen=True)
+class BatchRecord:
+    """One completed micro-batch of a query: what its progress and its tasks tell.
+
+    A batch reads what arrived since the previous batch started (unless a read limit binds), so
+    each one gives the arrival rate (:meth:`arrival_rate`) and the time the batch took with the
+    executors it ran on, without waiting for a window. ``None``: not known (an older bridge, a
+    replayed log without task events).
+    """
+
+    batch_id: int
+    start: float  # seconds, same clock as MetricSample.time: when its trigger started it
+    duration_s: float  # triggerExecution: driver and executors, start to commit
+    rows: int  # numInputRows
+    since_previous_s: float | None = None  # its start minus the previous batch's start
+    backlog: float | None = None  # rows its sources had left when it was planned (latest - end)
+    task_s: float | None = None  # task time of its tasks, slot-seconds
+    tasks: int | None = None  # tasks it ran
+    task_wall_s: float | None = None  # first task launch to last task end: what executors shorten
+    executors_used: int | None = None  # distinct executors its tasks ran on
+    executors: int | None = None  # executors live when it started
+    fresh_executors: bool = False  # an executor joined just before or during it (its first batch)
+    # Task time and tasks of other queries' batches that ran alongside it (filled in by the evaluator).
+    concurrent_task_s: float = 0.0
+    concurrent_tasks: int = 0
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration_s
+
+    def arrivals(self, previous_backlog: float | None) -> float | None:
+        """Rows that arrived between the previous batch's start and this one's: what it read
+        plus what its sources' backlog grew by (nothing grows when no read limit binds)."""
+        if self.backlog is not None and previous_backlog is not None:
+            return max(0.0, self.rows + self.backlog - previous_backlog)
+        return float(self.rows)
+
+
+@dataclass(frozen=True)
 class QueryMetrics:
     """One streaming query at one instant: cumulative counters plus latest gauges."""
 
@@ -90,6 +128,8 @@ class QueryMetrics:
     tasks_finished: int = 0
     tasks_failed: int = 0
     max_stage_tasks: int | None = None  # widest recent stage: the useful-parallelism cap
+    # --- the latest completed batches, oldest first (a few dozen at most)
+    recent_batches: tuple[BatchRecord, ...] = ()
     # --- lifecycle
     active: bool = True
     exception: str | None = None  # set when the query terminated with an error

@@ -1,14 +1,14 @@
 """The scaling policy: from an :class:`Evaluation` to a :class:`Decision`.
 
 The evaluator says how many executors the load needs; the policy decides whether to act on it:
-the utilization band, backlog mode, the scale-up / scale-down factors, min / max executors,
-the delayed scale-down (a scale-down must be recommended continuously for ``scaleDownInterval``,
-then the largest recommendation seen is applied) and ineffective-scale-up blocks. It keeps that
+a scale-up once utilization is above ``utilization.max``, a scale-down once fewer executors were
+recommended continuously for ``scaleDownInterval`` (the largest recommendation seen is applied, and
+neither in backlog mode nor while the load rises), the scale-up / scale-down factors, min / max
+executors, and the blocks after an ineffective scale-up. It keeps that
 memory between ticks. Recommend mode and excluded periods are the control loop's business: the
 policy always says what it would do (``Decision.applied`` stays False).
 
-Also here, for the control loop and the simulator to share: :func:`next_window_start` (when
-measuring may resume after a change), :func:`scaling_record` (what a change promised) and
+Also here, for the executor: :func:`scaling_record` (what a change is expected to do) and
 :func:`in_excluded_period`.
 """
 
@@ -16,11 +16,20 @@ from __future__ import annotations
 
 import math
 import time as _time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from .config.core import AutoscalerConfig
-from .decisions import Decision, Evaluation, QueryEvaluation, ScalingContext, ScalingRecord
+from .decisions import (
+    Decision,
+    Evaluation,
+    Prediction,
+    QueryEvaluation,
+    ScalingContext,
+    ScalingRecord,
+    executors_for,
+)
 
 _EPS = 1e-9
 # A blocked query is unblocked when its target rate moves by more than this fraction.
@@ -45,44 +54,101 @@ def in_excluded_period(config: AutoscalerConfig, epoch_seconds: float) -> bool:
     return False
 
 
-def scaling_record(decision: Decision, slots_per_executor: int,
-                   time: float | None = None) -> ScalingRecord:
-    """The :class:`ScalingRecord` of an applied decision, with what it promised per query.
-
-    Per query: ``rate_before`` = processed rows/s over the last window; ``promised_rate`` =
-    what the query should process at the new size: its demand (target + catch-up rate), but no
-    more than its current rate scaled by the slots it can use (useful parallelism applied).
-    A query that already processed all it had to promises no increase.
-    """
+def scaling_record(decision: Decision, time: float | None = None) -> ScalingRecord:
+    """The :class:`ScalingRecord` of an applied decision, with what the model expects of it per
+    query: for the load the decision was sized on, the batch time at the old and the new size,
+    the rows/s the new size does and the time to drain the backlog. ``rate_before`` is the rows/s
+    each query read over the window."""
     before: dict[str, float] = {}
-    promised: dict[str, float] = {}
+    predictions: dict[str, Prediction] = {}
     ev = decision.evaluation
+    old, new = decision.from_executors, decision.to_executors
     if ev is not None:
         for qid, q in ev.queries.items():
-            old = decision.from_executors * slots_per_executor
-            new = decision.to_executors * slots_per_executor
-            if q.parallelism_cap:
-                old, new = min(old, q.parallelism_cap), min(new, q.parallelism_cap)
-            demand = q.target_rate + q.catch_up_rate
             before[qid] = q.input_rate
-            if demand <= q.input_rate:
-                promised[qid] = q.input_rate
-            elif q.input_rate <= 0 or old <= 0:
-                promised[qid] = demand
-            else:
-                promised[qid] = min(demand, q.input_rate * new / old)
+            cost = q.cost
+            if cost is None:
+                continue
+            rate = q.target_rate + q.catch_up_rate
+            predictions[qid] = Prediction(
+                query_id=qid, rate=rate, rows_per_batch=q.rows_per_batch,
+                needed_executors=q.required_executors,
+                batch_time_before_s=_finite(cost.steady_batch_time(rate, max(1, old), q.trigger_s)),
+                batch_time_s=_finite(cost.steady_batch_time(rate, max(1, new), q.trigger_s)),
+                throughput=cost.capacity(max(1, new)),
+                drain_s=(cost.drain_seconds(q.backlog, q.target_rate, max(1, new), None, q.trigger_s)
+                         if q.backlog else None),
+                cost=cost)
     return ScalingRecord(time=decision.time if time is None else time, action=decision.action,
-                         from_executors=decision.from_executors, to_executors=decision.to_executors,
-                         reason=decision.reason, rate_before=before, promised_rate=promised)
+                         from_executors=old, to_executors=new, reason=decision.reason,
+                         rate_before=before, predictions=predictions)
 
 
-@dataclass
-class _PendingScaleDown:
-    since: float
-    from_executors: int
-    to_executors: int  # the largest recommendation seen since `since`
-    limited_by: str | None
-    reason: str
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class _Wish:
+    """What one evaluated tick wanted: a scale-down to ``executors`` (None: no scale-down)."""
+
+    time: float
+    current: int
+    executors: int | None
+    limited_by: str | None = None
+    reason: str = ""
+
+
+class ScaleDownWindow:
+    """Flink's delayed scale-down, as a sliding window: a scale-down is made once every evaluated
+    tick over the last ``scaleDownInterval`` wanted one, to the largest size any of them wanted.
+    A step that ``scaleDown.maxFactor`` cut short leaves the window as it is, so the next step to
+    where the load still points follows as soon as the new size is measured: the interval is
+    waited out once. Ticks without an evaluation (stabilizing) neither extend nor break it; a
+    tick that wants no scale-down breaks it; a scale-up clears it."""
+
+    def __init__(self) -> None:
+        self._wishes: deque[_Wish] = deque()
+
+    def note(self, wish: _Wish, interval_s: float) -> None:
+        self._wishes.append(wish)
+        # Keep the interval plus the last wish before it (it tells whether the run covers it).
+        while len(self._wishes) > 1 and self._wishes[1].time <= wish.time - interval_s + _EPS:
+            self._wishes.popleft()
+
+    def clear(self) -> None:
+        self._wishes.clear()
+
+    def run_start(self, current: int) -> float | None:
+        """When the latest unbroken run of scale-down wishes below ``current`` began, or None."""
+        start = None
+        for wish in reversed(self._wishes):
+            if wish.executors is None or wish.executors >= current:
+                break
+            start = wish.time
+        return start
+
+    def due(self, now: float, interval_s: float, current: int) -> _Wish | None:
+        """The scale-down to make now (the largest wished over the interval), or None."""
+        start = self.run_start(current)
+        if start is None or now - start + _EPS < interval_s:
+            return None
+        wishes = [w for w in self._wishes if w.time >= start and w.executors is not None]
+        return max(wishes, key=lambda w: (w.executors or 0, w.time))
+
+    def to_state(self) -> list[dict[str, Any]]:
+        return [{"time": w.time, "current": w.current, "executors": w.executors,
+                 "limitedBy": w.limited_by, "reason": w.reason} for w in self._wishes]
+
+    def load_state(self, state: Any) -> None:
+        self._wishes.clear()
+        for w in state if isinstance(state, list) else ():
+            try:
+                executors = None if w["executors"] is None else int(w["executors"])
+                self._wishes.append(_Wish(float(w["time"]), int(w["current"]), executors,
+                                          w.get("limitedBy"), str(w.get("reason", ""))))
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
 
 
 @dataclass
@@ -103,7 +169,8 @@ class ScalingPolicy:
     """
 
     def __init__(self) -> None:
-        self._pending: _PendingScaleDown | None = None
+        self._window = ScaleDownWindow()
+        self._issued_from: int | None = None  # the target the last scale-down decided left
         self._blocked: dict[str, _Block] = {}
         self._checked_record: tuple[float, int, int] | None = None
         self._notes: list[tuple[str, str]] = []  # (situation, text)
@@ -114,22 +181,23 @@ class ScalingPolicy:
         """Queries whose scale-ups are blocked (ineffective scale-up), with the reason."""
         return {qid: b.reason for qid, b in self._blocked.items()}
 
-    def pending_scale_down(self) -> tuple[float, int] | None:
+    def pending_scale_down(self, current: int) -> tuple[float, int] | None:
         """(since, target) of the scale-down waiting for scaleDownInterval, if any."""
-        return (self._pending.since, self._pending.to_executors) if self._pending else None
+        since = self._window.run_start(current)
+        if since is None:
+            return None
+        wished = self._window.due(math.inf, 0.0, current)
+        return (since, wished.executors) if wished is not None else None
 
     def last_notes(self) -> list[tuple[str, str]]:
         """Block / unblock notes of the latest :meth:`decide`, each worth one event."""
         return list(self._notes)
 
     def to_state(self) -> dict[str, Any]:
-        """What a restarted driver must not forget (JSON): the pending scale-down (its wait goes
+        """What a restarted driver must not forget (JSON): the scale-down wishes (the wait goes
         on) and the blocked scale-ups (an ineffective scale-up is not tried again)."""
-        p = self._pending
         return {
-            "pending": None if p is None else {"since": p.since, "from": p.from_executors,
-                                               "to": p.to_executors, "limitedBy": p.limited_by,
-                                               "reason": p.reason},
+            "scaleDownWishes": self._window.to_state(),
             "blocked": {qid: {"reason": b.reason, "targetRate": b.target_rate, "since": b.since}
                         for qid, b in self._blocked.items()},
             "checked": list(self._checked_record) if self._checked_record else None,
@@ -137,13 +205,7 @@ class ScalingPolicy:
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Load what :meth:`to_state` produced; malformed entries are skipped."""
-        try:
-            p = state.get("pending")
-            if isinstance(p, dict):
-                self._pending = _PendingScaleDown(float(p["since"]), int(p["from"]), int(p["to"]),
-                                                  p.get("limitedBy"), str(p.get("reason", "")))
-        except (KeyError, TypeError, ValueError):
-            self._pending = None
+        self._window.load_state(state.get("scaleDownWishes"))
         blocked = state.get("blocked")
         for qid, b in (blocked.items() if isinstance(blocked, dict) else ()):
             try:
@@ -175,12 +237,12 @@ class ScalingPolicy:
 
         # Bring a target outside the configured bounds back inside, whatever the load.
         if cur < cfg.min_executors:
-            self._pending = None
+            self._hold(context)
             return self._decision(evaluation, context, "scale_up", cfg.min_executors,
                                   f"current target {cur} is below minExecutors={cfg.min_executors}"
                                   + suffix, "minExecutors")
         if cur > cfg.max_executors:
-            self._pending = None
+            self._hold(context)
             return self._decision(evaluation, context, "scale_down", cfg.max_executors,
                                   f"current target {cur} is above maxExecutors={cfg.max_executors}"
                                   + suffix, "maxExecutors")
@@ -188,47 +250,50 @@ class ScalingPolicy:
         cores = context.slots_per_executor
         util = evaluation.utilization
         rec = evaluation.recommended_executors
-        raw = math.ceil(evaluation.required_slots / cores - _EPS) if evaluation.required_slots > 0 else 0
-        band = f"[{cfg.utilization_min:g}, {cfg.utilization_max:g}]"
+        raw = executors_for(evaluation.required_slots, cores)
         util_text = f"{util:.2f}" if util is not None else "n/a (no live executors)"
         above = util is None or util > cfg.utilization_max
 
         # An evaluator that recommends more than the load's slots explain asks for it on purpose
         # (a floor, a forecast): that recommendation drives the decision, band or not. The
-        # default evaluator never does; its backlog already raises the utilization the band sees.
+        # default evaluator never does; its backlog already raises the utilization it reports.
         insists = rec > raw
         if rec > cur and (above or insists):
-            self._pending = None
+            self._window.clear()
             return self._scale_up(evaluation, context, util_text, suffix)
 
         if util is not None and util > cfg.utilization_max:
-            self._pending = None
+            self._hold(context)
             return self._hold_high(evaluation, context, util_text, raw, suffix)
 
-        if rec < cur and util is not None and util < cfg.utilization_min:
+        # Fewer executors keep the load within the target: a scale-down is wished for, and made
+        # once wished for all of scaleDownInterval (the delay is what keeps noise from flapping).
+        if rec < cur:
             if evaluation.backlog_mode:
-                self._pending = None
+                self._hold(context)
                 names = [_label(q, qid) for qid, q in evaluation.queries.items() if q.backlog_mode]
                 return self._none(evaluation, context,
                                   f"backlog mode ({', '.join(names) or 'a query'} is more than "
-                                  f"{cfg.backlog_threshold_s:g}s of input behind): no scale-down "
-                                  f"although utilization {util_text} is below {cfg.utilization_min:g}"
-                                  + suffix)
+                                  f"{cfg.backlog_threshold_s:g}s of input behind): no scale-down to {rec} "
+                                  f"although fewer executors would keep up; {evaluation.reason}{suffix}")
+            if evaluation.rising:
+                self._hold(context)
+                names = [_label(q, qid) for qid, q in evaluation.queries.items() if q.rising]
+                return self._none(evaluation, context,
+                                  f"load rising ({', '.join(names) or 'a query'}: the latest batches "
+                                  f"show more arrivals or run longer): no scale-down to {rec}; "
+                                  f"{evaluation.reason}{suffix}")
             return self._scale_down(evaluation, context, util_text, raw, suffix)
 
-        self._pending = None
-        limited = None
-        if util is not None and cfg.utilization_min <= util <= cfg.utilization_max:
-            why = f"utilization {util_text} inside band {band}"
-        elif util is not None and util < cfg.utilization_min and cur <= cfg.min_executors:
-            why = (f"utilization {util_text} below {cfg.utilization_min:g}, but already at "
-                   f"minExecutors={cfg.min_executors}")
-            limited = "minExecutors"
-        elif util is not None and util < cfg.utilization_min:
-            why = (f"utilization {util_text} below {cfg.utilization_min:g}, but the load still "
-                   f"needs {rec} executors")
+        self._hold(context)
+        limited = "minExecutors" if cur <= cfg.min_executors and raw < cur else None
+        if limited:
+            why = f"utilization {util_text}; already at minExecutors={cfg.min_executors}"
+        elif util is not None and util >= cfg.utilization_target:
+            why = (f"utilization {util_text} between the target {cfg.utilization_target:g} and "
+                   f"utilization.max={cfg.utilization_max:g}: no scale-up yet")
         else:
-            why = f"utilization {util_text}, recommended {rec} = current {cur}"
+            why = f"utilization {util_text}: the load needs the {cur} executors it has"
         return self._none(evaluation, context, f"{why}; {evaluation.reason}{suffix}", limited)
 
     # -- branches -----------------------------------------------------------------------------
@@ -237,24 +302,18 @@ class ScalingPolicy:
         cfg = ctx.config
         cur = ctx.current_target
         cores = ctx.slots_per_executor
-        required = ev.required_slots
         blocked_notes: list[str] = []
-        if self._blocked and ev.queries and ev.required_slots > 0:
-            # A blocked query keeps at most its present share of the slots; the others may grow.
-            cur_slots = cur * cores
-            required = 0.0
+        raw = max(ev.recommended_executors, executors_for(ev.required_slots, cores))
+        if self._blocked and ev.queries:
+            # A blocked query may keep the current size but not ask for more; the others may.
+            wanted = [cur]
             for qid, q in ev.queries.items():
-                if qid in self._blocked and q.required_slots > 0:
-                    share = cur_slots * q.required_slots / ev.required_slots
-                    if q.required_slots > share + _EPS:
-                        blocked_notes.append(f"{_label(q, qid)} ({self._blocked[qid].reason})")
-                    required += min(q.required_slots, share)
+                if qid in self._blocked and q.required_executors > cur:
+                    blocked_notes.append(f"{_label(q, qid)} ({self._blocked[qid].reason})")
                 else:
-                    required += q.required_slots
-        raw = math.ceil(required / cores - _EPS) if required > 0 else 0
-        insists = ev.recommended_executors > math.ceil(ev.required_slots / cores - _EPS)
-        if insists:
-            raw = max(raw, ev.recommended_executors)  # the evaluator's own recommendation
+                    wanted.append(q.required_executors)
+            raw = min(raw, max(wanted))
+        insists = ev.recommended_executors > executors_for(ev.required_slots, cores)
         target, limited = raw, None
         if target > cfg.max_executors:
             target, limited = cfg.max_executors, "maxExecutors"
@@ -269,7 +328,7 @@ class ScalingPolicy:
         if insists:
             signal = "evaluator recommendation"
         if target <= cur:
-            self._pending = None
+            self._hold(ctx)
             if blocked_notes:
                 return self._none(ev, ctx, "scale-up blocked (ineffective scale-up) for "
                                   + "; ".join(blocked_notes) + f"; {ev.reason}{suffix}",
@@ -297,8 +356,9 @@ class ScalingPolicy:
                               f"load needs {raw} executors but maxExecutors={cfg.max_executors}; "
                               f"holding at {cur}; {ev.reason}{suffix}", "maxExecutors")
         if any(q.capped for q in ev.queries.values()):
-            return self._none(ev, ctx, f"utilization {util_text} above {cfg.utilization_max:g}, but "
-                              "the queries cannot use more slots (parallelism cap: widest stage); "
+            return self._none(ev, ctx, f"utilization {util_text} above {cfg.utilization_max:g}, but more "
+                              "executors would not help (no size keeps the batches within the target: "
+                              f"the widest stage, driver time or a read limit bound them); "
                               f"{ev.reason}{suffix}", "parallelism")
         return self._none(ev, ctx, f"utilization {util_text} above {cfg.utilization_max:g}, but the "
                           f"evaluator recommends {ev.recommended_executors} (current {cur}); "
@@ -308,43 +368,49 @@ class ScalingPolicy:
                     suffix: str) -> Decision:
         cfg = ctx.config
         cur = ctx.current_target
-        target, limited = ev.recommended_executors, None
+        # The wish is where the load points (min/maxExecutors applied); scaleDown.maxFactor only
+        # limits each step, so a step it cuts short leaves the wish standing for the next.
+        wanted, limited = ev.recommended_executors, None
         if raw < cfg.min_executors:
-            target, limited = cfg.min_executors, "minExecutors"
-        factor_floor = math.ceil(cur * (1.0 - cfg.scale_down_max_factor) - _EPS)
-        if target < factor_floor:
-            target, limited = factor_floor, "scaleDown.maxFactor"
-        if target >= cur:
-            self._pending = None
-            return self._none(ev, ctx, f"utilization {util_text} below {cfg.utilization_min:g}, but "
+            wanted, limited = cfg.min_executors, "minExecutors"
+        if wanted >= cur:
+            self._hold(ctx)
+            return self._none(ev, ctx, f"utilization {util_text}: the load needs fewer executors, but "
                               f"cannot go below {cur} ({limited}); {ev.reason}{suffix}", limited)
-        limit_text = {
-            "minExecutors": f"; limited by minExecutors={cfg.min_executors}",
-            "scaleDown.maxFactor": f"; limited by scaleDown.maxFactor={cfg.scale_down_max_factor:g} "
-                                   f"(load needs {max(raw, cfg.min_executors)})",
-        }.get(limited or "", "")
-        why = (f"utilization {util_text} below {cfg.utilization_min:g}{limit_text}; {ev.reason}")
-        p = self._pending
-        if p is None or p.from_executors != cur:
-            p = self._pending = _PendingScaleDown(ctx.now, cur, target, limited, why)
-        elif target > p.to_executors:
-            # Delayed scale-down applies the largest recommendation seen while waiting.
-            p.to_executors, p.limited_by, p.reason = target, limited, why
-        waited = ctx.now - p.since
-        if waited + _EPS >= cfg.scale_down_interval_s:
-            self._pending = None
-            return self._decision(ev, ctx, "scale_down", p.to_executors,
-                                  f"scale down {cur} -> {p.to_executors} after {waited:.0f}s of "
-                                  f"recommendations (largest seen): {p.reason}{suffix}", p.limited_by)
-        return self._none(ev, ctx, f"scale-down to {p.to_executors} pending for {waited:.0f}s of "
-                          f"{cfg.scale_down_interval_s:.0f}s: {why}{suffix}", p.limited_by)
+        limit_text = f"; limited by minExecutors={cfg.min_executors}" if limited else ""
+        why = f"the load needs {wanted} executors (utilization {util_text}){limit_text}; {ev.reason}"
+        if self._issued_from == cur:
+            # The last scale-down decided was not carried out (recommend mode, an excluded period,
+            # a failed request): its run is spent; the next one waits anew.
+            self._window.clear()
+        self._issued_from = None
+        self._window.note(_Wish(ctx.now, cur, wanted, limited, why), cfg.scale_down_interval_s)
+        wish = self._window.due(ctx.now, cfg.scale_down_interval_s, cur)
+        start = self._window.run_start(cur)
+        waited = ctx.now - (ctx.now if start is None else start)
+        if wish is None:
+            return self._none(ev, ctx, f"scale-down to {wanted} pending for {waited:.0f}s of "
+                              f"{cfg.scale_down_interval_s:.0f}s: {why}{suffix}", limited)
+        factor_floor = math.ceil(cur * (1.0 - cfg.scale_down_max_factor) - _EPS)
+        to, limited_by = wish.executors or cur, wish.limited_by
+        largest = f"the largest seen {wish.executors}"
+        if to < factor_floor:
+            to, limited_by = factor_floor, "scaleDown.maxFactor"
+            largest += f", limited by scaleDown.maxFactor={cfg.scale_down_max_factor:g}"
+        self._issued_from = cur
+        return self._decision(ev, ctx, "scale_down", to, f"scale down {cur} -> {to} after {waited:.0f}s "
+                              f"of recommendations ({largest}): {why}{suffix}", limited_by)
+
+    def _hold(self, ctx: ScalingContext) -> None:
+        """This tick wants no scale-down: the delayed scale-down's run is broken."""
+        self._window.note(_Wish(ctx.now, ctx.current_target, None), ctx.config.scale_down_interval_s)
 
     def _reactive(self, ev: Evaluation, ctx: ScalingContext) -> Decision:
         cfg = ctx.config
         target = cfg.max_executors
         cur = ctx.current_target
         have = ctx.live_executors + ctx.pending_executors
-        self._pending = None
+        self._window.clear()
         if cur < target:
             return Decision(time=ctx.now, action="scale_up", from_executors=cur, to_executors=target,
                             reason=f"reactive mode: take every executor up to maxExecutors={target}",
@@ -361,16 +427,14 @@ class ScalingPolicy:
     # -- ineffective scale-up -------------------------------------------------------------------
 
     def _update_blocks(self, ev: Evaluation, ctx: ScalingContext) -> None:
-        cfg = ctx.config
         rec = ctx.last_scaling
-        threshold = cfg.ineffective_scale_up_threshold
-        if rec is not None and rec.action == "scale_up":
+        if rec is not None and rec.action == "scale_up" and ev.outcomes:
             key = (rec.time, rec.from_executors, rec.to_executors)
-            # Judge once, on the first full window measured entirely after the change.
-            if key != self._checked_record and ctx.window_start >= rec.time:
+            # Judged once, on its outcome: the new executors' warm batches against the prediction.
+            if key != self._checked_record:
                 self._checked_record = key
-                if threshold > 0:
-                    self._judge(rec, ev, ctx, threshold)
+                if ctx.config.ineffective_scale_up_threshold > 0:
+                    self._judge(rec, ev, ctx)
         for qid, block in list(self._blocked.items()):
             q = ev.queries.get(qid)
             if q is None:
@@ -387,30 +451,18 @@ class ScalingPolicy:
                     f"unblocked scale-up for query {_label(q, qid)}: target rate moved from "
                     f"{ref:.1f} to {q.target_rate:.1f} rows/s (more than {UNBLOCK_LOAD_CHANGE:.0%})"))
 
-    def _judge(self, rec: ScalingRecord, ev: Evaluation, ctx: ScalingContext, threshold: float) -> None:
-        for qid, before in rec.rate_before.items():
+    def _judge(self, rec: ScalingRecord, ev: Evaluation, ctx: ScalingContext) -> None:
+        """Block further scale-ups of the queries the scale-up did not help (see
+        :class:`~sparkscale_listener.decisions.Outcome`)."""
+        for qid, outcome in ev.outcomes.items():
             q = ev.queries.get(qid)
-            promised = rec.promised_rate.get(qid)
-            if q is None or promised is None:
+            if q is None or outcome.effective:
                 continue
-            # Measure against what the query needs now: if its load fell since, it could not
-            # show the promised rate, and that is no evidence against the scale-up.
-            # Processed rows/s from the counters, as ``before`` was taken (the evaluator's input
-            # rate is a per-batch arrival estimate that a long batch inflates).
-            done = ctx.processed_rates.get(qid, q.input_rate)
-            need = max(q.target_rate + q.catch_up_rate, done)
-            expected = min(promised, need) - before
-            if expected <= _EPS:
-                continue
-            actual = done - before
-            if actual < threshold * expected:
-                reason = (f"scale-up {rec.from_executors} -> {rec.to_executors} at t={rec.time:.0f}s "
-                          f"promised {before:.1f} -> {min(promised, need):.1f} rows/s but delivered "
-                          f"{done:.1f} rows/s (less than {threshold:.0%} of the promised "
-                          "increase)")
-                self._blocked[qid] = _Block(reason, q.target_rate, ctx.now)
-                self._notes.append((f"scale-up-blocked:{qid}",
-                                    f"blocked scale-up for query {_label(q, qid)}: {reason}"))
+            reason = (f"scale-up {rec.from_executors} -> {rec.to_executors} was ineffective: "
+                      f"{outcome.verdict}")
+            self._blocked[qid] = _Block(reason, q.target_rate, ctx.now)
+            self._notes.append((f"scale-up-blocked:{qid}",
+                                f"blocked scale-up for query {_label(q, qid)}: {reason}"))
 
     # -- helpers -------------------------------------------------------------------------------
 

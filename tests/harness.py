@@ -18,8 +18,9 @@ from sparkscale_listener.collect.collector import MetricCollector
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.control_loop import Autoscaler
 from sparkscale_listener.decisions import ScalingContext, ScalingRecord
-from sparkscale_listener.evaluator import WARMUP_BATCHES, BusyTimeEvaluator, MetricEvaluator
-from sparkscale_listener.metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
+from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from sparkscale_listener.model import WARMUP_BATCHES
 from sparkscale_listener.observe.events import EventDispatcher
 from sparkscale_listener.policy import ScalingPolicy
 from sparkscale_listener.realize.realizer import RealizationResult, ScalingRealizer
@@ -60,34 +61,59 @@ def query(query_id: str = QID, **fields: Any) -> QueryMetrics:
 
 @dataclass
 class SteadyQuery:
-    """A steady query: rows complete in batches of ``batch_s`` seconds; counters from t=0."""
+    """A steady query: a batch starts every period (its trigger, or at once when the last one
+    ends) and reads what arrived since the previous one started; counters from t=0. Its batches
+    are ``recent_batches`` as the collector reports them: all of their task time is per row."""
 
     qid: str
-    rate: float | Callable[[float], float]  # rows/s completed (callable: rate at t)
+    rate: float | Callable[[float], float]  # rows/s arriving (callable: rate at t)
     cost: float = 0.01  # slot-seconds per row
     backlog: float | Callable[[float], float] | None = None
-    batch_s: float = 1.0  # batch duration = interval between batches
-    overhead_s: float = 0.0  # extra driver time per batch (in batch duration, not in busy time)
+    batch_s: float = 1.0  # the task phase of a batch
+    overhead_s: float = 0.0  # driver time per batch (in its duration, not in its task time)
     trigger_s: float | None = None
-    cap: int | None = None
+    cap: int | None = None  # tasks of its widest stage (and of each batch)
     gauge_rate: float | None = None  # progress inputRowsPerSecond
     name: str | None = None
-    whole_batches: bool = False  # counters move only when a batch completes (every batch_s)
+    whole_batches: bool = False  # counters move only when a batch completes (every period)
+    executors: int | None = None  # live executors its batches ran on
+
+    @property
+    def period(self) -> float:
+        return max(self.trigger_s or 0.0, self.batch_s + self.overhead_s)
+
+    def arrived(self, a: float, b: float) -> float:
+        if callable(self.rate):
+            steps = max(1, round(b - a))  # integrate a piecewise rate on a 1 s grid
+            width = (b - a) / steps
+            return sum(self.rate(a + (i + 0.5) * width) for i in range(steps)) * width
+        return self.rate * (b - a)
 
     def rows_at(self, t: float) -> float:
         if self.whole_batches:
-            assert not callable(self.rate)
-            return self.rate * self.batch_s * math.floor(t / self.batch_s + 1e-9)
-        if callable(self.rate):
-            # integrate a piecewise rate on a 1 s grid
-            return sum(self.rate(s) for s in range(int(t)))
-        return self.rate * t
+            return self.arrived(0.0, self.period * math.floor(t / self.period + 1e-9))
+        return self.arrived(0.0, t)
+
+    def batches_until(self, t: float, keep: int = 64) -> tuple[BatchRecord, ...]:
+        """The batches completed by ``t``, oldest first, numbered past the warm-up ones."""
+        period, duration = self.period, self.batch_s + self.overhead_s
+        done = int((t - duration) / period + 1e-9) + 1 if t >= duration else 0
+        out = []
+        for i in range(max(0, done - keep), done):
+            start = i * period
+            rows = round(self.arrived(max(0.0, start - period), start)) if i else 0
+            backlog = self.backlog(start) if callable(self.backlog) else self.backlog
+            out.append(BatchRecord(
+                batch_id=WARMUP_BATCHES + i, start=start, duration_s=duration, rows=rows,
+                since_previous_s=period if i else None, backlog=backlog, task_s=rows * self.cost,
+                tasks=self.cap or 4, task_wall_s=self.batch_s, executors=self.executors))
+        return tuple(out)
 
     def at(self, t: float) -> QueryMetrics:
         rows = self.rows_at(t)
         # The query has been running for a while: past its warm-up batches, which the
         # evaluator does not measure (batches below WARMUP_BATCHES are its first ones).
-        batches = WARMUP_BATCHES + int(t / self.batch_s)
+        batches = WARMUP_BATCHES + int(t / self.period)
         backlog = self.backlog(t) if callable(self.backlog) else self.backlog
         return QueryMetrics(
             query_id=self.qid, name=self.name, batches=batches, input_rows=int(rows),
@@ -96,9 +122,10 @@ class SteadyQuery:
             backlog=backlog, input_rate=self.gauge_rate or 0.0,
             last_batch_duration_ms=(self.batch_s + self.overhead_s) * 1000.0,
             trigger_interval_ms=self.trigger_s * 1000.0 if self.trigger_s else None,
-            last_progress_time=(self.batch_s * math.floor(t / self.batch_s + 1e-9)
+            last_progress_time=(self.period * math.floor(t / self.period + 1e-9)
                                 if self.whole_batches else t),
-            busy_ms=rows * self.cost * 1000.0, max_stage_tasks=self.cap)
+            busy_ms=rows * self.cost * 1000.0, max_stage_tasks=self.cap,
+            recent_batches=self.batches_until(t))
 
 
 def series(queries: list[SteadyQuery], t0: float = 0.0, t1: float = 60.0, step: float = 10.0,
@@ -306,7 +333,7 @@ class LoopHarness:
 
     config: AutoscalerConfig = field(default_factory=lambda: cfg(initialExecutors="2"))
     checkers: Sequence[ScalingChecker] = ()
-    evaluator: MetricEvaluator = field(default_factory=BusyTimeEvaluator)
+    evaluator: MetricEvaluator = field(default_factory=MicroBatchEvaluator)
     state_store: StateStore = field(default_factory=InMemoryStateStore)
     start: float = 0.0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from sparkscale_listener.collect.collector import SparkMetricCollector
 from sparkscale_listener.collect.progress import ProgressRecorder
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
-from sparkscale_listener.evaluator import BusyTimeEvaluator
+from sparkscale_listener.evaluator import MicroBatchEvaluator
 from sparkscale_listener.metrics import SourceBacklog, finite_float
 
 QID = "41978ea5-ea75-496e-8bd4-b9ad11de5454"
@@ -87,10 +88,14 @@ def kafka_source(start: dict[str, int] | None, end: dict[str, int], latest: dict
     return source
 
 
-def progress(batch_id: int, sources: list[dict[str, Any]], duration_ms: float = 1000.0) -> dict[str, Any]:
+def progress(batch_id: int, sources: list[dict[str, Any]], duration_ms: float = 1000.0,
+             start: float | None = None) -> dict[str, Any]:
+    """A batch's progress; it started ``start`` epoch seconds (default: its id, a batch a second)."""
     p = copy.deepcopy(KAFKA_PROGRESS)
     rows = sum(finite_float(s.get("numInputRows")) for s in sources)
-    p.update(batchId=batch_id, sources=sources, numInputRows=rows)
+    started = datetime.fromtimestamp(float(batch_id) if start is None else start, tz=timezone.utc)
+    p.update(batchId=batch_id, sources=sources, numInputRows=rows,
+             timestamp=started.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
     p["durationMs"]["triggerExecution"] = duration_ms
     return p
 
@@ -150,7 +155,7 @@ def test_the_arrival_rate_and_the_backlog_are_counted_in_the_same_rows() -> None
         bridge.batches[str(batch)] = 80 * 5.0  # 5 ms of task time per row
         recorder.record_progress(progress(batch, [source]), now=t)
         history.append(collector.collect(t))
-    evaluation = BusyTimeEvaluator().evaluate(history, scaling_context(29.0, cfg=config))
+    evaluation = MicroBatchEvaluator().evaluate(history, scaling_context(29.0, cfg=config))
     q = evaluation.queries[QID]
     assert q.input_rate == pytest.approx(80.0, rel=0.05)
     assert q.backlog_growth_rate == pytest.approx(80.0, rel=0.05)
@@ -251,7 +256,7 @@ def test_no_decision_is_made_from_a_nonsense_lag(case: str) -> None:
             p["numInputRows"] = 200
             recorder.record_progress(p, now=float(batch))
             history.append(collector.collect(float(batch)))
-        return BusyTimeEvaluator().evaluate(history, scaling_context(19.0, cfg=config))
+        return MicroBatchEvaluator().evaluate(history, scaling_context(19.0, cfg=config))
 
     def unreported(batch: int) -> list[dict[str, Any]]:
         return [{"description": "MemoryStream[value]", "numInputRows": 200}]

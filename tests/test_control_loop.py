@@ -4,8 +4,9 @@ realizer and a manual clock. Each test is one behaviour."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from harness import LoopHarness, cfg, sample
+from harness import QID, LoopHarness, SteadyQuery, cfg, sample
 from sparkscale_listener.check.checker import CheckContext, CheckResult, ScalingChecker
 from sparkscale_listener.config.options import ModuleConfig
 from sparkscale_listener.config.plugins import PluginContext
@@ -83,17 +84,22 @@ def test_a_rollback_is_the_first_decision_of_its_tick() -> None:
 
 def test_lost_listener_events_restart_the_window_and_are_reported() -> None:
     h = LoopHarness(cfg(initialExecutors="2", metricsWindow="30s", stabilizationInterval="0s"))
+    q = SteadyQuery(QID, rate=100.0, cost=0.01, trigger_s=5.0, batch_s=1.0)
     for t in range(10, 60, 10):
-        h.tick(sample(t, live=2, events_lost=3))  # lost before we started: no news
+        h.tick(with_query(sample(t, live=2, events_lost=3), q))  # lost before we started: no news
     assert not [e for e in h.recorded.events if e.situation == "events-lost"]
-    [decision] = h.tick(sample(60, live=2, events_lost=5))
-    assert "collecting metrics: 0s of the 30s window" in decision.reason
+    [decision] = h.tick(with_query(sample(60, live=2, events_lost=5), q))
+    assert "0 of 2 batches of query" in decision.reason
+    assert "since the window start at t=60s" in decision.reason
     (event,) = [e for e in h.recorded.events if e.situation == "events-lost"]
     assert event.severity == "warning" and event.reason.startswith("2 listener event(s) lost")
     assert h.autoscaler.status()["events_lost"] == 5
-    for t in (70, 80):
-        assert "collecting metrics" in h.tick(sample(t, live=2, events_lost=5))[0].reason
-    assert "collecting" not in h.tick(sample(90, live=2, events_lost=5))[0].reason  # a full window
+    assert "1 of 2 batches" in h.tick(with_query(sample(65, live=2, events_lost=5), q), dt=5)[0].reason
+    assert "not ready" not in h.tick(with_query(sample(70, live=2, events_lost=5), q), dt=5)[0].reason
+
+
+def with_query(s: MetricSample, q: SteadyQuery) -> MetricSample:
+    return replace(s, queries={q.qid: q.at(s.time)})
 
 
 def test_a_batch_job_beside_no_streaming_query_keeps_the_executors_it_uses() -> None:

@@ -13,7 +13,7 @@ from harness import SteadyQuery, scaling_context, series
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.options import ConfigError
 from sparkscale_listener.config.plugins import PluginContext, construct, load_class
-from sparkscale_listener.evaluator import BusyTimeEvaluator, MetricEvaluator
+from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
 from sparkscale_listener.realize.realizer import ScalingRealizer
 from sparkscale_listener.testing.sim import SimCluster, SimQuery, Simulation
 
@@ -25,9 +25,10 @@ def test_external_backlog_from_a_file_drives_the_evaluator(tmp_path: Path) -> No
     assert external == {"backlog.orders": 300000.0}
 
     # A query whose source reports no backlog: alone it looks comfortably served.
-    query = SteadyQuery("q1", rate=100.0, cost=0.01, name="orders")
-    blind = BusyTimeEvaluator().evaluate(series([query]), scaling_context(60.0))
-    seeing = BusyTimeEvaluator().evaluate(series([query], external=lambda t: external), scaling_context(60.0))
+    query = SteadyQuery("q1", rate=100.0, cost=0.01, name="orders", trigger_s=10.0, cap=16)
+    blind = MicroBatchEvaluator().evaluate(series([query], t1=120.0), scaling_context(120.0))
+    seeing = MicroBatchEvaluator().evaluate(series([query], t1=120.0, external=lambda t: external),
+                                            scaling_context(120.0))
     assert blind.queries["q1"].backlog is None
     assert seeing.queries["q1"].backlog == 300000.0
     assert seeing.queries["q1"].catch_up_rate > 0

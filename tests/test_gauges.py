@@ -42,7 +42,7 @@ def _evaluated(t: float, qid: str, name: str | None, utilization: float, rate: f
                arrival: float) -> Decision:
     qe = QueryEvaluation(qid, name, input_rate=rate, backlog=None, backlog_growth_rate=0.0,
                          target_rate=arrival, catch_up_rate=0.0, slot_seconds_per_row=0.01,
-                         true_processing_rate_per_slot=100.0, required_slots=1.0,
+                         required_slots=1.0,
                          utilization=utilization, parallelism_cap=None, capped=False, backlog_mode=False)
     evaluation = Evaluation(t, ready=True, current_executors=2, recommended_executors=2, required_slots=1.0,
                             utilization=utilization, backlog_mode=False, queries={qid: qe})

@@ -9,7 +9,15 @@ from dataclasses import replace
 import pytest
 
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.decisions import Decision, Evaluation, QueryEvaluation, ScalingContext, ScalingRecord
+from sparkscale_listener.decisions import (
+    Decision,
+    Evaluation,
+    Outcome,
+    QueryEvaluation,
+    ScalingContext,
+    ScalingRecord,
+)
+from sparkscale_listener.model import BatchCost
 from sparkscale_listener.policy import ScalingPolicy, in_excluded_period, scaling_record
 from sparkscale_listener.realize.provisioning import next_window_start
 
@@ -23,8 +31,8 @@ def qe(qid: str = "q", *, input_rate: float = 100.0, target_rate: float | None =
     return QueryEvaluation(
         query_id=qid, name=qid, input_rate=input_rate, backlog=backlog, backlog_growth_rate=0.0,
         target_rate=input_rate if target_rate is None else target_rate, catch_up_rate=catch_up,
-        slot_seconds_per_row=0.01, true_processing_rate_per_slot=100.0, required_slots=required,
-        utilization=None, parallelism_cap=cap, capped=capped, backlog_mode=backlog_mode)
+        slot_seconds_per_row=0.01, required_slots=required, utilization=None, parallelism_cap=cap,
+        capped=capped, backlog_mode=backlog_mode, required_executors=math.ceil(required / CORES - 1e-9))
 
 
 def evaluation(now: float, *, current: int, required_slots: float, utilization: float | None,
@@ -65,11 +73,12 @@ def test_not_ready_does_nothing_and_says_why() -> None:
     assert "collecting metrics" in d.reason
 
 
-def test_inside_the_band_does_nothing() -> None:
-    # 16 slots, utilization 0.8: inside [0.4, 0.9] although the target 0.7 asks for 5 executors.
+def test_between_the_target_and_utilization_max_does_nothing() -> None:
+    # 16 slots, utilization 0.8: above the target 0.7 (which asks for 5 executors) but not above
+    # utilization.max 0.9: no scale-up yet.
     d = decide(ScalingPolicy(), 0, 4, required_slots=0.8 * 16 / 0.7)
     assert d.action == "none"
-    assert "inside band [0.4, 0.9]" in d.reason
+    assert "between the target 0.7 and utilization.max=0.9: no scale-up yet" in d.reason
 
 
 def test_scale_up_above_the_band() -> None:
@@ -104,7 +113,7 @@ def test_parallelism_cap_is_named_as_the_limit() -> None:
     ev_hold = evaluation(0, current=2, required_slots=8.0, utilization=0.95, queries=queries)
     d_hold = ScalingPolicy().decide(ev_hold, context(0, 2))
     assert d_hold.action == "none" and d_hold.limited_by == "parallelism"
-    assert "parallelism cap" in d_hold.reason
+    assert "more executors would not help" in d_hold.reason
 
 
 def test_scale_down_is_limited_by_the_max_factor() -> None:
@@ -138,7 +147,7 @@ def test_backlog_mode_blocks_scale_down() -> None:
     d = decide(policy, 0, 8, required_slots=4.0, cfg=cfg, backlog_mode=True)
     assert d.action == "none"
     assert "backlog mode" in d.reason and "no scale-down" in d.reason
-    assert policy.pending_scale_down() is None
+    assert policy.pending_scale_down(8) is None
     # Without the backlog the same numbers scale down.
     assert decide(ScalingPolicy(), 0, 8, required_slots=4.0, cfg=cfg).action == "scale_down"
 
@@ -147,7 +156,7 @@ def test_backlog_mode_inside_the_band_does_not_scale_up() -> None:
     # The evaluator's utilization already counts the capacity the catch-up needs (Flink's
     # thresholds): inside the band the spare slots work the backlog off.
     d = decide(ScalingPolicy(), 0, 4, required_slots=0.8 * 16 / 0.7, backlog_mode=True)
-    assert d.action == "none" and "inside band" in d.reason
+    assert d.action == "none" and "no scale-up yet" in d.reason
 
 
 def test_an_evaluator_recommending_more_than_the_load_needs_drives_the_decision() -> None:
@@ -171,30 +180,29 @@ def test_delayed_scale_down_applies_the_largest_recommendation_seen() -> None:
     first = decide(policy, 0, 12, required_slots=3 * 4.0, cfg=cfg)
     assert first.action == "none"
     assert "scale-down to 3 pending for 0s of 300s" in first.reason
-    assert policy.pending_scale_down() == (0, 3)
+    assert policy.pending_scale_down(12) == (0, 3)
     assert decide(policy, 100, 12, required_slots=5 * 4.0, cfg=cfg).action == "none"
     assert decide(policy, 200, 12, required_slots=4 * 4.0, cfg=cfg).action == "none"
-    assert policy.pending_scale_down() == (0, 5)
+    assert policy.pending_scale_down(12) == (0, 5)
     done = decide(policy, 300, 12, required_slots=3 * 4.0, cfg=cfg)
     assert (done.action, done.from_executors, done.to_executors) == ("scale_down", 12, 5)
     assert "after 300s" in done.reason
-    assert policy.pending_scale_down() is None
 
 
 def test_delayed_scale_down_resets_on_scale_up_and_in_band() -> None:
     policy = ScalingPolicy()
     assert decide(policy, 0, 12, required_slots=20.0).action == "none"  # pending: 5
     assert decide(policy, 100, 12, required_slots=80.0).action == "scale_up"  # resets
-    assert policy.pending_scale_down() is None
+    assert policy.pending_scale_down(12) is None
     assert decide(policy, 200, 12, required_slots=20.0).action == "none"  # pending again, from 200
     assert decide(policy, 450, 12, required_slots=20.0).action == "none"  # only 250 s
     assert decide(policy, 500, 12, required_slots=20.0).action == "scale_down"
-    # An in-band tick also resets.
+    # A tick that needs the 12 executors breaks the run too.
     assert decide(policy, 600, 12, required_slots=20.0).action == "none"
-    assert decide(policy, 700, 12, required_slots=0.6 * 48 / 0.7).action == "none"  # in band
-    assert policy.pending_scale_down() is None
+    assert decide(policy, 700, 12, required_slots=48.0).action == "none"
+    assert policy.pending_scale_down(12) is None
     assert decide(policy, 900, 12, required_slots=20.0).action == "none"
-    assert policy.pending_scale_down() == (900, 6)
+    assert policy.pending_scale_down(12) == (900, 5)
 
 
 def test_not_ready_ticks_do_not_reset_a_pending_scale_down() -> None:
@@ -202,31 +210,65 @@ def test_not_ready_ticks_do_not_reset_a_pending_scale_down() -> None:
     decide(policy, 0, 12, required_slots=20.0)
     policy.decide(evaluation(150, current=12, required_slots=0, utilization=None, ready=False),
                   context(150, 12))
-    assert policy.pending_scale_down() == (0, 6)  # 20 slots -> 5, limited to half of 12
+    assert policy.pending_scale_down(12) == (0, 5)
 
 
-def _record(before: float, promised: float) -> ScalingRecord:
-    return ScalingRecord(time=1000.0, action="scale_up", from_executors=2, to_executors=4,
-                         reason="test", rate_before={"q": before}, promised_rate={"q": promised})
-
-
-def test_ineffective_scale_up_blocks_then_a_load_change_unblocks() -> None:
+def test_a_scale_down_cut_short_by_the_max_factor_waits_once() -> None:
+    # /4: the load needs 3 of 16 executors. The first step is cut to 8 (scaleDown.maxFactor 0.5)
+    # after 300 s; the next step to where the load still points follows at once, not 300 s later.
     policy = ScalingPolicy()
-    record = _record(before=1000.0, promised=2000.0)
+    for now in range(0, 300, 30):
+        assert decide(policy, now, 16, required_slots=12.0).action == "none"
+    first = decide(policy, 300, 16, required_slots=12.0)
+    assert (first.action, first.to_executors, first.limited_by) == ("scale_down", 8, "scaleDown.maxFactor")
+    # Stabilizing at 8: no evaluation, nothing breaks the run.
+    policy.decide(evaluation(330, current=8, required_slots=0, utilization=None, ready=False),
+                  context(330, 8))
+    second = decide(policy, 360, 8, required_slots=12.0)
+    assert (second.action, second.from_executors, second.to_executors) == ("scale_down", 8, 4)
+    assert (second.to_executors, second.limited_by) == (4, "scaleDown.maxFactor")
+
+
+def test_no_scale_down_while_the_load_is_rising() -> None:
+    cfg = AutoscalerConfig(max_executors=20, scale_down_interval_s=0.0)
+    policy = ScalingPolicy()
+    util = 4.0 * 0.7 / 32
+    ev = replace(evaluation(0, current=8, required_slots=4.0, utilization=util, cfg=cfg), rising=True,
+                 queries={"q": replace(qe(required=4.0), rising=True)})
+    d = policy.decide(ev, context(0, 8, cfg))
+    assert d.action == "none" and "load rising ('q'" in d.reason and "no scale-down" in d.reason
+    assert policy.decide(replace(ev, rising=False), context(10, 8, cfg)).action == "scale_down"
+
+
+def _record(frm: int = 2, to: int = 4) -> ScalingRecord:
+    return ScalingRecord(time=1000.0, action="scale_up", from_executors=frm, to_executors=to,
+                         reason="test", rate_before={"q": 1000.0})
+
+
+def _outcome(qid: str = "q", effective: bool = False) -> Outcome:
+    return Outcome(query_id=qid, batches=3, rows_per_batch=20000, batch_time_s=9.8, predicted_s=5.0,
+                   predicted_before_s=10.0, effective=effective,
+                   verdict="batches of 20000 rows took 9.80s on 4 executors; the model expected 5.00s")
+
+
+def test_an_ineffective_outcome_blocks_then_a_load_change_unblocks() -> None:
+    policy = ScalingPolicy()
+    record = _record()
     queries = {"q": qe(input_rate=1050.0, target_rate=3000.0, required=40.0)}
     ev = evaluation(1200, current=4, required_slots=40.0, utilization=1.6, queries=queries)
-    # The window is not yet entirely after the change: no judgement.
-    d0 = policy.decide(ev, context(1200, 4, window_start=900, last=record))
+    # No outcome measured yet: no judgement.
+    d0 = policy.decide(ev, context(1200, 4, window_start=1035, last=record))
     assert policy.blocked_queries() == {} and d0.action == "scale_up"
-    # First window after the change: delivered 50 of the promised 1000 more rows/s (< 10 %).
-    d = policy.decide(ev, context(1300, 4, window_start=1035, last=record))
+    # The outcome: the new executors' batches took what the old size would have.
+    judged = replace(ev, outcomes={"q": _outcome()})
+    d = policy.decide(judged, context(1300, 4, window_start=1035, last=record))
     assert "q" in policy.blocked_queries()
     assert d.action == "none" and d.limited_by == "ineffectiveScaleUp"
-    assert "blocked" in d.reason and "promised 1000.0 -> 2000.0" in d.reason
+    assert "blocked" in d.reason and "took 9.80s on 4 executors" in d.reason
     assert [s for s, n in policy.last_notes() if n.startswith("blocked scale-up for query 'q'")] == \
         ["scale-up-blocked:q"]
-    # Still blocked while its load stays put (and the notes are not repeated).
-    d2 = policy.decide(ev, context(1400, 4, window_start=1035, last=record))
+    # Judged once: still blocked while its load stays put, the notes not repeated.
+    d2 = policy.decide(judged, context(1400, 4, window_start=1035, last=record))
     assert d2.action == "none" and "q" in policy.blocked_queries()
     assert policy.last_notes() == []
     # The target rate moves by more than 50 %: unblocked, the scale-up goes ahead.
@@ -238,46 +280,24 @@ def test_ineffective_scale_up_blocks_then_a_load_change_unblocks() -> None:
     assert [s for s, n in policy.last_notes() if n.startswith("unblocked")] == ["scale-up-unblocked:q"]
 
 
-def test_a_scale_up_is_judged_on_processed_rows_the_measure_its_before_rate_used() -> None:
-    # Before: 1000 rows/s processed (counter deltas). After: the counters say 1050, but one long
-    # batch inflates the evaluator's per-batch arrival estimate to 2500. Compared with the
-    # counters, as the "before" rate was, the scale-up delivered 5 % of its promise.
-    queries = {"q": qe(input_rate=2500.0, target_rate=3000.0, required=40.0)}
-    ev = evaluation(1300, current=4, required_slots=40.0, utilization=1.6, queries=queries)
-    policy = ScalingPolicy()
-    ctx = replace(context(1300, 4, window_start=1035, last=_record(before=1000.0, promised=2000.0)),
-                  processed_rates={"q": 1050.0})
-    policy.decide(ev, ctx)
-    assert "q" in policy.blocked_queries() and "delivered 1050.0 rows/s" in policy.blocked_queries()["q"]
-
-
-def test_effective_scale_up_does_not_block() -> None:
+def test_an_effective_outcome_does_not_block() -> None:
     policy = ScalingPolicy()
     queries = {"q": qe(input_rate=1900.0, target_rate=3000.0, required=40.0)}
-    ev = evaluation(1300, current=4, required_slots=40.0, utilization=1.6, queries=queries)
-    d = policy.decide(ev, context(1300, 4, window_start=1035, last=_record(1000.0, 2000.0)))
+    ev = replace(evaluation(1300, current=4, required_slots=40.0, utilization=1.6, queries=queries),
+                 outcomes={"q": _outcome(effective=True)})
+    d = policy.decide(ev, context(1300, 4, window_start=1035, last=_record()))
     assert policy.blocked_queries() == {} and d.action == "scale_up"
-
-
-def test_load_that_fell_is_no_evidence_of_an_ineffective_scale_up() -> None:
-    # Promised 2000 rows/s, but now only 1020 arrive: processing 1020 is all it can show.
-    policy = ScalingPolicy()
-    queries = {"q": qe(input_rate=1020.0, target_rate=1020.0, required=10.0)}
-    ev = evaluation(1300, current=4, required_slots=10.0, utilization=0.6, queries=queries)
-    policy.decide(ev, context(1300, 4, window_start=1035, last=_record(1000.0, 2000.0)))
-    assert policy.blocked_queries() == {}
 
 
 def test_a_blocked_query_does_not_stop_another_from_scaling_up() -> None:
     policy = ScalingPolicy()
-    record = ScalingRecord(time=1000.0, action="scale_up", from_executors=2, to_executors=4,
-                           reason="t", rate_before={"a": 1000.0}, promised_rate={"a": 2000.0})
-    queries = {"a": qe("a", input_rate=1000.0, target_rate=3000.0, required=16.0),
-               "b": qe("b", input_rate=500.0, required=16.0)}
-    ev = evaluation(1300, current=4, required_slots=32.0, utilization=1.4, queries=queries)
-    d = policy.decide(ev, context(1300, 4, window_start=1035, last=record))
+    queries = {"a": qe("a", input_rate=1000.0, target_rate=3000.0, required=32.0),
+               "b": qe("b", input_rate=500.0, required=24.0)}
+    ev = replace(evaluation(1300, current=4, required_slots=32.0, utilization=1.4, queries=queries),
+                 outcomes={"a": _outcome("a")})
+    d = policy.decide(ev, context(1300, 4, window_start=1035, last=_record()))
     assert "a" in policy.blocked_queries()
-    # a keeps its share (8 of the 16 current slots), b gets its 16: 24 slots -> 6 executors.
+    # a keeps the current 4 executors but asks for no more; b needs 6.
     assert (d.action, d.to_executors) == ("scale_up", 6)
     assert "scale-up blocked for 'a'" in d.reason
 
@@ -323,18 +343,26 @@ def test_next_window_start() -> None:
     assert next_window_start(cfg, 100.0, None, 220.0) == 250.0  # gave up at the timeout
 
 
-def test_scaling_record_promises_what_the_new_slots_allow() -> None:
+def test_scaling_record_carries_what_the_model_predicts() -> None:
+    cost = BatchCost(driver_s=0.5, fixed_task_s=1.6, per_executor_s=0.0, per_row_s=0.002, tasks=32,
+                     widest=32, cores=4, efficiency=1.0, error=0.05, batches=20, row_cost_trusted=True)
     queries = {
-        "slow": qe("slow", input_rate=1000.0, target_rate=3000.0, catch_up=500.0),
-        "fine": qe("fine", input_rate=200.0, target_rate=200.0),
-        "capped": qe("capped", input_rate=400.0, target_rate=2000.0, cap=12),
+        "slow": replace(qe("slow", input_rate=1000.0, target_rate=3000.0, catch_up=500.0, backlog=60000.0),
+                        cost=cost, trigger_s=10.0, rows_per_batch=35000.0, required_executors=5),
+        "unknown": qe("unknown", input_rate=200.0, target_rate=200.0),
     }
     ev = evaluation(50, current=2, required_slots=40.0, utilization=2.0, queries=queries)
-    d = Decision(time=50.0, action="scale_up", from_executors=2, to_executors=5, reason="r",
-                 evaluation=ev)
-    rec = scaling_record(d, CORES)
+    d = Decision(time=50.0, action="scale_up", from_executors=2, to_executors=5, reason="r", evaluation=ev)
+    rec = scaling_record(d)
     assert (rec.time, rec.from_executors, rec.to_executors) == (50.0, 2, 5)
-    assert rec.rate_before == {"slow": 1000.0, "fine": 200.0, "capped": 400.0}
-    assert rec.promised_rate["slow"] == pytest.approx(2500.0)  # 1000 x 20/8 slots, under 3500
-    assert rec.promised_rate["fine"] == 200.0  # already keeping up: no increase promised
-    assert rec.promised_rate["capped"] == pytest.approx(600.0)  # 400 x 12/8: the cap binds
+    assert rec.rate_before == {"slow": 1000.0, "unknown": 200.0}
+    assert set(rec.predictions) == {"slow"}  # no model, no prediction
+    p = rec.predictions["slow"]
+    assert p.rate == 3500.0 and p.rows_per_batch == 35000.0 and p.needed_executors == 5
+    # 35000 rows: 71.6 s of task time over 32 tasks; 8 slots run 4 waves, 20 slots 2.
+    assert p.batch_time_before_s == pytest.approx(0.5 + 4 * 71.6 / 32)
+    assert p.batch_time_s == pytest.approx(0.5 + 2 * 71.6 / 32)
+    assert p.throughput == pytest.approx(1 / (2 * 0.002 / 32))
+    assert p.drain_s == pytest.approx(60000.0 / (p.throughput - 3000.0))
+    summary = p.summary()
+    assert summary["batchTimeS"] == pytest.approx(p.batch_time_s, rel=1e-3) and summary["modelError"] == 0.05

@@ -3,6 +3,8 @@ simulated time, no Spark)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from sparkscale_listener.config.core import AutoscalerConfig
@@ -40,8 +42,10 @@ def test_load_step_reaches_the_oracle_within_two_actions(factor: float,
                                                          read_limit: float | None) -> None:
     cfg = AutoscalerConfig(max_executors=20)
     base = 800.0 if factor > 1 else 3200.0
+    # A little noise: with none, this query's batch cycle divides the tick interval exactly and
+    # every tick would find its executors busy (nothing to remove), which real arrivals never do.
     q = SimQuery("q", step_load(base, base * factor, STEP_AT), cost_per_row=0.01,
-                 batch_overhead_s=0.3, partitions=200, max_rows_per_batch=read_limit)
+                 batch_overhead_s=0.3, partitions=200, max_rows_per_batch=read_limit, noise=0.02)
     before = smallest_sufficient_executors([q], {"q": base}, CORES, cfg.utilization_target)
     oracle = smallest_sufficient_executors([q], {"q": base * factor}, CORES, cfg.utilization_target)
     assert before != oracle
@@ -53,10 +57,23 @@ def test_load_step_reaches_the_oracle_within_two_actions(factor: float,
                         state_store=_learned_provisioning(5.0)).run(3600)
     assert result.actions_between(0, STEP_AT) == []  # steady at the oracle before the step
     actions = _actions_after(result, STEP_AT)
-    reached = [i for i, a in enumerate(actions) if a.to_executors == oracle]
-    assert reached and reached[0] < 2, [(a.time, a.to_executors) for a in actions]
+    # Up: sized in one action once two batches show the new rate (one more if the first came on
+    # the first of them). Down: in as few steps as scaleDown.maxFactor allows, the delay waited once.
+    # Within one executor of the oracle: a size whose utilization is between the target and
+    # utilization.max needs no further action (x4 from 3 is limited to 12 by scaleUp.maxFactor).
+    allowed = 2 if factor > 1 else _fewest_steps_down(before, oracle, cfg.scale_down_max_factor)
+    reached = [i for i, a in enumerate(actions) if abs(a.to_executors - oracle) <= 1]
+    assert reached and reached[0] < allowed, [(a.time, a.to_executors) for a in actions]
     assert len(actions) == reached[0] + 1  # and stays there
-    assert result.final_executors == oracle
+    assert abs(result.final_executors - oracle) <= 1
+
+
+def _fewest_steps_down(before: int, oracle: int, max_factor: float) -> int:
+    steps, current = 0, before
+    while current > oracle:
+        current = max(oracle, math.ceil(current * (1.0 - max_factor) - 1e-9))
+        steps += 1
+    return steps
 
 
 def test_load_step_x4_with_a_read_limit_has_capacity_within_two_actions() -> None:
@@ -81,18 +98,17 @@ def _flaps(result: SimResult, within: float) -> list[tuple[float, float]]:
             if a.action == "scale_up" and b.action == "scale_down" and b.time - a.time < within]
 
 
-@pytest.mark.parametrize("band", [(0.4, 0.9), (0.6, 0.8)])
-def test_steady_noisy_load_does_not_flap(band: tuple[float, float]) -> None:
+@pytest.mark.parametrize("utilization_max", [0.9, 0.75])
+def test_steady_noisy_load_does_not_flap(utilization_max: float) -> None:
     q = SimQuery("q", lambda t: 1500.0, cost_per_row=0.01, batch_overhead_s=0.3, partitions=200,
                  max_rows_per_batch=50_000.0, noise=0.2, noise_period_s=30.0)
-    cfg = AutoscalerConfig(max_executors=20, utilization_min=band[0], utilization_max=band[1])
+    cfg = AutoscalerConfig(max_executors=20, utilization_max=utilization_max)
     result = Simulation(cfg, [q], 6, seed=7, cores_per_executor=CORES).run(6 * 3600)
     assert _flaps(result, cfg.scale_down_interval_s) == []
-    assert len(result.actions) <= 2
+    assert len(result.actions) <= 3
     # The scenario is sensitive: without the delayed scale-down the narrow band flaps.
-    if band == (0.6, 0.8):
-        eager = AutoscalerConfig(max_executors=20, utilization_min=band[0],
-                                 utilization_max=band[1], scale_down_interval_s=0.0)
+    if utilization_max == 0.75:
+        eager = AutoscalerConfig(max_executors=20, utilization_max=utilization_max, scale_down_interval_s=0.0)
         flapping = Simulation(eager, [q], 6, seed=7, cores_per_executor=CORES).run(6 * 3600)
         assert len(_flaps(flapping, cfg.scale_down_interval_s)) >= 5
 
@@ -151,21 +167,39 @@ def test_two_queries_share_the_executors() -> None:
                                            cfg.utilization_target)  # (10 + 6) / 0.7 -> 6
     result = Simulation(cfg, [a, b], 2, seed=5, cores_per_executor=CORES).run(2400)
     assert result.final_executors == oracle
-    assert len(result.actions) <= 2
+    # Up once (with the backlog of its start), then down to where the load points: the largest
+    # recommendation over the delay, then the rest of the way at once.
+    assert [a.action for a in result.actions][:1] == ["scale_up"] and len(result.actions) <= 3
 
 
-def test_ineffective_scale_up_is_blocked() -> None:
-    # The driver overhead (2 s per 1000-row batch) bounds throughput below 500 rows/s whatever
-    # the executors: after one scale-up shows no gain, no further scale-ups.
+def test_driver_time_that_executors_cannot_shorten_asks_for_no_more() -> None:
+    # The driver part (2 s per 1000-row batch) bounds throughput below 500 rows/s whatever the
+    # executors: the model knows it, so it sizes where more executors stop helping.
     cfg = AutoscalerConfig(max_executors=20)
     q = SimQuery("q", lambda t: 2000.0, cost_per_row=0.001, batch_overhead_s=2.0, partitions=64,
                  max_rows_per_batch=1000.0)
-    sim = Simulation(cfg, [q], 1, seed=6, cores_per_executor=CORES)
-    result = sim.run(3600)
+    result = Simulation(cfg, [q], 1, seed=6, cores_per_executor=CORES).run(3600)
+    assert len(result.actions) <= 1, [(a.time, a.to_executors) for a in result.actions]
+    assert result.final_executors <= 3  # within 5 % of the batch time 16 executors would give
+    assert "sized where more executors stop helping" in result.decisions[-1].reason
+
+
+def test_a_scale_up_whose_executors_do_not_deliver_is_judged_ineffective_and_blocks_the_next() -> None:
+    # The executors a scale-up brings run tasks at a hundredth of the speed (a bad host): the
+    # batches at the new size take what the model predicted for the old one. The outcome says so,
+    # and the query's further scale-ups are blocked (until its load moves).
+    cfg = AutoscalerConfig(max_executors=20)
+    q = SimQuery("q", lambda t: 400.0 if t < 300 else 1200.0, cost_per_row=0.01, batch_overhead_s=0.3,
+                 partitions=32, trigger_interval_s=10.0)
+    sim = Simulation(cfg, [q], 2, seed=6, cores_per_executor=CORES, slow_new_executors=0.01,
+                     faults_from=200.0)
+    result = sim.run(1800)
     ups = [a for a in result.actions if a.action == "scale_up"]
     assert len(ups) == 1, [(a.time, a.to_executors) for a in ups]
+    (outcome,) = result.events_of("outcome")
+    assert outcome.severity == "warning" and "less than 10% of the expected gain" in outcome.reason
     assert "q" in sim.policy.blocked_queries()
-    assert any("blocked" in d.reason for d in result.decisions)
+    assert "blocked scale-up for query 'q'" in result.events_of("blocked")[0].reason
 
 
 def test_recommend_mode_and_excluded_periods_apply_nothing() -> None:
@@ -251,10 +285,11 @@ def test_a_read_limited_source_without_backlog_reaches_its_capacity_in_one_actio
                      trigger_interval_s=5.0, max_rows_per_batch=2000, reports_backlog=False)
     result = Simulation(cfg, [files], 1, provisioning_delay_s=10.0, cores_per_executor=2).run(900)
     after = _actions_after(result, 300.0)
-    assert [a.action for a in after] == ["scale_up"]
-    assert "falling behind" in after[0].reason
+    assert [a.action for a in after] in (["scale_up"], ["scale_up", "scale_up"])
+    assert "falling behind" in after[-1].reason
     provisioning, window = 10.0, cfg.metrics_window_s
-    assert after[0].time - 300.0 <= provisioning + 2 * window
-    # The read limit's 400 rows/s x 0.02 s/row = 8 slots of work now fit within the band.
-    slots = result.final_executors * 2
-    assert cfg.utilization_min <= 8.0 / slots <= cfg.utilization_max
+    assert after[-1].time - 300.0 <= provisioning + 2 * window
+    # Reading the limit each trigger interval: 2000 rows x 0.02 s/row over 16 slots (2 waves of
+    # 8 tasks on... one wave here) within 0.7 x 5 s.
+    last = result.decisions[-1].evaluation
+    assert last is not None and last.utilization is not None and last.utilization <= cfg.utilization_target

@@ -142,8 +142,13 @@ class ExecutorFailuresChecker(ScalingChecker):
         # A scale-down removes (from - to) executors on purpose; a collector that does not carry
         # the reason must not make those look like failures.
         scaling = context.scaling
-        return lost_from_outside(context, max(scaling.time, context.now - self.window), context.now,
+        lost = lost_from_outside(context, max(scaling.time, context.now - self.window), context.now,
                                  self.ignore, max(0, scaling.from_executors - scaling.to_executors))
+        if scaling.action == "rollback":
+            # Executors the undone scaling started that die after the rollback are its doing (they
+            # were dying already), not the rollback's: only the ones that came after it count.
+            lost = [e for e in lost if e.added_time > scaling.time]
+        return lost
 
 
 class QueryFailureChecker(ScalingChecker):

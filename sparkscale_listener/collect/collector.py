@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -43,6 +43,7 @@ from ..metrics import (
     executor_id_order,
     finite_float,
 )
+from .batches import batch_records
 from .progress import ProgressRecorder, QueryProgress
 
 log = logging.getLogger("sparkscale")
@@ -142,7 +143,8 @@ class SparkMetricCollector(MetricCollector):
         cluster = replace(self._cluster(snapshot), other_tasks=self._other_tasks(progress),
                           events_lost=self._events_lost(snapshot))
         jvm_queries = snapshot.get("queries") or {}
-        queries = {qid: self._query(p, jvm_queries.get(qid) or {}) for qid, p in progress.items()}
+        queries = {qid: self._query(p, jvm_queries.get(qid) or {}, cluster.executors)
+                   for qid, p in progress.items()}
         return MetricSample(time=now, cluster=cluster, queries=queries,
                             external=self._external(now))
 
@@ -236,7 +238,8 @@ class SparkMetricCollector(MetricCollector):
         self._batch_busy_total[qid] = total
         return total
 
-    def _query(self, p: QueryProgress, jvm: Mapping[str, Any]) -> QueryMetrics:
+    def _query(self, p: QueryProgress, jvm: Mapping[str, Any],
+               executors: Sequence[ExecutorInfo]) -> QueryMetrics:
         max_stage = jvm.get("maxStageTasks")
         return QueryMetrics(
             query_id=p.query_id,
@@ -259,7 +262,8 @@ class SparkMetricCollector(MetricCollector):
             max_stage_tasks=_i(max_stage) if _i(max_stage) > 0 else None,
             active=p.active,
             exception=p.exception,
-            failed_batches=p.failed_batches)
+            failed_batches=p.failed_batches,
+            recent_batches=batch_records(p.recent_batches, jvm.get("batches") or {}, executors))
 
     def _report_backlog_problems(self, progress: Mapping[str, QueryProgress]) -> None:
         """Say once, on the control-loop thread, when a query's sources stop giving a usable backlog

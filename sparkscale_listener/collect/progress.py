@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from pyspark.sql.streaming.listener import (
@@ -45,12 +46,29 @@ log = logging.getLogger("sparkscale")
 MAX_BATCH_IDS = 128
 # Terminated queries are kept (checkers look at how they ended) but only this many.
 MAX_TERMINATED_QUERIES = 64
+# Completed batches a query's progress keeps for the performance model (a few minutes of them).
+RECENT_BATCHES = 64
 # Batches per source over which rows per offset (or file) are learned: enough to smooth one odd
 # batch, few enough to follow a producer that starts or stops writing transactions.
 UNIT_SAMPLES = 32
 
 # ---------------------------------------------------------------------------------------------
 # Recorded state
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """One completed batch as its progress event tells it (task figures come from the JVM)."""
+
+    batch_id: int
+    start: float  # epoch seconds: the progress ``timestamp``, when the trigger started the batch
+    duration_s: float  # triggerExecution
+    rows: int
+    backlog: float | None  # rows its sources had left when it was planned
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration_s
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,7 @@ class QueryProgress:
     failed_batches: int = 0
     started_time: float | None = None
     terminated_time: float | None = None
+    recent_batches: tuple[BatchProgress, ...] = ()  # the latest completed batches, oldest first
 
 
 @dataclass
@@ -105,6 +124,7 @@ class _QueryState:
     failed_batches: int = 0
     started_time: float | None = None
     terminated_time: float | None = None
+    recent_batches: deque[BatchProgress] = field(default_factory=lambda: deque(maxlen=RECENT_BATCHES))
 
     def freeze(self) -> QueryProgress:
         return QueryProgress(
@@ -116,7 +136,8 @@ class _QueryState:
             last_batch_duration_ms=self.last_batch_duration_ms,
             last_progress_time=self.last_progress_time, trigger_interval_ms=self.trigger_interval_ms,
             active=self.active, exception=self.exception, failed_batches=self.failed_batches,
-            started_time=self.started_time, terminated_time=self.terminated_time)
+            started_time=self.started_time, terminated_time=self.terminated_time,
+            recent_batches=tuple(self.recent_batches))
 
 
 class ProgressRecorder(StreamingQueryListener):
@@ -233,6 +254,11 @@ class ProgressRecorder(StreamingQueryListener):
             if batch_id is not None:
                 state.batch_ids.append(batch_id)
                 state.last_batch_id = batch_id
+                started = _epoch_seconds(progress_json.get("timestamp"))
+                if started is not None and not math.isnan(duration):
+                    rows = int(finite_float(progress_json.get("numInputRows")))
+                    state.recent_batches.append(BatchProgress(batch_id, started, duration / 1000.0, rows,
+                                                              state.backlog))
 
     def record_idle(self, query_id: str, now: float) -> None:
         """An idle event: the query is alive and has nothing to read (so no backlog, no input)."""
@@ -307,3 +333,13 @@ class ProgressRecorder(StreamingQueryListener):
             self.record_terminated(str(event.id), event.exception, time.time())
         except Exception:
             log.warning("sparkscale: could not record a query termination", exc_info=True)
+
+
+def _epoch_seconds(timestamp: Any) -> float | None:
+    """A progress ``timestamp`` ("2024-06-12T10:00:00.000Z") as epoch seconds, or None."""
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

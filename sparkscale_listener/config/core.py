@@ -69,14 +69,16 @@ class AutoscalerConfig:
         "stabilizationInterval", Duration(), 30.0,
         "After a change, wait until requested executors registered plus this long before collecting "
         "a new window; new executors need a batch or two to warm up.")
-    utilization_target: float = option("utilization.target", Number(0.0, 1.0, low_open=True), 0.7,
-                                       "Busy fraction of task slots to size for; 30 % headroom absorbs "
-                                       "bursts and micro-batch jitter.")
-    utilization_min: float = option("utilization.min", Number(0.0, 1.0), 0.4,
-                                    "Below this projected utilization, scale down (after "
-                                    "scaleDownInterval).")
-    utilization_max: float = option("utilization.max", Number(0.0, 1.0, low_open=True), 0.9,
-                                    "Above this projected utilization, scale up.")
+    utilization_target: float = option(
+        "utilization.target", Number(0.0, 1.0, low_open=True), 0.7,
+        "Size for batches that take this share of the trigger interval (for a query without a "
+        "trigger: rows arriving at this share of what the executors can do): the fewest executors "
+        "the model predicts keep within it. 30 % headroom absorbs bursts and jitter.")
+    utilization_max: float = option(
+        "utilization.max", Number(0.0, 1.0, low_open=True), 0.9,
+        "Scale up once the current executors are busier than this (on the same scale as "
+        "utilization.target); a scale-down comes once fewer executors were recommended for all of "
+        "scaleDownInterval.")
     catch_up_duration_s: float = option("catchUpDuration", Duration(positive=True), 300.0,
                                         "A backlog should be worked off within this time; sets how "
                                         "much extra capacity a backlog asks for.")
@@ -196,11 +198,10 @@ class AutoscalerConfig:
                 f"{p}initialExecutors={self.initial_executors} is outside [{p}minExecutors="
                 f"{self.min_executors}, {p}maxExecutors={self.max_executors}]; expected a value in "
                 "that range")
-        if not self.utilization_min <= self.utilization_target <= self.utilization_max:
+        if not self.utilization_target <= self.utilization_max:
             raise ConfigError(
-                f"{p}utilization.min={self.utilization_min:g}, {p}utilization.target="
-                f"{self.utilization_target:g}, {p}utilization.max={self.utilization_max:g}: "
-                "expected utilization.min <= utilization.target <= utilization.max")
+                f"{p}utilization.target={self.utilization_target:g}, {p}utilization.max="
+                f"{self.utilization_max:g}: expected utilization.target <= utilization.max")
 
 
 _CORE_OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(AutoscalerConfig)

@@ -24,10 +24,11 @@ from ..config.plugins import PluginContext, accepted_text, construct, load_class
 # Event kinds. "scaling" is an applied scale_up / scale_down; "recommendation" a decision that was
 # published but not applied (recommend mode, excluded period); "rollback", "pause", "resume",
 # "stopped" (too many rollbacks), "blocked" (ineffective scale-up, parallelism cap), "capacity"
-# (the cluster gave fewer executors than requested), "error" (an exception in our code), "notice"
-# (anything else worth a line in the log).
+# (the cluster gave fewer executors than requested), "outcome" (what an applied change did, against
+# what the model predicted), "error" (an exception in our code), "notice" (anything else worth a line
+# in the log).
 EVENT_KINDS = ("scaling", "recommendation", "rollback", "pause", "resume", "stopped", "blocked",
-               "capacity", "error", "notice")
+               "capacity", "outcome", "error", "notice")
 # Kinds of applied changes: each is its own event, never throttled as a repeat.
 _PER_CHANGE_KINDS = ("scaling", "rollback")
 

@@ -16,7 +16,7 @@ Document schema (times in epoch seconds, rates in rows/s; ``null`` where unknown
 
     {"version": 1, "app": str, "published": float,
      "config": {"interval_s", "min_executors", "max_executors",
-                "utilization_min", "utilization_max", "utilization_target"},
+                "utilization_max", "utilization_target"},
      "status": Autoscaler.status(),
      "queries": [{"id", "name", "active", "utilization", "backlog", "input_rate", "processed_rate",
                   "arrival_rate", "required_slots", "backlog_mode", "note", "evaluated_at"}],
@@ -220,7 +220,6 @@ class UiPublisher:
             "interval_s": config.interval_s,
             "min_executors": config.min_executors,
             "max_executors": config.max_executors,
-            "utilization_min": config.utilization_min,
             "utilization_max": config.utilization_max,
             "utilization_target": config.utilization_target,
         }

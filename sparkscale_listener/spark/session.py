@@ -26,7 +26,7 @@ from ..config.core import AutoscalerConfig
 from ..config.options import PREFIX, ConfigError
 from ..config.plugins import PluginContext, construct, load_class
 from ..control_loop import Autoscaler, ControlLoop
-from ..evaluator import BusyTimeEvaluator, MetricEvaluator
+from ..evaluator import MetricEvaluator, MicroBatchEvaluator
 from ..observe.events import AutoscalerEvent, EventDispatcher, build_event_handlers
 from ..observe.gauges import GaugePublisher
 from ..observe.ui import UiPublisher
@@ -286,7 +286,7 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmB
     collector = plugin("collector.class", config.collector_class, MetricCollector, ("collect",),
                        SparkMetricCollector)
     evaluator = plugin("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",),
-                       lambda _: BusyTimeEvaluator())
+                       lambda _: MicroBatchEvaluator())
     realizer = plugin("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"),
                       lambda _: ExecutorRealizer(backend, config.min_executors, config.decommission))
     guard = RollbackGuard(config, build_checkers(config))

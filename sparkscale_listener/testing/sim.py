@@ -38,12 +38,16 @@ Fault injection (for the checkers and the rollback guard), each from ``faults_fr
   manager then launches replacements, which die too).
 * ``SimQuery.query_fails_below_executors=n``: the query terminates with an exception as soon as
   fewer than ``n`` executors are live (and stays terminated).
+* ``slow_new_executors=f``: executors launched after ``faults_from`` run tasks at ``f`` of the
+  speed of the others (a bad host, a throttled container): a scale-up onto them does not deliver
+  what the model predicts.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -54,14 +58,15 @@ from ..collect.collector import MetricCollector
 from ..config.core import AutoscalerConfig
 from ..control_loop import Autoscaler
 from ..decisions import Decision, ScalingRecord
-from ..evaluator import BusyTimeEvaluator, MetricEvaluator
-from ..metrics import ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from ..evaluator import MetricEvaluator, MicroBatchEvaluator
+from ..metrics import BatchRecord, ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
 from ..observe.events import AutoscalerEvent, EventDispatcher, EventHandler
 from ..policy import ScalingPolicy
 from ..realize.realizer import ClusterBackend, ExecutorRealizer, ScalingRealizer
 from ..state.store import InMemoryStateStore, StateStore
 
 _EPS = 1e-9
+RECENT_BATCHES = 64  # completed batches a query's metrics carry, as the collector keeps them
 IDLE_POLL_S = 1.0  # how often a query with the default trigger looks for new data when idle
 FAILED_TASK_S = 1.0  # a task on a bad executor fails after this long (one failure per slot-second)
 KILLED_BY_DRIVER = "Executor killed by driver."  # Spark's removal reason for killExecutors
@@ -92,6 +97,13 @@ class SimQuery:
     executor_overhead_s: float = 0.0
     # Fault injection: the query terminates with an exception when fewer executors are live.
     query_fails_below_executors: int | None = None
+    # Tasks run in waves, as Spark schedules them: T equal tasks on P slots take ceil(T / P)
+    # rounds, so 5 slots finish 8 tasks no sooner than 4 do. False: a fluid model (any share of
+    # a slot is used).
+    waves: bool = True
+    # Extra task time (slot-seconds) a batch pays per executor that runs its first task of the
+    # query in it: new executors' first batch is slow (Python workers starting, classes loading).
+    new_executor_warmup_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -169,12 +181,91 @@ def loads_at(queries: Sequence[SimQuery], t: float) -> dict[str, float]:
 
 
 def smallest_sufficient_executors(queries: Sequence[SimQuery], load: Mapping[str, float],
-                                  cores_per_executor: int, utilization_target: float) -> int:
-    """The oracle: the fewest executors whose slots keep utilization at or under the target for
-    the steady ``load`` (rows/s per query name). A query cannot use more slots than partitions."""
-    slots = sum(min(load[q.name] * q.cost_per_row / utilization_target, float(q.partitions))
-                for q in queries)
-    return max(1, math.ceil(slots / cores_per_executor - 1e-6))
+                                  cores_per_executor: int, utilization_target: float,
+                                  max_executors: int = 1000) -> int:
+    """The oracle: the fewest executors on which the steady, noise-free ``load`` (rows/s per query
+    name) keeps within ``utilization_target``, as the simulator runs it. A query with a trigger
+    reads a trigger interval's rows per batch; its batch (the driver part, then its task time on
+    the slots it gets, in waves) must take at most the target share of the interval, the batches
+    of queries with one trigger interval starting together and sharing the slots
+    (:func:`aligned_batch_times`). A query without one runs batch after batch: the share of its
+    tasks' slots its rows keep busy must stay at most the target."""
+
+    def fits(executors: int) -> bool:
+        slots = executors * cores_per_executor
+        triggers = {q.trigger_interval_s for q in queries if q.trigger_interval_s and load[q.name] > 0}
+        for trigger in triggers:
+            group = [q for q in queries if q.trigger_interval_s == trigger]
+            times = aligned_batch_times(group, load, executors, cores_per_executor)
+            if any(time_s > utilization_target * trigger + 1e-9 for time_s in times.values()):
+                return False
+        free = [q for q in queries if not q.trigger_interval_s and load[q.name] > 0]
+        for q in free:
+            usable = _waves_parallelism(q, min(float(q.partitions), float(slots) / len(free)))
+            if load[q.name] * q.cost_per_row > utilization_target * usable + 1e-9:
+                return False
+        # All of them together: their task time must leave the slots that much idle.
+        busy = sum(load[q.name] * q.cost_per_row for q in queries)
+        for q in queries:
+            if q.trigger_interval_s and load[q.name] > 0:
+                used = min(executors, math.ceil(q.partitions / cores_per_executor))
+                fixed = q.partitions * q.task_overhead_s + used * q.executor_overhead_s
+                busy += fixed / q.trigger_interval_s
+        return busy <= utilization_target * slots + 1e-9
+
+    for executors in range(1, max_executors + 1):
+        if fits(executors):
+            return executors
+    return max_executors
+
+
+def aligned_batch_times(queries: Sequence[SimQuery], load: Mapping[str, float], executors: int,
+                        cores_per_executor: int) -> dict[str, float]:
+    """How long each query's batch takes when all of them start together (Spark aligns
+    processing-time triggers to multiples of the interval, so queries with one trigger start their
+    batches at the same instant) on ``executors`` executors, for the steady ``load``: the driver
+    part first, then the tasks, the slots shared max-min fairly and used in waves, as the
+    simulator runs them."""
+    slots = float(executors * cores_per_executor)
+    left: dict[str, float] = {}
+    ready: dict[str, float] = {}
+    done: dict[str, float] = {}
+    by_name = {q.name: q for q in queries}
+    for q in queries:
+        rate = load[q.name]
+        if rate <= 0 or not q.trigger_interval_s:
+            continue
+        used = min(executors, math.ceil(q.partitions / cores_per_executor))
+        left[q.name] = (rate * q.trigger_interval_s * q.cost_per_row + q.partitions * q.task_overhead_s
+                        + used * q.executor_overhead_s)
+        ready[q.name] = q.batch_overhead_s
+    now = 0.0
+    while left:
+        running = [n for n in left if ready[n] <= now + 1e-12]
+        if not running:
+            now = min(ready[n] for n in left)
+            continue
+        share = _fair_share({n: min(float(by_name[n].partitions), slots) for n in running}, slots)
+        speed = {n: _waves_parallelism(by_name[n], share[n]) for n in running}
+        waits = [left[n] / speed[n] for n in running if speed[n] > 0]
+        later = [ready[n] - now for n in left if ready[n] > now + 1e-12]
+        step = min(waits + later)
+        for n in running:
+            left[n] -= speed[n] * step
+        now += step
+        for n in [n for n in running if left[n] <= 1e-9]:
+            done[n] = now
+            del left[n]
+    return done
+
+
+def _waves_parallelism(q: SimQuery, slots: float) -> float:
+    """Slots' worth of progress a query's tasks make on ``slots`` slots (see
+    ``_QueryState.parallelism``)."""
+    usable = min(float(q.partitions), slots)
+    if not q.waves or usable < 1.0:
+        return usable
+    return q.partitions / math.ceil(q.partitions / math.floor(usable + _EPS))
 
 
 def step_load(before: float, after: float, at: float) -> Callable[[float], float]:
@@ -195,6 +286,7 @@ class _Executor:
     removed_time: float | None = None
     removed_reason: str | None = None
     bad: bool = False  # every task placed on it fails
+    speed: float = 1.0  # how fast it runs tasks, relative to a healthy executor
     failed: float = 0.0  # failed task attempts (fractional: the fluid model)
 
 
@@ -211,8 +303,11 @@ class SimCluster(ClusterBackend):
                  now: float = 0.0, kill_delay_s: float = 0.0, *,
                  bad_executors_from: float | None = None, start_failure_from: float | None = None,
                  start_failure_reason: str | None = None,
-                 heap_used_ratio: float | None = None, launch_commit_s: float | None = None) -> None:
+                 heap_used_ratio: float | None = None, launch_commit_s: float | None = None,
+                 slow_executors_from: float | None = None, slow_speed: float = 1.0) -> None:
         self.cores_per_executor = cores_per_executor
+        self.slow_executors_from = slow_executors_from
+        self.slow_speed = slow_speed
         self.launch_commit_s = launch_commit_s
         self.provisioning_delay_s = provisioning_delay_s
         self.kill_delay_s = kill_delay_s
@@ -332,6 +427,12 @@ class SimCluster(ClusterBackend):
             placed[e.executor_id] = n
         return placed
 
+    def speed(self, placement: Mapping[str, int]) -> float:
+        """The average speed of the slots these tasks were placed on."""
+        placed = [(n, self._live[eid].speed) for eid, n in placement.items() if n > 0 and eid in self._live]
+        total = sum(n for n, _ in placed)
+        return sum(n * s for n, s in placed) / total if total > 0 else 1.0
+
     def tasks_on_bad(self, placement: Mapping[str, int]) -> int:
         return sum(n for eid, n in placement.items() if eid in self._live and self._live[eid].bad)
 
@@ -376,7 +477,9 @@ class SimCluster(ClusterBackend):
         eid = str(self._next_id)
         bad = (not initial and self.bad_executors_from is not None
                and requested >= self.bad_executors_from - _EPS)
-        self._live[eid] = _Executor(eid, at, requested, bad=bad)
+        slow = (not initial and self.slow_executors_from is not None
+                and requested >= self.slow_executors_from - _EPS)
+        self._live[eid] = _Executor(eid, at, requested, bad=bad, speed=self.slow_speed if slow else 1.0)
         self._order = None
         self.executors_added += 1
         if at > requested:
@@ -422,6 +525,11 @@ class _Batch:
     backlog_at_start: float | None  # latestOffset - endOffset as planned
     arrival_rate: float  # rows / time since the previous batch start (inputRowsPerSecond)
     work: float = 0.0  # task slot-seconds in all (work_left at the start)
+    since_previous: float | None = None  # start minus the previous batch's start
+    executors: int = 0  # live when it started
+    executors_used: int = 0  # where its tasks land
+    fresh: bool = False  # some executor runs its first task of the query in it
+    tasks_started: float | None = None  # when its task phase began (the driver part done)
 
 
 class _QueryState:
@@ -437,6 +545,8 @@ class _QueryState:
         self.batch: _Batch | None = None
         self.next_start = start
         self.last_batch_start: float | None = None
+        self.records: deque[BatchRecord] = deque(maxlen=RECENT_BATCHES)
+        self.warm_executors = 0  # executors that ran a task of this query (the most at once)
         # cumulative counters, as the collector keeps them
         self.batches = 0
         self.input_rows = 0.0
@@ -509,18 +619,28 @@ class _QueryState:
                     self.next_start = self._next_trigger(now, poll=True)
                     continue
                 self.source -= rows
-                since = now - self.last_batch_start if self.last_batch_start is not None else 0.0
+                previous = self.last_batch_start
+                since = now - previous if previous is not None else 0.0
                 self.last_batch_start = now
-                work = rows * q.cost_per_row + self._fixed_cost()
+                used = self._executors_used()
+                # Executors gone since are gone for good: their replacements start cold.
+                self.warm_executors = min(self.warm_executors, self.live_executors)
+                fresh = max(0, used - self.warm_executors)
+                self.warm_executors = max(self.warm_executors, used)
+                work = rows * q.cost_per_row + self._fixed_cost() + fresh * q.new_executor_warmup_s
                 self.batch = _Batch(rows, q.batch_overhead_s, work, now,
                                     self.source if q.reports_backlog else None,
-                                    rows / since if since > 0 else 0.0, work=work)
+                                    rows / since if since > 0 else 0.0, work=work,
+                                    since_previous=None if previous is None else since,
+                                    executors=self.live_executors, executors_used=used, fresh=fresh > 0)
             b = self.batch
             if b.overhead_left > _EPS:
                 use = min(b.overhead_left, end - now)
                 b.overhead_left -= use
                 now += use
                 continue
+            if b.tasks_started is None:
+                b.tasks_started = now
             if alloc <= _EPS:
                 break
             use = min(b.work_left / alloc, end - now)
@@ -556,14 +676,27 @@ class _QueryState:
         self.ran = True
         self.batch = None
         self.next_start = self._next_trigger(now, poll=False, started=b.started)
+        self.records.append(BatchRecord(
+            batch_id=self.batches - 1, start=b.started, duration_s=duration, rows=round(b.rows),
+            since_previous_s=b.since_previous, backlog=b.backlog_at_start, task_s=b.work,
+            tasks=q.partitions, task_wall_s=now - (b.tasks_started if b.tasks_started is not None else now),
+            executors_used=b.executors_used, executors=b.executors, fresh_executors=b.fresh))
+
+    def _executors_used(self) -> int:
+        """Executors a new batch's tasks land on: as many as its tasks fill, at most the live ones."""
+        return min(self.live_executors, math.ceil(self.q.partitions / self.cores))
 
     def _fixed_cost(self) -> float:
         """Task slot-seconds a batch pays whatever its rows (see SimQuery.task_overhead_s)."""
         q = self.q
         if not q.task_overhead_s and not q.executor_overhead_s:
             return 0.0
-        executors = min(self.live_executors, math.ceil(q.partitions / self.cores))
-        return q.partitions * q.task_overhead_s + executors * q.executor_overhead_s
+        return q.partitions * q.task_overhead_s + self._executors_used() * q.executor_overhead_s
+
+    def parallelism(self, slots: float) -> float:
+        """Slots its tasks can keep busy given ``slots``: at most its tasks, and in waves (T tasks
+        on P slots take ceil(T / P) rounds: T / ceil(T / P) slots' worth of progress)."""
+        return _waves_parallelism(self.q, slots)
 
     def batch_view(self) -> BatchView | None:
         """The running batch's tasks, or None (no batch, or still planning on the driver)."""
@@ -595,7 +728,7 @@ class _QueryState:
             last_progress_time=self.last_progress_time, busy_ms=self.busy_ms,
             tasks_finished=self.tasks_finished, tasks_failed=int(self.tasks_failed + _EPS),
             max_stage_tasks=q.partitions if self.ran else None, active=self.active,
-            exception=self.exception)
+            exception=self.exception, recent_batches=tuple(self.records))
 
 
 def _fair_share(demand: dict[str, float], slots: float) -> dict[str, float]:
@@ -653,7 +786,7 @@ class Simulation:
     Every ``config.interval_s`` of simulated time the simulation calls ``autoscaler.step()``; the
     autoscaler reads the simulation through :class:`SimCollector` (clock = simulated time, read as
     epoch seconds for excluded periods) and acts on :attr:`cluster` through the realizer. Built from:
-    ``evaluator`` / ``policy`` (default :class:`BusyTimeEvaluator` / :class:`ScalingPolicy`),
+    ``evaluator`` / ``policy`` (default :class:`MicroBatchEvaluator` / :class:`ScalingPolicy`),
     ``realizer`` (a :class:`ScalingRealizer`, or a factory called with the :class:`SimCluster`;
     default :class:`ExecutorRealizer`), ``checkers`` (default: ``build_checkers(config)``) in a
     :class:`RollbackGuard`, ``state_store`` (default :class:`InMemoryStateStore`), and an
@@ -673,7 +806,8 @@ class Simulation:
                  realizer: ScalingRealizer | Callable[[SimCluster], ScalingRealizer] | None = None,
                  checkers: Sequence[ScalingChecker] | None = None,
                  state_store: StateStore | None = None, app_name: str = "sim", strict: bool = True,
-                 fail_tasks_on_new_executors: bool = False, executor_start_failure: bool = False,
+                 fail_tasks_on_new_executors: bool = False, slow_new_executors: float | None = None,
+                 executor_start_failure: bool = False,
                  executor_start_failure_reason: str | None = None, faults_from: float | None = None,
                  heap_used_ratio: float | None = 0.5, gc_fraction: float = 0.02,
                  run_id: str | None = None, launch_commit_s: float | None = None,
@@ -692,10 +826,12 @@ class Simulation:
             kill_delay_s=kill_delay_s, bad_executors_from=t0 if fail_tasks_on_new_executors else None,
             start_failure_from=t0 if executor_start_failure else None,
             start_failure_reason=executor_start_failure_reason, heap_used_ratio=heap_used_ratio,
-            launch_commit_s=launch_commit_s)
+            launch_commit_s=launch_commit_s,
+            slow_executors_from=t0 if slow_new_executors is not None else None,
+            slow_speed=slow_new_executors if slow_new_executors is not None else 1.0)
         self.on_step = on_step
         self.now = start_time
-        self.evaluator = evaluator or BusyTimeEvaluator()
+        self.evaluator = evaluator or MicroBatchEvaluator()
         self.policy = policy or ScalingPolicy()
         if realizer is None:
             self.realizer: ScalingRealizer = ExecutorRealizer(self.cluster, config.min_executors,
@@ -718,7 +854,7 @@ class Simulation:
         self._slot_ms = 0.0
         self._next_tick = start_time + config.interval_s
         self._tick_slot_s = 0.0
-        self._last_scaling: dict | None = None
+        self._last_scaling: ScalingRecord | None = None
         self.result = SimResult([], [], [], cores_per_executor, events=self.recorder.events)
 
     @property
@@ -760,14 +896,16 @@ class Simulation:
         placement = self.cluster.place_tasks(total)
         on_bad = self.cluster.tasks_on_bad(placement)
         useful = max(0.0, 1.0 - on_bad / total) if total > _EPS else 1.0
+        speed = self.cluster.speed(placement)  # slow executors make every task slower on average
         failed = 0.0
         running = 0.0
         for s in self._states:
-            a = alloc[s.q.name]
-            busy = s.advance(t, dt, a * useful)
+            a = s.parallelism(alloc[s.q.name])
+            busy = s.advance(t, dt, a * useful * speed)
             if on_bad and a > 0:
                 # Slot-seconds in the task phase at the full allocation, on the bad share.
-                task_s = busy / (a * useful) if useful > _EPS else (dt if s.batch is not None else 0.0)
+                task_s = (busy / (a * useful * speed) if useful * speed > _EPS
+                          else (dt if s.batch is not None else 0.0))
                 lost = a * (on_bad / total) * task_s / FAILED_TASK_S
                 s.tasks_failed += lost
                 failed += lost
@@ -809,9 +947,9 @@ class Simulation:
             if errors:
                 raise SimulationError(f"t={self.now:g}s: the control loop reported: {errors[0].reason}")
         status = self.autoscaler.status()
-        scaling = status["last_scaling"]
-        if scaling is not None and scaling != self._last_scaling:
-            self.result.records.append(ScalingRecord(**scaling))
+        scaling = self.autoscaler.executor.targets.last_scaling
+        if scaling is not None and scaling is not self._last_scaling:
+            self.result.records.append(scaling)
         self._last_scaling = scaling
         for decision in decisions:
             if decision.applied:

@@ -1,0 +1,376 @@
+"""The micro-batch performance model: what one query's batch costs at a given size, learned online
+from every completed batch.
+
+A micro-batch is not a continuous operator. Each batch pays
+
+* driver time no executor shortens (planning, offset and state commits, the sink's commit):
+  ``driver_s``;
+* task time ``W = fixed_task_s + per_executor_s x E + per_row_s x rows``: a fixed part paid per task
+  (scheduling, deserializing, the sink's file per task), a part per executor its tasks land on
+  (``E``: a Python worker, a connection) and the work of its rows;
+* spread over its tasks: the widest stage's ``T`` tasks on ``P = min(slots, T)`` slots run in
+  ``ceil(T / P)`` waves, so the task phase lasts ``efficiency x waves x W / tasks``. ``efficiency``
+  is 1 for perfectly even tasks; skew and stragglers make it larger.
+
+So the batch time is ``driver_s + efficiency x waves(P) x W / tasks``: only the second part falls
+with more executors, and only while ``P`` is below ``T``. Queries of one application share its
+executors: batches that run at the same time (Spark starts the batches of queries with one trigger
+interval at the same instant) split the slots, so a batch's task phase lasts at least the joint
+task time of it and its :class:`Concurrent` batches over all the slots. :class:`BatchCostLearner` fits the
+coefficients from the query's recent batches (the executor counts it ran on give ``per_executor_s``
+and the efficiency; batches of different sizes give ``per_row_s``), and :class:`BatchCost` answers
+what a size would do: batch time, throughput, time to drain a backlog.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .metrics import BatchRecord
+
+# A query's first batches pay for starting Python workers, loading classes, opening the sink:
+# they say nothing about the steady cost.
+WARMUP_BATCHES = 2
+# Batches kept per query for the fit: a few minutes of 1-10 s batches.
+KEPT_BATCHES = 120
+# Fewest warm batches with rows before the model is trusted at all (the average cost of a row).
+MIN_BATCHES = 3
+# The coefficient of a row is trusted when its standard error is at most this share of it;
+# otherwise the last trusted split of task time into fixed and per-row parts is kept.
+MAX_ROW_COST_ERROR = 0.25
+OUTLIER_MADS = 3.0
+# New warm batches after which the model is fitted again (sooner on a new size or a correction).
+REFIT_EVERY = 5
+MIN_EFFICIENCY, MAX_EFFICIENCY = 0.5, 5.0
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Concurrent:
+    """Task time other queries' batches put on the slots while a batch runs."""
+
+    task_s: float = 0.0
+    tasks: int = 0
+
+
+NONE_CONCURRENT = Concurrent()
+
+
+def ideal_task_phase(task_s: float, tasks: int, widest: int, slots: int,
+                     concurrent: Concurrent = NONE_CONCURRENT) -> float:
+    """Seconds ``task_s`` of task time in ``tasks`` even tasks take on ``slots`` slots, in waves, and
+    at least as long as it and the concurrent task time together take on all of them."""
+    alone = waves(tasks, widest, slots) * task_s / max(1, tasks)
+    if concurrent.task_s <= 0:
+        return alone
+    joint = (task_s + concurrent.task_s) / max(1, min(slots, tasks + concurrent.tasks))
+    return max(alone, joint)
+
+
+def waves(tasks: int, widest: int, slots: int) -> float:
+    """Rounds of tasks a batch of ``tasks`` tasks (its widest stage ``widest`` wide) runs in on
+    ``slots`` slots: ``ceil(widest / slots)`` per stage, for ``tasks / widest`` stages."""
+    widest = max(1, widest)
+    parallel = max(1, min(slots, widest))
+    return max(1, tasks) / widest * math.ceil(widest / parallel - _EPS)
+
+
+@dataclass(frozen=True)
+class BatchCost:
+    """The fitted cost of one query's batches (see the module docstring)."""
+
+    driver_s: float
+    fixed_task_s: float
+    per_executor_s: float
+    per_row_s: float
+    tasks: int  # tasks per batch, all stages
+    widest: int  # tasks of its widest stage: more slots than this do nothing
+    cores: int  # task slots per executor
+    efficiency: float  # observed task phase / the ideal one (1: even tasks)
+    error: float  # relative spread of the batch-time predictions over the fitted batches
+    batches: int  # batches the fit rests on
+    row_cost_trusted: bool  # per_row_s came from rows that varied; else split from an earlier fit
+    executor_counts: tuple[int, ...] = ()  # the sizes it has seen the query run at
+    efficiency_by_executors: dict[int, float] = field(default_factory=dict)
+
+    def executors_used(self, executors: int) -> int:
+        """Executors a batch's tasks land on: as many as its widest stage fills."""
+        return max(1, min(executors, math.ceil(self.widest / max(1, self.cores))))
+
+    def task_time(self, rows: float, executors: int) -> float:
+        """Slot-seconds of task time a batch of ``rows`` pays on ``executors`` executors."""
+        return (self.fixed_task_s + self.per_executor_s * self.executors_used(executors)
+                + self.per_row_s * max(0.0, rows))
+
+    def efficiency_at(self, executors: int) -> float:
+        """The efficiency seen at this size, else at the nearest size seen, else the overall one."""
+        seen = self.efficiency_by_executors
+        if executors in seen:
+            return seen[executors]
+        if seen:
+            nearest = min(seen, key=lambda k: (abs(k - executors), k))
+            return seen[nearest]
+        return self.efficiency
+
+    def task_phase(self, rows: float, executors: int, concurrent: Concurrent = NONE_CONCURRENT) -> float:
+        """Seconds its tasks take on ``executors`` executors: what more executors shorten."""
+        slots = max(1, executors) * self.cores
+        work = self.task_time(rows, executors)
+        return self.efficiency_at(executors) * ideal_task_phase(work, self.tasks, self.widest, slots,
+                                                                concurrent)
+
+    def batch_time(self, rows: float, executors: int, concurrent: Concurrent = NONE_CONCURRENT) -> float:
+        """Seconds a batch of ``rows`` takes on ``executors`` executors, driver time included."""
+        return self.driver_s + self.task_phase(rows, executors, concurrent)
+
+    def row_seconds(self, executors: int) -> float:
+        """Seconds each further row adds to a batch on ``executors`` executors."""
+        slots = max(1, executors) * self.cores
+        return (self.efficiency_at(executors) * waves(self.tasks, self.widest, slots)
+                * self.per_row_s / max(1, self.tasks))
+
+    def capacity(self, executors: int) -> float:
+        """Rows/s the query processes at most on ``executors`` executors, batches back to back
+        and large (the fixed costs spread thin): rows over the time each adds."""
+        per_row = self.row_seconds(executors)
+        return math.inf if per_row <= 0 else 1.0 / per_row
+
+    def steady_batch_time(self, rate: float, executors: int, trigger_s: float | None) -> float:
+        """Seconds a batch takes when rows arrive at ``rate``: with a trigger each batch reads a
+        trigger interval's rows (more once batches run longer than it); without one the next
+        batch starts at once and reads what arrived meanwhile. ``inf`` when the executors cannot
+        keep up."""
+        per_row = self.row_seconds(executors)
+        fixed = self.batch_time(0.0, executors)
+        if trigger_s:
+            within = self.batch_time(rate * trigger_s, executors)
+            if within <= trigger_s:
+                return within
+        # Period = batch time: d = fixed + per_row x rate x d.
+        busy = per_row * rate
+        return math.inf if busy >= 1.0 - _EPS else fixed / (1.0 - busy)
+
+    def drain_seconds(self, backlog: float, rate: float, executors: int, read_limit: float | None,
+                      trigger_s: float | None) -> float:
+        """Seconds to work ``backlog`` rows off while rows keep arriving at ``rate``: batches run
+        back to back, each reading at most ``read_limit`` rows. ``inf`` if it never drains."""
+        if backlog <= 0:
+            return 0.0
+        if read_limit:
+            rows = read_limit
+            period = max(trigger_s or 0.0, self.batch_time(rows, executors))
+            throughput = rows / period if period > 0 else math.inf
+        else:
+            throughput = self.capacity(executors)
+        spare = throughput - rate
+        return math.inf if spare <= _EPS else backlog / spare
+
+
+class BatchCostLearner:
+    """Fits one query's :class:`BatchCost` from its batches, online: :meth:`add` each completed
+    batch once (warm-up ones are told apart here), :meth:`fit` when a figure is needed. Refits when
+    a batch at a size not seen yet came, or :data:`REFIT_EVERY` batches did, or one was corrected;
+    the coefficients move slowly otherwise, and a fit is the costly part of a tick."""
+
+    def __init__(self, max_batches: int = KEPT_BATCHES) -> None:
+        self._batches: deque[BatchRecord] = deque(maxlen=max_batches)
+        self._seen: dict[int, float] = {}  # batch id -> task time when last seen (insertion order)
+        self._first_batch: int | None = None
+        self._fit: BatchCost | None = None
+        self._fit_cores = 0
+        self._stale = True  # something the cached fit does not reflect came
+        self._since_fit = 0  # warm batches added since the cached fit
+        self._sizes: set[int | None] = set()  # executor counts of the kept batches
+        self._split: tuple[float, float] | None = None  # last trusted (fixed share, per-row cost)
+
+    def add(self, batches: Iterable[BatchRecord], exclude: tuple[float, float] | None = None) -> int:
+        """Take the batches not seen yet; those overlapping ``exclude`` (start, end: a change of
+        executors settling), warm-up batches and batches with fresh executors only count as seen.
+        Returns how many were kept."""
+        kept = 0
+        for b in batches:
+            seen = self._seen.get(b.batch_id)
+            if seen is not None:
+                # Task ends can reach the listener after the batch's progress: a batch seen again
+                # with more task time replaces the first sight of it.
+                if (b.task_s or 0.0) > seen:
+                    self._seen[b.batch_id] = b.task_s or 0.0
+                    self._update(b)
+                continue
+            self._seen[b.batch_id] = b.task_s or 0.0
+            while len(self._seen) > 4 * (self._batches.maxlen or KEPT_BATCHES):
+                del self._seen[next(iter(self._seen))]
+            if self._first_batch is None or b.batch_id < self._first_batch:
+                self._first_batch = b.batch_id
+            if not self.warm(b, exclude):
+                continue
+            self._batches.append(b)
+            self._since_fit += 1
+            size = b.executors or b.executors_used
+            if size not in self._sizes:
+                self._sizes.add(size)
+                self._stale = True
+            kept += 1
+        if self._since_fit >= max(REFIT_EVERY, len(self._batches) // 4):
+            self._stale = True
+        return kept
+
+    def _update(self, b: BatchRecord) -> None:
+        for i in range(len(self._batches) - 1, -1, -1):
+            kept = self._batches[i]
+            if kept.batch_id == b.batch_id:
+                self._batches[i] = replace(
+                    b, concurrent_task_s=max(b.concurrent_task_s, kept.concurrent_task_s),
+                    concurrent_tasks=max(b.concurrent_tasks, kept.concurrent_tasks))
+                self._stale = True
+                return
+
+    def warm(self, b: BatchRecord, exclude: tuple[float, float] | None = None) -> bool:
+        """Whether a batch tells the steady cost: past the query's first batches, no executor
+        running its first tasks in it, not overlapping a change of executors, with rows and
+        task time."""
+        first = self._first_batch if self._first_batch is not None else b.batch_id
+        if b.batch_id < first + WARMUP_BATCHES or b.fresh_executors:
+            return False
+        if exclude is not None and b.end > exclude[0] and b.start < exclude[1]:
+            return False
+        return b.rows > 0 and b.task_s is not None and b.task_s > 0
+
+    @property
+    def batches(self) -> Sequence[BatchRecord]:
+        return tuple(self._batches)
+
+    def fit(self, cores: int, widest_hint: int | None = None) -> BatchCost | None:
+        """The fitted cost, or None before :data:`MIN_BATCHES` warm batches with rows."""
+        pts = list(self._batches)
+        if len(pts) < MIN_BATCHES:
+            return None
+        if self._fit is not None and not self._stale and cores == self._fit_cores:
+            return self._fit
+        self._sizes = {b.executors or b.executors_used for b in pts}
+        self._fit = self._fit_now(pts, max(1, cores), widest_hint)
+        self._fit_cores, self._stale, self._since_fit = cores, False, 0
+        return self._fit
+
+    # -- the fit ---------------------------------------------------------------------------------
+
+    def _fit_now(self, pts: list[BatchRecord], cores: int, widest_hint: int | None) -> BatchCost:
+        rows = np.array([float(b.rows) for b in pts])
+        task = np.array([float(b.task_s or 0.0) for b in pts])
+        tasks = int(np.median([b.tasks for b in pts if b.tasks])) if any(b.tasks for b in pts) else 0
+        widest = widest_hint or tasks or 1
+        tasks = tasks or widest
+        widest = min(widest, tasks)
+        live = [b.executors if b.executors else b.executors_used for b in pts]
+        used = np.array([float(b.executors_used or min(k or 1, math.ceil(widest / cores)))
+                         for b, k in zip(pts, live, strict=True)])
+        fixed, per_exec, per_row, trusted = self._task_time(rows, used, task)
+
+        # The split of each batch between its task phase and the rest.
+        sizes = np.array([float(max(1, k or 1)) for k in live])
+        n_tasks = np.array([float(b.tasks or tasks) for b in pts])
+        other_task = np.array([b.concurrent_task_s for b in pts])
+        other_tasks = np.array([float(b.concurrent_tasks) for b in pts])
+        ideal = _ideal_phases(task, n_tasks, widest, sizes * cores, other_task, other_tasks)
+        durations = np.array([b.duration_s for b in pts])
+        walls = [b.task_wall_s for b in pts]
+        by_size: dict[int, float] = {}
+        if all(w is not None for w in walls):
+            wall = np.array([float(w) for w in walls])  # type: ignore[arg-type]
+            ratio = np.clip(wall / np.maximum(ideal, _EPS), MIN_EFFICIENCY, MAX_EFFICIENCY)
+            efficiency = float(np.median(ratio))
+            for k in sorted({k for k in live if k}):
+                mask = np.array([x == k for x in live])
+                by_size[k] = float(np.median(ratio[mask]))
+            driver = float(np.median(np.maximum(0.0, durations - wall)))
+        else:
+            efficiency = 1.0
+            driver = float(np.median(np.maximum(0.0, durations - ideal)))
+        cost = BatchCost(driver_s=driver, fixed_task_s=fixed, per_executor_s=per_exec, per_row_s=per_row,
+                         tasks=tasks, widest=widest, cores=cores, efficiency=efficiency, error=0.0,
+                         batches=len(pts), row_cost_trusted=trusted,
+                         executor_counts=tuple(sorted({k for k in live if k})),
+                         efficiency_by_executors=by_size)
+        used_at = np.minimum(sizes, math.ceil(widest / cores))
+        work = fixed + per_exec * used_at + per_row * rows
+        by_batch = np.array([cost.efficiency_at(int(k)) for k in sizes])
+        predicted = driver + by_batch * _ideal_phases(work, n_tasks, widest, sizes * cores, other_task,
+                                                      other_tasks)
+        relative = np.abs(predicted - durations) / np.maximum(durations, _EPS)
+        error = float(np.median(relative) * 1.4826) if len(relative) else 0.0
+        return replace(cost, error=error)
+
+    def _task_time(self, rows: np.ndarray, used: np.ndarray,
+                   task: np.ndarray) -> tuple[float, float, float, bool]:
+        """(fixed, per executor, per row, trusted) for task time = fixed + per_exec x E + per_row x
+        rows, by least squares with outliers dropped; the per-executor term only when the executors
+        used varied, the per-row term only when it is well determined."""
+        columns = [np.ones_like(rows), rows]
+        varied_executors = len(set(used.tolist())) > 1
+        if varied_executors:
+            columns.append(used)
+        x = np.column_stack(columns)
+        keep = np.ones(len(rows), dtype=bool)
+        coef = se = None
+        for _ in range(2):  # fit, drop the points far off it, fit again
+            fitted = _least_squares(x[keep], task[keep])
+            if fitted is None:
+                break
+            coef, se = fitted
+            residual = task - x @ coef
+            mad = float(np.median(np.abs(residual[keep] - np.median(residual[keep]))))
+            inliers = np.abs(residual) <= OUTLIER_MADS * 1.4826 * mad if mad > 0 else keep
+            if inliers.sum() < MIN_BATCHES or (inliers == keep).all():
+                break
+            keep = inliers
+        average = float(task[keep].sum() / max(rows[keep].sum(), _EPS))
+        if coef is not None and se is not None:
+            fixed, per_row = float(coef[0]), float(coef[1])
+            per_exec = float(coef[2]) if varied_executors else 0.0
+            well_determined = per_row > 0 and se[1] <= MAX_ROW_COST_ERROR * per_row
+            if well_determined and fixed >= 0 and per_exec >= 0:
+                self._split = (fixed + per_exec * float(np.mean(used[keep])), per_row)
+                return fixed, per_exec, per_row, True
+        # Not identifiable from these batches (steady load, rows hardly varied): keep the last
+        # trusted per-row cost, with the fixed part whatever the batches' mean leaves; before any,
+        # the plain average (every second of task time charged to the rows).
+        mean_rows = float(np.mean(rows[keep]))
+        mean_task = float(np.mean(task[keep]))
+        if self._split is not None:
+            per_row = min(self._split[1], mean_task / max(mean_rows, _EPS))
+            return max(0.0, mean_task - per_row * mean_rows), 0.0, per_row, False
+        return 0.0, 0.0, average, False
+
+
+def _ideal_phases(task_s: np.ndarray, tasks: np.ndarray, widest: int, slots: np.ndarray,
+                  other_task_s: np.ndarray, other_tasks: np.ndarray) -> np.ndarray:
+    """:func:`ideal_task_phase` over arrays of batches."""
+    parallel = np.maximum(1.0, np.minimum(slots, widest))
+    alone = tasks / widest * np.ceil(widest / parallel - _EPS) * task_s / np.maximum(1.0, tasks)
+    joint = (task_s + other_task_s) / np.maximum(1.0, np.minimum(slots, tasks + other_tasks))
+    return np.where(other_task_s > 0, np.maximum(alone, joint), alone)
+
+
+def _least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Coefficients and their standard errors, or None when the columns do not vary enough to
+    tell them apart. Columns are scaled to unit size first (rows run to thousands, the intercept
+    is 1), so the conditioning test is about the data, not its units."""
+    n, p = x.shape
+    if n <= p:
+        return None
+    scale = np.maximum(np.abs(x).max(axis=0), _EPS)
+    xs = x / scale
+    gram = xs.T @ xs
+    if np.linalg.cond(gram) > 1e10:
+        return None
+    inverse = np.linalg.inv(gram)
+    coef = inverse @ xs.T @ y
+    residual = y - xs @ coef
+    variance = float(residual @ residual) / (n - p)
+    se = np.sqrt(np.maximum(np.diag(inverse) * variance, 0.0))
+    return coef / scale, se / scale

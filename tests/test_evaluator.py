@@ -1,0 +1,278 @@
+"""MicroBatchEvaluator on hand-built batch series (no Spark, no simulator): arrivals from the
+batches, sizing on the performance model, readiness, and the outcome of a change."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import pytest
+
+from harness import CFG, CORES, scaling_context
+from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.decisions import Evaluation, Prediction, ScalingRecord
+from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
+from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, MetricSample, QueryMetrics
+from sparkscale_listener.model import BatchCost, ideal_task_phase
+from sparkscale_listener.policy import ScalingPolicy
+
+
+@dataclass
+class Stream:
+    """A query whose batches follow known costs exactly: ``rate(t)`` rows/s arrive, a batch starts
+    every ``trigger_s`` (at once when the last one ends, without a trigger) and reads what arrived
+    since the previous one started (at most ``limit``), pays ``driver_s`` on the driver and
+    ``fixed_s + per_row_s x rows`` of task time over ``tasks`` tasks on the executors live."""
+
+    qid: str
+    rate: float | Callable[[float], float]
+    per_row_s: float = 0.001
+    fixed_s: float = 0.0
+    driver_s: float = 0.2
+    tasks: int = 16
+    trigger_s: float | None = 10.0
+    limit: float | None = None
+    backlog0: float = 0.0  # rows waiting at the start
+    reports_backlog: bool = True
+    name: str | None = None
+
+    def arriving(self, t: float) -> float:
+        return self.rate(t) if callable(self.rate) else self.rate
+
+    def run(self, until: float, executors: Callable[[float], int] | int = 4) -> list[BatchRecord]:
+        out: list[BatchRecord] = []
+        waiting, start, previous = self.backlog0, 0.0, None
+        i = 0
+        while True:
+            live = executors(start) if callable(executors) else executors
+            rows = waiting if self.limit is None else min(waiting, self.limit)
+            task_s = self.fixed_s + self.per_row_s * rows
+            wall = ideal_task_phase(task_s, self.tasks, self.tasks, live * CORES)
+            duration = self.driver_s + wall
+            if start + duration > until:
+                break
+            waiting -= rows
+            out.append(BatchRecord(
+                batch_id=i, start=start, duration_s=duration, rows=round(rows),
+                since_previous_s=None if previous is None else start - previous,
+                backlog=waiting if self.reports_backlog else None, task_s=task_s, tasks=self.tasks,
+                task_wall_s=wall, executors_used=min(live, self.tasks), executors=live))
+            i += 1
+            previous = start
+            nxt = start + duration if not self.trigger_s else max(start + duration, start + self.trigger_s)
+            width = (nxt - start) / 20
+            waiting += sum(self.arriving(start + (k + 0.5) * width) for k in range(20)) * width
+            start = nxt
+        return out
+
+    def metrics(self, batches: list[BatchRecord]) -> QueryMetrics:
+        last = batches[-1] if batches else None
+        return QueryMetrics(
+            self.qid, name=self.name, batches=len(batches), input_rows=sum(b.rows for b in batches),
+            backlog=last.backlog if last else None, max_stage_tasks=self.tasks,
+            trigger_interval_ms=self.trigger_s * 1000.0 if self.trigger_s else None,
+            last_progress_time=last.end if last else None, recent_batches=tuple(batches[-64:]),
+            busy_ms=sum(b.task_s or 0.0 for b in batches) * 1000.0)
+
+
+def history_of(streams: list[Stream], until: float, live: int = 4, step: float = 10.0,
+               executors: Callable[[float], int] | int | None = None, other_tasks: int = 0,
+               external: dict[str, float] | None = None) -> list[MetricSample]:
+    runs = {s.qid: s.run(until, executors if executors is not None else live) for s in streams}
+    samples = []
+    times = [step * i for i in range(1, int(until / step + 1e-9) + 1)]
+    for t in [*times, until] if not times or times[-1] < until else times:
+        queries = {s.qid: s.metrics([b for b in runs[s.qid] if b.end <= t]) for s in streams}
+        samples.append(MetricSample(t, ClusterMetrics(live, CORES, other_tasks=other_tasks), queries,
+                                    external=external or {}))
+    return samples
+
+
+def evaluate(streams: list[Stream], until: float = 300.0, evaluator: MetricEvaluator | None = None,
+             **kw: object) -> Evaluation:
+    live = int(kw.pop("live", 4))  # type: ignore[call-overload]
+    history = history_of(streams, until, live=live, **{k: v for k, v in kw.items()
+                                                       if k in ("executors", "other_tasks", "external")})
+    context_kw = {k: v for k, v in kw.items() if k not in ("executors", "other_tasks", "external")}
+    context = scaling_context(until, target=int(context_kw.pop("target", live)), live=live, **context_kw)  # type: ignore[arg-type]
+    return (evaluator or MicroBatchEvaluator()).evaluate(history, context)
+
+
+def test_the_default_evaluator_implements_the_interface() -> None:
+    assert isinstance(MicroBatchEvaluator(), MetricEvaluator)
+    with pytest.raises(TypeError):
+        MetricEvaluator()  # type: ignore[abstract]
+
+
+def test_arrivals_come_from_the_batches_and_the_size_from_the_model() -> None:
+    # 2000 rows/s on a 10 s trigger: 20000 rows a batch, 0.2 s + 20 s of task time over 16 tasks.
+    # On 4 executors (16 slots) a batch takes 0.2 + 1.25 s; the target 0.7 x 10 s allows 4 slots.
+    ev = evaluate([Stream("a", 2000.0)])
+    assert ev.ready
+    qe = ev.queries["a"]
+    assert qe.target_rate == pytest.approx(2000.0, rel=1e-3)
+    assert qe.input_rate == pytest.approx(2000.0, rel=1e-3)
+    assert qe.batch_time_s == pytest.approx(0.2 + 20.0 / 16)
+    assert qe.rows_per_batch == pytest.approx(20_000, rel=1e-3)
+    # 1 executor: 4 slots, 4 waves: 0.2 + 4 x 1.25 = 5.2 s <= 7 s.
+    assert (qe.required_executors, ev.recommended_executors) == (1, 1)
+    assert ev.utilization == pytest.approx(0.7 * (0.2 + 1.25) / 7.0, rel=1e-3)
+    assert qe.cost is not None and qe.cost.per_row_s == pytest.approx(0.001)
+
+
+def test_a_step_is_sized_once_two_batches_show_it_and_one_batch_only_blocks_scale_downs() -> None:
+    step = Stream("a", lambda t: 500.0 if t < 200 else 5000.0)
+    # One batch of the new rate: the window's rate is sized on, but the load is rising.
+    one = evaluate([step], until=215.0)
+    assert one.rising and one.queries["a"].rising and "arrivals rising" in one.queries["a"].note
+    assert one.queries["a"].target_rate < 2500.0
+    # Two: the lower of the two is the rate, whatever the window says.
+    two = evaluate([step], until=225.0)
+    assert two.queries["a"].target_rate == pytest.approx(5000.0, rel=0.01)
+    assert two.recommended_executors > one.recommended_executors
+
+
+def test_not_ready_before_three_warm_batches_of_a_query() -> None:
+    ev = evaluate([Stream("a", 1000.0)], until=35.0, target=5)  # 4 batches, 2 of them warm-up
+    assert not ev.ready and ev.recommended_executors == 5
+    assert "learning the cost of query" in ev.reason
+
+
+def test_after_a_change_it_waits_for_two_batches_at_the_new_size() -> None:
+    q = Stream("a", 1000.0)
+    history = history_of([q], 300.0)
+    not_yet = MicroBatchEvaluator().evaluate(history, scaling_context(300.0, window_start=285.0))
+    assert not not_yet.ready and "1 of 2 batches of query" in not_yet.reason
+    waiting = MicroBatchEvaluator().evaluate(history, scaling_context(300.0, window_start=math.inf))
+    assert not waiting.ready and "waiting for requested executors to register" in waiting.reason
+
+
+def test_arrivals_beyond_what_the_last_scale_up_was_sized_for_need_no_stabilization() -> None:
+    step = Stream("a", lambda t: 1000.0 if t < 200 else 20_000.0, tasks=64)
+    history = history_of([step], 240.0)
+    cost = BatchCost(0.2, 0.0, 0.0, 0.001, 64, 64, CORES, 1.0, 0.0, 10, True)
+    sized_for_1000 = ScalingRecord(205.0, "scale_up", 1, 4, "r", predictions={
+        "a": Prediction("a", 1000.0, 10_000.0, 1, 2.7, 0.9, 64_000.0, None, cost)})
+    context = replace(scaling_context(240.0, window_start=math.inf), last_scaling=sized_for_1000)
+    ev = MicroBatchEvaluator().evaluate(history, context)
+    assert ev.ready and ev.recommended_executors > 4
+    assert "outgrew the 1e+03 rows/s the last scale-up was sized for" in ev.queries["a"].note
+
+
+def test_a_backlog_asks_for_catch_up_and_provisioning_capacity_and_sets_backlog_mode() -> None:
+    # 1000000 rows wait (at most 50000 read a batch), 1000 rows/s arrive.
+    q = Stream("a", 1000.0, backlog0=1_000_000.0, limit=50_000.0)
+    ev = evaluate([q], until=60.0, provisioning=30.0)
+    qe = ev.queries["a"]
+    assert qe.backlog is not None and qe.backlog > 200_000
+    excess = qe.backlog - 1000.0 * 10.0
+    assert qe.catch_up_rate == pytest.approx(excess / 300.0 + 1000.0 * 30.0 / 300.0, rel=0.01)
+    assert qe.backlog_mode and "backlog mode" in qe.note and ev.backlog_mode
+    # A batch must read a trigger interval of the arrivals plus the catch-up (at most the read limit).
+    assert qe.rows_per_batch == pytest.approx(min(50_000.0, (qe.target_rate + qe.catch_up_rate) * 10.0))
+
+
+def test_batch_time_executors_cannot_shorten_is_no_reason_to_hold_them() -> None:
+    # A stateful query on a 1 s trigger: 1.2 s of each batch on the driver, a little task time.
+    # Its batches run past the trigger whatever the executors: one executor does what four do.
+    q = Stream("dedup", 200.0, per_row_s=0.0005, fixed_s=0.4, driver_s=1.2, tasks=4, trigger_s=1.0)
+    ev = evaluate([q], until=120.0)
+    assert ev.ready and ev.recommended_executors == 1
+    assert ScalingPolicy().decide(ev, scaling_context(120.0)).action == "none"  # the delay first
+    qe = ev.queries["dedup"]
+    assert qe.cost is not None and qe.cost.driver_s == pytest.approx(1.2)
+
+
+def test_the_widest_stage_caps_what_executors_can_do() -> None:
+    # 8 tasks: more than 2 executors of 4 slots shorten nothing; the load wants more than that.
+    q = Stream("a", 8000.0, tasks=8, trigger_s=10.0)
+    ev = evaluate([q], until=300.0)
+    qe = ev.queries["a"]
+    assert qe.capped and qe.parallelism_cap == 8
+    assert ev.recommended_executors == 2
+    assert "capped at 8 parallel tasks" in ev.reason
+
+
+def test_an_idle_query_needs_nothing_but_only_on_evidence() -> None:
+    busy = Stream("a", 2000.0)
+    idle = Stream("b", 0.0)
+    ev = evaluate([busy, idle])
+    assert "idle" in ev.queries["b"].note and ev.queries["b"].required_executors == 1
+
+
+def test_queries_with_one_trigger_start_together_and_share_the_slots() -> None:
+    # Alone each needs 2 executors; their batches start together and split the slots.
+    a, b = Stream("a", 4000.0, tasks=8), Stream("b", 4000.0, tasks=8)
+    alone = evaluate([a])
+    together = evaluate([a, b])
+    assert together.recommended_executors > alone.recommended_executors
+
+
+def test_a_backlog_from_the_external_metrics_hook_or_reported_missing() -> None:
+    q = Stream("a", 1000.0, name="clicks", reports_backlog=False)
+    ev = evaluate([q])
+    assert ev.queries["a"].backlog is None and "no backlog reported" in ev.queries["a"].note
+    seen = evaluate([q], external={"backlog.clicks": 130_000.0})
+    qe = seen.queries["a"]
+    assert qe.backlog == 130_000.0 and "backlog.clicks" in qe.note
+    assert qe.catch_up_rate > 0
+
+
+def test_a_read_limit_that_binds_where_no_backlog_is_reported_is_seen_in_the_batches() -> None:
+    # A file source reads at most 2000 rows a 5 s trigger; 1000 rows/s arrive, the rest waits
+    # unseen. Every batch reads the same 2000 rows and runs past the trigger.
+    files = Stream("files", 1000.0, per_row_s=0.02, tasks=8, trigger_s=5.0, limit=2000.0,
+                   reports_backlog=False)
+    ev = evaluate([files], until=150.0, live=1)
+    qe = ev.queries["files"]
+    assert "falling behind" in qe.note and qe.rising
+    assert qe.rows_per_batch == 2000.0
+    assert ev.recommended_executors > 1
+
+
+def test_the_recommendation_is_bounded_and_the_reason_says_so() -> None:
+    big = Stream("a", 100_000.0, tasks=512)
+    ev = evaluate([big], until=200.0, live=20, target=20)
+    assert ev.recommended_executors == CFG.max_executors
+    assert "bounded to 20 by min/maxExecutors" in ev.reason
+    tiny = Stream("a", 1.0)
+    cfg = AutoscalerConfig(min_executors=2, max_executors=20)
+    assert evaluate([tiny], cfg=cfg).recommended_executors == 2
+
+
+def test_spark_task_cpus_divides_the_slots_of_an_executor() -> None:
+    q = Stream("a", 6000.0, tasks=32)
+    history = history_of([q], 300.0)
+    one = MicroBatchEvaluator().evaluate(history, scaling_context(300.0))
+    two = MicroBatchEvaluator().evaluate(history, replace(scaling_context(300.0), task_cpus=2))
+    assert two.recommended_executors > one.recommended_executors
+
+
+def test_other_jobs_keep_a_slot_per_pending_or_running_task() -> None:
+    ev = evaluate([Stream("a", 1.0)], other_tasks=18)
+    assert ev.recommended_executors == 5  # 18 slots, 4 an executor
+    assert "other jobs (not streaming) have up to 18 pending or running tasks" in ev.reason
+
+
+def _scaled_up(evaluator: MicroBatchEvaluator, after: Callable[[float], int],
+               rate: float = 8000.0) -> Evaluation:
+    q = Stream("a", rate, tasks=32)
+    history = history_of([q], 400.0, executors=after, live=8)
+    cost = BatchCost(0.2, 0.0, 0.0, 0.001, 32, 32, CORES, 1.0, 0.02, 20, True)
+    record = ScalingRecord(200.0, "scale_up", 2, 8, "r", predictions={
+        "a": Prediction("a", rate, rate * 10, 8, cost.batch_time(rate * 10, 2), cost.batch_time(rate * 10, 8),
+                        cost.capacity(8), None, cost)})
+    return evaluator.evaluate(history, replace(scaling_context(400.0, target=8, live=8, window_start=250.0),
+                                               last_scaling=record))
+
+
+def test_the_outcome_of_a_scale_up_is_its_new_executors_batches_against_the_prediction() -> None:
+    good = _scaled_up(MicroBatchEvaluator(), lambda t: 2 if t < 230 else 8)
+    (outcome,) = good.outcomes.values()
+    assert outcome.effective and outcome.batches >= 2 and "effective" in outcome.verdict
+    assert outcome.batch_time_s == pytest.approx(outcome.predicted_s, rel=0.01)
+    # Executors that never came (a capacity limit held 2): nothing to judge the scale-up on.
+    held = _scaled_up(MicroBatchEvaluator(), lambda t: 2)
+    (outcome,) = held.outcomes.values()
+    assert outcome.effective and "on 2 executors" in outcome.verdict

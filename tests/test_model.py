@@ -1,0 +1,172 @@
+"""The micro-batch performance model: fitted from batches, it predicts batch time, throughput and
+drain time at any size (sparkscale_listener.model)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from sparkscale_listener.metrics import BatchRecord
+from sparkscale_listener.model import (
+    MIN_BATCHES,
+    WARMUP_BATCHES,
+    BatchCost,
+    BatchCostLearner,
+    Concurrent,
+    ideal_task_phase,
+    waves,
+)
+
+CORES = 2
+
+
+def batch(i: int, rows: int, executors: int, *, driver: float = 0.5, fixed: float = 1.6,
+          per_executor: float = 0.1, per_row: float = 0.002, tasks: int = 32, efficiency: float = 1.0,
+          noise: float = 0.0, rng: random.Random | None = None, fresh: bool = False,
+          concurrent: Concurrent | None = None) -> BatchRecord:
+    """A batch as the collector reports it, made from known costs."""
+    used = min(executors, math.ceil(tasks / CORES))
+    task_s = fixed + per_executor * used + per_row * rows
+    if rng is not None:
+        task_s *= rng.uniform(1 - noise, 1 + noise)
+    wall = efficiency * ideal_task_phase(task_s, tasks, tasks, executors * CORES, concurrent or Concurrent())
+    return BatchRecord(batch_id=WARMUP_BATCHES + i, start=10.0 * i, duration_s=driver + wall, rows=rows,
+                       since_previous_s=10.0, task_s=task_s, tasks=tasks, task_wall_s=wall,
+                       executors_used=used, executors=executors, fresh_executors=fresh,
+                       concurrent_task_s=(concurrent or Concurrent()).task_s,
+                       concurrent_tasks=(concurrent or Concurrent()).tasks)
+
+
+def learner_of(batches: list[BatchRecord]) -> BatchCostLearner:
+    """A learner that saw the query's warm-up batches, then these."""
+    learner = BatchCostLearner()
+    learner.add([batch(i - WARMUP_BATCHES, 1, 1, efficiency=9.0) for i in range(WARMUP_BATCHES)])
+    learner.add(batches)
+    return learner
+
+
+def test_waves_count_rounds_of_tasks_per_stage() -> None:
+    assert waves(32, 32, 8) == 4 and waves(32, 32, 10) == 4  # 10 slots finish 32 tasks no sooner
+    assert waves(32, 32, 32) == 1 and waves(32, 32, 64) == 1  # more slots than tasks do nothing
+    assert waves(12, 8, 4) == pytest.approx(1.5 * 2)  # 1.5 stages of 8 tasks, 2 rounds each
+
+
+def test_the_fit_recovers_driver_fixed_per_executor_and_per_row_costs() -> None:
+    rng = random.Random(1)
+    pts = [batch(i, rows=rng.randint(5_000, 40_000), executors=rng.choice([2, 4, 8])) for i in range(40)]
+    cost = learner_of(pts).fit(CORES)
+    assert cost is not None and cost.row_cost_trusted
+    assert cost.driver_s == pytest.approx(0.5, abs=1e-6)
+    assert cost.fixed_task_s == pytest.approx(1.6, abs=1e-6)
+    assert cost.per_executor_s == pytest.approx(0.1, abs=1e-6)
+    assert cost.per_row_s == pytest.approx(0.002, rel=1e-6)
+    assert cost.efficiency == pytest.approx(1.0) and cost.executor_counts == (2, 4, 8)
+    assert cost.error < 1e-6
+    # Predictions at a size it never ran: 20000 rows on 16 executors (32 slots: one wave).
+    assert cost.batch_time(20_000, 16) == pytest.approx(0.5 + (1.6 + 1.6 + 40.0) / 32)
+
+
+def test_nothing_is_fitted_before_three_warm_batches() -> None:
+    learner = BatchCostLearner()
+    learner.add([batch(i - WARMUP_BATCHES, 10_000, 4) for i in range(WARMUP_BATCHES)])  # warm-up
+    learner.add([batch(i, 10_000, 4) for i in range(MIN_BATCHES - 1)])
+    assert learner.fit(CORES) is None
+    learner.add([batch(MIN_BATCHES, 10_000, 4)])
+    assert learner.fit(CORES) is not None
+
+
+def test_warm_up_batches_and_batches_on_fresh_executors_are_not_measured() -> None:
+    pts = [batch(i, 10_000 + 100 * i, 4) for i in range(10)]
+    slow_first = batch(10, 10_000, 8, fresh=True, efficiency=3.0)  # new executors' first batch
+    learner = BatchCostLearner()
+    learner.add([batch(-2, 10_000, 4, efficiency=5.0), batch(-1, 10_000, 4, efficiency=5.0)])  # warm-up
+    learner.add([*pts, slow_first])
+    assert len(learner.batches) == 10
+    cost = learner.fit(CORES)
+    assert cost is not None and cost.efficiency == pytest.approx(1.0)
+
+
+def test_a_batch_overlapping_a_change_of_executors_is_not_measured() -> None:
+    pts = [batch(i, 10_000, 4) for i in range(-WARMUP_BATCHES, 6)]
+    learner = BatchCostLearner()
+    learner.add(pts, exclude=(pts[5].start + 1.0, pts[6].start + 1.0))
+    assert [b.batch_id for b in learner.batches] == [b.batch_id for b in pts[WARMUP_BATCHES:]
+                                                     if b not in (pts[5], pts[6])]
+
+
+def test_steady_load_keeps_the_last_trusted_split_of_fixed_and_per_row_cost() -> None:
+    rng = random.Random(2)
+    learner = BatchCostLearner(max_batches=30)
+    learner.add([batch(i, rng.randint(5_000, 40_000), 4) for i in range(30)])
+    first = learner.fit(CORES)
+    assert first is not None and first.row_cost_trusted
+    # Then 30 batches of the same size: rows do not vary, the per-row cost cannot be told from the
+    # fixed part; the earlier split holds instead of charging every second to the rows.
+    learner.add([batch(30 + i, 20_000, 4, noise=0.02, rng=rng) for i in range(30)])
+    steady = learner.fit(CORES)
+    assert steady is not None and not steady.row_cost_trusted
+    assert steady.per_row_s == pytest.approx(0.002, rel=0.05)
+    assert steady.fixed_task_s == pytest.approx(1.6 + 0.1 * 4, rel=0.5)
+
+
+def test_before_any_trusted_split_every_second_of_task_time_is_charged_to_the_rows() -> None:
+    cost = learner_of([batch(i, 20_000, 4) for i in range(10)]).fit(CORES)
+    assert cost is not None and not cost.row_cost_trusted
+    assert cost.fixed_task_s == 0.0 and cost.per_row_s == pytest.approx((2.0 + 40.0) / 20_000)
+
+
+def test_outliers_do_not_carry_the_fit() -> None:
+    rng = random.Random(3)
+    pts = [batch(i, rng.randint(5_000, 40_000), 4) for i in range(40)]
+    # Two batches whose task ends landed late: half their task time counted in the next one.
+    pts[10] = BatchRecord(**{**pts[10].__dict__, "task_s": pts[10].task_s / 2})  # type: ignore[operator]
+    pts[11] = BatchRecord(**{**pts[11].__dict__, "task_s": pts[11].task_s * 1.5})  # type: ignore[operator]
+    cost = learner_of(pts).fit(CORES)
+    assert cost is not None and cost.per_row_s == pytest.approx(0.002, rel=0.01)
+
+
+def test_efficiency_is_learned_per_size_and_the_nearest_size_stands_for_unseen_ones() -> None:
+    # Stragglers: on 8 executors the task phase takes 1.5x the even split; on 2 it is even.
+    pts = [batch(i, 10_000 + 500 * i, 2 if i % 2 else 8, efficiency=1.0 if i % 2 else 1.5)
+           for i in range(20)]
+    cost = learner_of(pts).fit(CORES)
+    assert cost is not None
+    assert cost.efficiency_at(2) == pytest.approx(1.0) and cost.efficiency_at(8) == pytest.approx(1.5)
+    assert cost.efficiency_at(7) == pytest.approx(1.5) and cost.efficiency_at(3) == pytest.approx(1.0)
+
+
+def test_batches_of_other_queries_running_alongside_share_the_slots() -> None:
+    # Two queries' batches start together on 16 slots: each batch's 16 tasks alone would take one
+    # wave; together their tasks take as long as all of their task time over the 16 slots.
+    alongside = Concurrent(task_s=32.0, tasks=16)
+    alone = ideal_task_phase(32.0, 16, 16, 16)
+    shared = ideal_task_phase(32.0, 16, 16, 16, alongside)
+    assert (alone, shared) == (2.0, 4.0)
+    # The model learns the real efficiency when the batches say who ran alongside.
+    pts = [batch(i, 10_000 + 700 * i, 8, tasks=16, concurrent=Concurrent(30.0, 16)) for i in range(12)]
+    cost = learner_of(pts).fit(CORES)
+    assert cost is not None and cost.efficiency == pytest.approx(1.0)
+
+
+def test_predictions_throughput_and_drain_time() -> None:
+    cost = BatchCost(driver_s=0.5, fixed_task_s=1.6, per_executor_s=0.0, per_row_s=0.002, tasks=32,
+                     widest=32, cores=2, efficiency=1.0, error=0.0, batches=20, row_cost_trusted=True)
+    # 8 executors = 16 slots: 2 waves of 32 tasks; each row adds 2 x 0.002 / 32 s.
+    assert cost.row_seconds(8) == pytest.approx(2 * 0.002 / 32)
+    assert cost.capacity(8) == pytest.approx(8000.0)
+    # With a 10 s trigger at 2000 rows/s: 20000 rows, 0.5 + 2 x 41.6 / 32 s.
+    assert cost.steady_batch_time(2000.0, 8, 10.0) == pytest.approx(0.5 + 2 * 41.6 / 32)
+    # Without a trigger the batch absorbs what arrives while it runs: d = fixed / (1 - busy).
+    fixed = cost.batch_time(0.0, 8)
+    assert cost.steady_batch_time(4000.0, 8, None) == pytest.approx(fixed / (1 - 0.5))
+    assert math.isinf(cost.steady_batch_time(9000.0, 8, None))  # beyond its capacity
+    # A backlog of 600000 rows drains at what the capacity leaves over the arrivals.
+    assert cost.drain_seconds(600_000, 2000.0, 8, None, 10.0) == pytest.approx(600_000 / 6000.0)
+    # With a read limit, batches back to back read at most that: 20000 rows per batch time.
+    assert cost.drain_seconds(600_000, 2000.0, 8, 20_000, None) == pytest.approx(
+        600_000 / (20_000 / cost.batch_time(20_000, 8) - 2000.0))
+    # ... and with a trigger no faster than one limit per trigger interval: it never drains.
+    assert math.isinf(cost.drain_seconds(600_000, 2000.0, 8, 20_000, 10.0))
+    assert math.isinf(cost.drain_seconds(1.0, 9000.0, 8, None, None))
