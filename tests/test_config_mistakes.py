@@ -7,9 +7,13 @@ from __future__ import annotations
 import pytest
 
 from sparkscale_listener.check.loading import build_checkers
-from sparkscale_listener.config.core import CORE_OPTIONS, AutoscalerConfig
+from sparkscale_listener.config.core import (
+    CORE_OPTIONS,
+    AutoscalerConfig,
+    misspelt_prefix_keys,
+    misspelt_prefix_warning,
+)
 from sparkscale_listener.config.options import BARE_SECONDS_LIMIT, ConfigError, Duration, ModuleConfig
-from sparkscale_listener.config.spelling import misspelt_prefix_keys, misspelt_prefix_warning
 from sparkscale_listener.observe.events import build_event_handlers
 from sparkscale_listener.state.store import build_state_store
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.core import BUILTIN_CHECKERS, AutoscalerConfig
-from ..config.options import PREFIX, ConfigError, closest, did_you_mean
+from ..config.options import PREFIX, ConfigError
 from ..config.plugins import PluginContext, construct, load_class
+from ..config.spelling import closest, did_you_mean
 from .builtin import BUILTIN_CHECKER_CLASSES
 from .checker import CheckContext, CheckResult, ScalingChecker
 

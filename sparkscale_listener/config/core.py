@@ -1,4 +1,5 @@
-"""The core ``spark.sparkscale.*`` keys: :class:`AutoscalerConfig`.
+"""The core ``spark.sparkscale.*`` keys (:class:`AutoscalerConfig`), and the keys meant for them that
+a near-miss prefix hides (:func:`misspelt_prefix_warning`).
 
 Everything is checked once, at startup, before the autoscaler touches the cluster.
 
@@ -13,6 +14,7 @@ their keys through :class:`~sparkscale_listener.config.options.ModuleConfig`.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
@@ -29,9 +31,9 @@ from .options import (
     Number,
     Option,
     Text,
-    did_you_mean,
     option,
 )
+from .spelling import CLOSE_RATIO, did_you_mean
 
 # Upper bounds of the duration keys (seconds): far above any useful value, so that one beyond is a
 # mistake (a wrong unit, an extra zero) refused at startup, not an 83-hour wait found days later.
@@ -233,3 +235,53 @@ def unknown_key_message(key: str, value: str) -> str:
     hint = did_you_mean(key, candidates, PREFIX)
     return (f"{PREFIX}{key}={value!r} is not a known key; "
             f"{hint or 'no known key is close (the README lists them all under Configuration)'}")
+
+
+# -- keys meant for sparkscale but outside its prefix ----------------------------------------------
+# No validation sees them (they are not under spark.sparkscale.), so without this they would be
+# ignored silently: spark.sparkScale.maxExecutors=20 and a job that never goes above 10.
+
+_NAMESPACE = PREFIX.split(".")[1]  # "sparkscale"
+
+
+def _normalized(component: str) -> str:
+    return component.lower().replace("-", "").replace("_", "")
+
+
+def _is_near_miss(component: str) -> bool:
+    if component == _NAMESPACE:
+        return False
+    normal = _normalized(component)
+    return (normal == _NAMESPACE or normal.startswith(_NAMESPACE[:-1])
+            or difflib.SequenceMatcher(None, normal, _NAMESPACE).ratio() >= CLOSE_RATIO)
+
+
+def misspelt_prefix_keys(conf: Mapping[str, str]) -> dict[str, str]:
+    """Keys meant for sparkscale but outside ``spark.sparkscale.``: ``{key as given: key meant}``.
+
+    A key counts when its namespace (the component after ``spark.``, or the first one when
+    ``spark.`` is missing) differs from ``sparkscale`` only in case, in ``-``/``_``, or by a letter
+    or two: ``spark.sparkScale.x``, ``spark.spark-scale.x``, ``spark.sparkscaler.x``,
+    ``spark.sparkcale.x``, ``sparkscale.x``. No Spark namespace is that close to ``sparkscale``.
+    """
+    meant = {}
+    for key in conf:
+        parts = key.split(".")
+        if len(parts) >= 3 and parts[0] == "spark" and _is_near_miss(parts[1]):
+            meant[key] = PREFIX + ".".join(parts[2:])
+        elif len(parts) >= 2 and parts[0] != "spark" and (parts[0] == _NAMESPACE or _is_near_miss(parts[0])):
+            meant[key] = PREFIX + ".".join(parts[1:])
+    return meant
+
+
+def misspelt_prefix_warning(conf: Mapping[str, str]) -> str | None:
+    """One warning naming every key :func:`misspelt_prefix_keys` finds, or None."""
+    meant = misspelt_prefix_keys(conf)
+    if not meant:
+        return None
+    if len(meant) == 1:
+        ((key, right),) = meant.items()
+        return (f"{key}={conf[key]!r} is ignored: did you mean {right}? sparkscale reads only the keys "
+                f"that start with {PREFIX}")
+    listed = "; ".join(f"{key}={conf[key]!r} (did you mean {right}?)" for key, right in sorted(meant.items()))
+    return f"{len(meant)} keys are ignored, sparkscale reads only the keys that start with {PREFIX}: {listed}"

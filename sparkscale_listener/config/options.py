@@ -7,11 +7,12 @@ as ``30s`` / ``2min`` / ``1h``).
 """
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from .spelling import did_you_mean
 
 PREFIX = "spark.sparkscale."
 T = TypeVar("T")
@@ -83,28 +84,6 @@ def parse_duration(key: str, value: str, at_most: float | None = None) -> float:
                           f"milliseconds habit. Write the unit: {_as_milliseconds(number)} if you meant "
                           f"{number:g} ms, {number:g}s if you meant seconds")
     return number * _DURATION_UNITS[match.group(2) or "s"]
-
-
-# difflib's similarity ratio from which two words count as one word misspelt: a letter dropped,
-# added, swapped or changed in a word of eight or more letters stays above it.
-CLOSE_RATIO = 0.8
-
-
-def closest(word: str, candidates: Iterable[str]) -> str | None:
-    """The candidate ``word`` most likely misspells (a difference of case first), or None."""
-    by_lower: dict[str, str] = {}
-    for candidate in candidates:
-        by_lower.setdefault(candidate.lower(), candidate)
-    if word.lower() in by_lower:
-        return by_lower[word.lower()]
-    matches = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=CLOSE_RATIO)
-    return by_lower[matches[0]] if matches else None
-
-
-def did_you_mean(word: str, candidates: Iterable[str], prefix: str = "") -> str:
-    """``"did you mean <prefix><closest candidate>?"``, or ``""`` when no candidate is close."""
-    match = closest(word, candidates)
-    return f"did you mean {prefix}{match}?" if match is not None and match != word else ""
 
 
 def parse_bool(key: str, value: str) -> bool:

@@ -1,55 +1,28 @@
-"""Keys whose prefix is a near miss of ``spark.sparkscale.`` (``spark.sparkScale.maxExecutors``): no
-validation sees them, since they are not under our prefix, so they would be ignored silently. (The
-"did you mean" of unknown keys and values under the prefix is :func:`.options.did_you_mean`.)"""
+"""Did you mean: the known word (a key, a value, a module name) that a misspelt one most likely
+stands for, so that a message names it instead of listing everything accepted."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable
 
-from .options import CLOSE_RATIO, PREFIX
-
-_NAMESPACE = PREFIX.split(".")[1]  # "sparkscale"
-
-
-def _normalized(component: str) -> str:
-    return component.lower().replace("-", "").replace("_", "")
+# difflib's similarity ratio from which two words count as one word misspelt: a letter dropped,
+# added, swapped or changed in a word of eight or more letters stays above it.
+CLOSE_RATIO = 0.8
 
 
-def _is_near_miss(component: str) -> bool:
-    if component == _NAMESPACE:
-        return False
-    normal = _normalized(component)
-    return (normal == _NAMESPACE or normal.startswith(_NAMESPACE[:-1])
-            or difflib.SequenceMatcher(None, normal, _NAMESPACE).ratio() >= CLOSE_RATIO)
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``word`` most likely misspells (a difference of case first), or None."""
+    by_lower: dict[str, str] = {}
+    for candidate in candidates:
+        by_lower.setdefault(candidate.lower(), candidate)
+    if word.lower() in by_lower:
+        return by_lower[word.lower()]
+    matches = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=CLOSE_RATIO)
+    return by_lower[matches[0]] if matches else None
 
 
-def misspelt_prefix_keys(conf: Mapping[str, str]) -> dict[str, str]:
-    """Keys meant for sparkscale but outside ``spark.sparkscale.``: ``{key as given: key meant}``.
-
-    A key counts when its namespace (the component after ``spark.``, or the first one when
-    ``spark.`` is missing) differs from ``sparkscale`` only in case, in ``-``/``_``, or by a letter
-    or two: ``spark.sparkScale.x``, ``spark.spark-scale.x``, ``spark.sparkscaler.x``,
-    ``spark.sparkcale.x``, ``sparkscale.x``. No Spark namespace is that close to ``sparkscale``.
-    """
-    meant = {}
-    for key in conf:
-        parts = key.split(".")
-        if len(parts) >= 3 and parts[0] == "spark" and _is_near_miss(parts[1]):
-            meant[key] = PREFIX + ".".join(parts[2:])
-        elif len(parts) >= 2 and parts[0] != "spark" and (parts[0] == _NAMESPACE or _is_near_miss(parts[0])):
-            meant[key] = PREFIX + ".".join(parts[1:])
-    return meant
-
-
-def misspelt_prefix_warning(conf: Mapping[str, str]) -> str | None:
-    """One warning naming every key :func:`misspelt_prefix_keys` finds, or None."""
-    meant = misspelt_prefix_keys(conf)
-    if not meant:
-        return None
-    if len(meant) == 1:
-        ((key, right),) = meant.items()
-        return (f"{key}={conf[key]!r} is ignored: did you mean {right}? sparkscale reads only the keys "
-                f"that start with {PREFIX}")
-    listed = "; ".join(f"{key}={conf[key]!r} (did you mean {right}?)" for key, right in sorted(meant.items()))
-    return f"{len(meant)} keys are ignored, sparkscale reads only the keys that start with {PREFIX}: {listed}"
+def did_you_mean(word: str, candidates: Iterable[str], prefix: str = "") -> str:
+    """``"did you mean <prefix><closest candidate>?"``, or ``""`` when no candidate is close."""
+    match = closest(word, candidates)
+    return f"did you mean {prefix}{match}?" if match is not None and match != word else ""

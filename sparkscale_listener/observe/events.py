@@ -18,8 +18,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..config.core import AutoscalerConfig
-from ..config.options import PREFIX, ConfigError, Option, Text, closest, did_you_mean
+from ..config.options import PREFIX, ConfigError, Option, Text
 from ..config.plugins import PluginContext, accepted_text, construct, load_class
+from ..config.spelling import closest, did_you_mean
 
 # Event kinds. "scaling" is an applied scale_up / scale_down; "recommendation" a decision that was
 # published but not applied (recommend mode, excluded period); "rollback", "pause", "resume",

@@ -23,10 +23,9 @@ from ..check.guard import RollbackGuard
 from ..check.loading import build_checkers
 from ..collect.collector import MetricCollector, SparkMetricCollector
 from ..collect.progress import ProgressRecorder
-from ..config.core import AutoscalerConfig
+from ..config.core import AutoscalerConfig, misspelt_prefix_warning
 from ..config.options import PREFIX, ConfigError
 from ..config.plugins import PluginContext, construct, load_class
-from ..config.spelling import misspelt_prefix_warning
 from ..control_loop import Autoscaler, ControlLoop
 from ..evaluator import BusyTimeEvaluator, MetricEvaluator
 from ..observe.events import AutoscalerEvent, EventDispatcher, LoggingEventHandler, build_event_handlers

@@ -25,8 +25,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..config.core import AutoscalerConfig
-from ..config.options import PREFIX, ConfigError, Integer, Option, Text, did_you_mean
+from ..config.options import PREFIX, ConfigError, Integer, Option, Text
 from ..config.plugins import PluginContext, accepted_text, construct, load_class
+from ..config.spelling import did_you_mean
 
 try:  # POSIX only: serialises the "move a corrupt file aside" step between processes.
     import fcntl
