@@ -1,4 +1,4 @@
-# Two commands do everything on a fresh machine with Python 3.11 and a JDK 17:
+# Two commands do everything on a fresh machine with Python 3.10+ (3.11 preferred) and a JDK 17:
 #   make demo   - environment, bridge, and a real streaming job that scales up and down
 #   make test   - environment, bridge, and the whole test suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -16,7 +16,9 @@ JAVA_SOURCES := $(shell find jvm-bridge/src -type f 2>/dev/null) \
 env: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	@test -n "$(PYTHON)" || { echo "error: Python 3.11 not found (install python3.11)" >&2; exit 1; }
+	@test -n "$(PYTHON)" || { echo "error: Python 3 not found (install python3.11)" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
+	  echo "error: $(PYTHON) is older than Python 3.10, which sparkscale needs (install python3.11)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'

@@ -5,7 +5,7 @@ through foreachBatch). If something else knows it (the broker's admin API, a mon
 a file a sidecar writes), a collector can add it as an external metric named
 ``backlog.<query name>``; the built-in evaluator uses it exactly like a reported backlog.
 
-    spark.sparkscale.collector.class         = examples.external_backlog.FileBacklogCollector
+    spark.sparkscale.collector               = examples.external_backlog.FileBacklogCollector
     spark.sparkscale.collector.backlogFile   = /var/run/orders-backlog.json
 
 The file holds ``{"<query name>": <rows waiting>, ...}`` and is re-read every control tick; an
@@ -30,7 +30,7 @@ def read_backlog_file(path: str | Path) -> dict[str, float]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        log.warning("sparkscale: cannot read backlog file %s: %s", path, exc)
+        log.warning("cannot read backlog file %s: %s", path, exc)
         return {}
     if not isinstance(data, dict):
         return {}

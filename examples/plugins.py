@@ -1,10 +1,10 @@
 """Two complete plugins: an evaluator and a realizer, chosen by configuration.
 
-    spark.sparkscale.evaluator.class         = examples.plugins.BusinessHoursFloorEvaluator
+    spark.sparkscale.evaluator               = examples.plugins.BusinessHoursFloorEvaluator
     spark.sparkscale.evaluator.floor         = 4
     spark.sparkscale.evaluator.hours         = 08:00-18:00
 
-    spark.sparkscale.realizer.class          = examples.plugins.GradualRealizer
+    spark.sparkscale.realizer                = examples.plugins.GradualRealizer
     spark.sparkscale.realizer.maxStep        = 2
 
 (`examples` must be importable on the driver: run from the repository root, or package it.)

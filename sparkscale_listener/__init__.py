@@ -5,11 +5,14 @@ The one line::
     from sparkscale_listener import autoscale
     spark = autoscale(SparkSession.builder.appName("my-job"))
 
-and ``sparkscale_listener.autoscaler(spark).status()`` to see what it does.
+and ``sparkscale_listener.autoscaler(spark).status()`` to see what it does. Every decision is a line
+on the ``sparkscale`` logger: ``logging.basicConfig(level=logging.INFO)`` shows them (the driver log
+shows them anyway while the application configures no logging).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .config.core import AutoscalerConfig
@@ -21,7 +24,12 @@ if TYPE_CHECKING:
     from .control_loop import Autoscaler
 
 __all__ = ["AutoscalerConfig", "ConfigError", "autoscale", "autoscaler", "stop_autoscaler"]
+# The one place the version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
+
+# A library's logger gets a NullHandler and nothing else: the application's logging decides where the
+# lines go (see sparkscale_listener.observe.logs for the one exception, while nothing is configured).
+logging.getLogger("sparkscale").addHandler(logging.NullHandler())
 
 
 def autoscale(session_or_builder: Any) -> SparkSession:

@@ -150,7 +150,7 @@ class Autoscaler:
             try:
                 closer()
             except Exception:
-                log.exception("sparkscale: error while closing")
+                log.exception("error while closing")
 
     # ------------------------------------------------------------------ the tick
     def _tick(self, now: float) -> list[Decision]:
@@ -312,12 +312,12 @@ class Autoscaler:
     def _report_error(self, now: float, where: str, exc: BaseException) -> None:
         self._errors += 1
         self._last_error = f"{where}: {type(exc).__name__}: {exc}"
-        log.exception("sparkscale: error in %s (the query goes on; next tick as usual)", where)
+        log.exception("error in %s (the query goes on; next tick as usual)", where)
         try:
             self.events.emit(AutoscalerEvent(now, "error", self._last_error, situation=f"error:{where}",
                                              severity="error", details={"mode": self.config.mode}))
         except Exception:
-            log.exception("sparkscale: could not report the error")
+            log.exception("could not report the error")
 
     def _on_state_error(self, where: str, exc: BaseException) -> None:
         self._report_error(self.clock(), where, exc)

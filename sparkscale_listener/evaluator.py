@@ -1,6 +1,6 @@
 """Evaluation: from each query's recent batches to the executors the application needs.
 
-:class:`MetricEvaluator` is the pluggable interface (``spark.sparkscale.evaluator.class``);
+:class:`MetricEvaluator` is the pluggable interface (``spark.sparkscale.evaluator``);
 :class:`MicroBatchEvaluator` is the default. It sizes on the micro-batch performance model
 (:mod:`.model`): per query, the rate to follow is the arrival rate its batches show (each batch
 reads what arrived since the previous one started, so two batches show a step, no window needed)
@@ -45,7 +45,7 @@ _EPS = 1e-9
 class MetricEvaluator(ABC):
     """Turns the collected metric history into an :class:`Evaluation` (the pluggable evaluator).
 
-    Implement :meth:`evaluate` and name the class in ``spark.sparkscale.evaluator.class``
+    Implement :meth:`evaluate` and name the class in ``spark.sparkscale.evaluator``
     (``package.module.ClassName``); it is constructed like every plugin, ``cls(context)`` with a
     :class:`~sparkscale_listener.config.plugins.PluginContext` (or ``cls()``). Its own keys live under
     ``spark.sparkscale.evaluator.*``: declare them as ``options`` and read them with

@@ -95,7 +95,7 @@ class ScalingExecutor:
             result = self.requests.request(now, f"converge on {t.current} executors",
                                            lambda: self.realizer.realize(t.current, t.bad_executors))
             if result.removed:
-                log.info("sparkscale: removed executors %s to converge on target %d",
+                log.info("removed executors %s to converge on target %d",
                          list(result.removed), t.current)
 
     def reassert_after_losses(self, sample: MetricSample) -> None:

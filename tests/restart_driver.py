@@ -22,7 +22,7 @@ def session(workdir: Path, run: str) -> Any:
     conf = cluster_conf(workdir, extra={
         "spark.ui.enabled": "false",
         "spark.eventLog.dir": str(workdir / run),
-        "spark.sparkscale.stateStore.class": "sqlite",
+        "spark.sparkscale.stateStore": "sqlite",
         "spark.sparkscale.stateStore.sqlite.path": str(workdir / "sparkscale.db"),
         "spark.sparkscale.checkers": "",  # a scaling is healthy at once: the restart is the subject
     })

@@ -130,8 +130,13 @@ def test_an_empty_or_absent_jar_directory_says_so(tmp_path: Path) -> None:
         jar_path("4.0.1", "2.13", tmp_path / "absent")
 
 
-def test_the_packaged_jar_directory_is_next_to_the_module() -> None:
-    assert bridge_jars.JARS_DIR == Path(bridge_jars.__file__).resolve().parent / "jars"
+def test_the_jar_directory_is_where_the_build_writes_the_jars() -> None:
+    # `make bridge` (the Makefile's JAR) and the wheel (setup.py) write sparkscale_listener/jars/.
+    package = Path(bridge_jars.__file__).resolve().parents[1]
+    assert bridge_jars.JARS_DIR == package / "jars"
+    repo = package.parent
+    assert "sparkscale_listener/jars/sparkscale-bridge-" in (repo / "Makefile").read_text()
+    assert '"sparkscale_listener" / "jars"' in (repo / "setup.py").read_text()
 
 
 # ---------------------------------------------------------------- detection from files

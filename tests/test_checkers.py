@@ -30,7 +30,7 @@ from sparkscale_listener.config.plugins import PluginContext
 
 def make(cls: type[ScalingChecker], config: AutoscalerConfig | None = None) -> ScalingChecker:
     config = config or cfg()
-    return cls(PluginContext(config, config.module(f"checker.{cls.name}.")))
+    return cls(PluginContext(config, config.module(f"checkers.{cls.name}.")))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -196,14 +196,14 @@ def test_gc_pressure_ignores_scale_ups_unless_asked() -> None:
     sim, history = warm_sim()
     samples = [sim.tick(gc_ratio=0.6) for _ in range(12)]
     assert make(GcPressureChecker).check(context(record(), history[-1], samples)).healthy
-    checker = make(GcPressureChecker, cfg(**{"checker.gcPressure.scaleUps": "true"}))
+    checker = make(GcPressureChecker, cfg(**{"checkers.gcPressure.scaleUps": "true"}))
     assert not checker.check(context(record(), history[-1], samples)).healthy
 
 
 def test_gc_pressure_uses_configured_threshold() -> None:
     sim, history = warm_sim(executors=4)
     samples = [sim.tick(gc_ratio=0.45) for _ in range(12)]
-    checker = make(GcPressureChecker, cfg(**{"checker.gcPressure.threshold": "0.5"}))
+    checker = make(GcPressureChecker, cfg(**{"checkers.gcPressure.threshold": "0.5"}))
     assert checker.check(context(record("scale_down", 4, 2), history[-1], samples)).healthy
 
 
@@ -332,7 +332,7 @@ def test_throughput_regression_needs_enough_batches_to_judge() -> None:
     sim, history = warm_sim(executors=4)
     scaling = record("scale_down", 4, 2, rate_before={QID: 1000.0})
     ticks = (sim.tick(rate=500.0, backlog=5000.0 * i) for i in range(40))
-    config = AutoscalerConfig.from_keys({"checker.throughputRegression.minBatches": "30"})
+    config = AutoscalerConfig.from_keys({"checkers.throughputRegression.minBatches": "30"})
     results = all_results(make(ThroughputRegressionChecker, config), contexts(scaling, history[-1], ticks))
     assert all(r.healthy for r in results)
     assert "fewer than minBatches=30" in results[-1].reason
@@ -390,7 +390,7 @@ def test_build_default_checkers() -> None:
 
 def test_build_custom_and_duck_checkers(plugins: str) -> None:
     config = cfg(checkers=f"taskFailures,{plugins}.Custom,{plugins}.Duck",
-                 **{"checker.custom.limit": "9", "checker.taskFailures.maxFailures": "5"})
+                 **{"checkers.custom.limit": "9", "checkers.taskFailures.maxFailures": "5"})
     checkers = build_checkers(config)
     assert [c.name for c in checkers] == ["taskFailures", "custom", "Duck"]
     assert checkers[0].max_failures == 5  # type: ignore[attr-defined]
@@ -400,7 +400,11 @@ def test_build_custom_and_duck_checkers(plugins: str) -> None:
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    ("taskFailures,taskFailure", "'taskFailure' is not a built-in checker"),
+    ("taskFailures,taskFailure", "'taskFailure' is not a built-in checker nor a class path; did you mean "
+                                 "taskFailures?"),
+    ("taskFailures,gcpresure", "'gcpresure' is not a built-in checker nor a class path; did you mean "
+                               "gcPressure?"),
+    ("taskFailures,latency", "'latency' is not a built-in checker"),
     ("nosuch_module_xyz.Checker", "no module named 'nosuch_module_xyz'"),
     ("{plugins}.Missing", "has no attribute 'Missing'"),
     ("{plugins}.NotAChecker", "does not subclass sparkscale_listener.check.checker.ScalingChecker"),
@@ -415,7 +419,7 @@ def test_bad_checker_names_fail_clearly(plugins: str, value: str, expected: str)
     message = str(error.value)
     assert expected in message
     assert f"spark.sparkscale.checkers={value!r}" in message
-    if "twice" not in expected:
+    if "twice" not in expected and "did you mean" not in expected:  # else the one likely name is enough
         assert "taskFailures, executorFailures" in message and "class path" in message
 
 
@@ -436,17 +440,17 @@ def test_checker_constructor_errors_fail_clearly(plugins: str) -> None:
 
 
 @pytest.mark.parametrize(("keys", "expected"), [
-    ({"checker.taskFailures.maxFailure": "5"},
-     "spark.sparkscale.checker.taskFailures.maxFailure='5' is not a known key"),
-    ({"checker.taskFailures.maxFailures": "many"},
-     "spark.sparkscale.checker.taskFailures.maxFailures='many' is not an integer"),
-    ({"checker.heapUsage.window": "soon"}, "spark.sparkscale.checker.heapUsage.window='soon'"),
-    ({"checker.throughputRegression.maxDrop": "1.5"}, "out of range"),
+    ({"checkers.taskFailures.maxFailure": "5"},
+     "spark.sparkscale.checkers.taskFailures.maxFailure='5' is not a known key"),
+    ({"checkers.taskFailures.maxFailures": "many"},
+     "spark.sparkscale.checkers.taskFailures.maxFailures='many' is not an integer"),
+    ({"checkers.heapUsage.window": "soon"}, "spark.sparkscale.checkers.heapUsage.window='soon'"),
+    ({"checkers.throughputRegression.maxDrop": "1.5"}, "out of range"),
     # keys of a disabled built-in are still validated
-    ({"checkers": "taskFailures", "checker.gcPressure.minRuntime": "1s"}, "minRuntime"),
+    ({"checkers": "taskFailures", "checkers.gcPressure.minRuntime": "1s"}, "minRuntime"),
     # keys of a checker that does not exist (misspelt name)
-    ({"checker.taskFailure.maxFailures": "5"}, "configures checker 'taskFailure'"),
-    ({"checker.taskFailures": "5"}, "is not a checker key"),
+    ({"checkers.taskFailure.maxFailures": "5"}, "configures checker 'taskFailure'"),
+    ({"checkers.taskFailures": "5"}, "is not a checker key"),
 ])
 def test_bad_checker_keys_fail_clearly(keys: dict[str, str], expected: str) -> None:
     with pytest.raises(ConfigError, match=r"spark\.sparkscale\.checker") as error:
@@ -455,5 +459,5 @@ def test_bad_checker_keys_fail_clearly(keys: dict[str, str], expected: str) -> N
 
 
 def test_disabled_builtin_keys_are_accepted_when_valid() -> None:
-    checkers = build_checkers(cfg(checkers="taskFailures", **{"checker.gcPressure.window": "5min"}))
+    checkers = build_checkers(cfg(checkers="taskFailures", **{"checkers.gcPressure.window": "5min"}))
     assert [c.name for c in checkers] == ["taskFailures"]

@@ -21,7 +21,7 @@ class Verdict(ScalingChecker):
     name = "verdict"
 
     def __init__(self) -> None:
-        super().__init__(PluginContext(cfg(), ModuleConfig("checker.verdict.", {})))
+        super().__init__(PluginContext(cfg(), ModuleConfig("checkers.verdict.", {})))
         self.window_s = 600.0
         self.healthy_now = True
 

@@ -191,18 +191,18 @@ def test_logging_line_and_levels(caplog: pytest.LogCaptureFixture) -> None:
     records = caplog.records
     assert [r.levelno for r in records] == [logging.INFO, logging.WARNING, logging.ERROR]
     assert all(r.name == "sparkscale" for r in records)
-    assert records[0].getMessage() == ("sparkscale scale_up 2 -> 4: query 'q1' backlog 12000 rows "
+    assert records[0].getMessage() == ("scale_up 2 -> 4: query 'q1' backlog 12000 rows "
                                        "growing 300 rows/s (3 identical events suppressed before this one)")
-    assert records[1].getMessage() == "sparkscale blocked: scale-up was ineffective"
+    assert records[1].getMessage() == "blocked: scale-up was ineffective"
 
 
 def test_format_recommendation_and_rollback() -> None:
     rec = AutoscalerEvent(time=0, kind="recommendation", situation="test", reason="r", action="scale_down",
                           from_executors=6, to_executors=3)
-    assert format_event(rec) == "sparkscale recommendation scale_down 6 -> 3 (not applied): r"
+    assert format_event(rec) == "recommendation scale_down 6 -> 3 (not applied): r"
     rb = AutoscalerEvent(time=0, kind="rollback", reason="gc", action="rollback", from_executors=4,
                          to_executors=2)
-    assert format_event(rb) == "sparkscale rollback 4 -> 2: gc"
+    assert format_event(rb) == "rollback 4 -> 2: gc"
 
 
 # -- listener bus ---------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_jsonl_path_that_cannot_be_written_is_a_startup_error_naming_the_key(tmp
     (tmp_path / "file").write_text("x")
     path = tmp_path if where == "directory" else tmp_path / "file" / "events.jsonl"
     config = AutoscalerConfig.from_spark_conf({"spark.sparkscale.eventHandlers": "jsonl",
-                                               "spark.sparkscale.eventHandler.jsonl.path": str(path)})
+                                               "spark.sparkscale.eventHandlers.jsonl.path": str(path)})
     with pytest.raises(ConfigError, match=r"jsonl\.path=.*cannot be written.*writable file path"):
         build_event_handlers(config)
 
@@ -353,7 +353,7 @@ def test_build_defaults_without_bridge(caplog: pytest.LogCaptureFixture) -> None
 
 def test_build_all_builtins(tmp_path: Path) -> None:
     config = AutoscalerConfig.from_keys({"eventHandlers": "logging, listenerbus,jsonl,logging",
-                                         "eventHandler.jsonl.path": str(tmp_path / "e.jsonl")})
+                                         "eventHandlers.jsonl.path": str(tmp_path / "e.jsonl")})
     bridge = FakeBridge()
     handlers = build_event_handlers(config, bridge)
     assert [type(h) for h in handlers] == [LoggingEventHandler, ListenerBusEventHandler,
@@ -378,8 +378,8 @@ def test_build_bad_class_path() -> None:
 
 
 def test_build_rejects_keys_no_handler_reads() -> None:
-    config = AutoscalerConfig.from_keys({"eventHandler.slack.url": "http://x"})
-    with pytest.raises(ConfigError, match=r"spark\.sparkscale\.eventHandler\.slack\.url"):
+    config = AutoscalerConfig.from_keys({"eventHandlers.slack.url": "http://x"})
+    with pytest.raises(ConfigError, match=r"spark\.sparkscale\.eventHandlers\.slack\.url"):
         build_event_handlers(config, None)
 
 
@@ -405,7 +405,7 @@ def test_build_custom_classes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.syspath_prepend(str(tmp_path))
     config = AutoscalerConfig.from_keys({
         "eventHandlers": "sparkscale_test_handlers.WithConfig,sparkscale_test_handlers.Duck",
-        "eventHandler.WithConfig.url": "http://hook",
+        "eventHandlers.WithConfig.url": "http://hook",
     })
     handlers = build_event_handlers(config, None)
     assert all(isinstance(h, EventHandler) for h in handlers)

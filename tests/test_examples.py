@@ -44,10 +44,10 @@ def test_missing_or_malformed_backlog_file_gives_no_metrics(tmp_path: Path) -> N
 
 def test_evaluator_plugin_loads_by_class_path_and_its_floor_drives_the_decision() -> None:
     config = AutoscalerConfig.from_keys({
-        "maxExecutors": "20", "evaluator.class": "examples.plugins.BusinessHoursFloorEvaluator",
+        "maxExecutors": "20", "evaluator": "examples.plugins.BusinessHoursFloorEvaluator",
         "evaluator.floor": "6", "evaluator.hours": "00:00-00:00"})  # start == end: the whole day
-    cls = load_class("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",))
-    evaluator = construct(cls, PluginContext(config, config.module("evaluator.")), "evaluator.class")
+    cls = load_class("evaluator", config.evaluator_class, MetricEvaluator, ("evaluate",))
+    evaluator = construct(cls, PluginContext(config, config.module("evaluator.")), "evaluator")
     assert isinstance(evaluator, BusinessHoursFloorEvaluator)
     # A quiet query that two executors serve well inside the utilization band: only the floor
     # asks for more, and it must be what the autoscaler does.
@@ -67,9 +67,9 @@ def test_evaluator_plugin_rejects_unknown_keys_at_startup() -> None:
 
 
 def test_realizer_plugin_moves_at_most_max_step_per_call() -> None:
-    config = AutoscalerConfig.from_keys({"realizer.class": "examples.plugins.GradualRealizer",
+    config = AutoscalerConfig.from_keys({"realizer": "examples.plugins.GradualRealizer",
                                          "realizer.maxStep": "2"})
-    cls = load_class("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"))
+    cls = load_class("realizer", config.realizer_class, ScalingRealizer, ("realize", "baseline"))
     cluster = SimCluster(cores_per_executor=1, provisioning_delay_s=0.0, initial_executors=1)
     realizer = construct(cls, PluginContext(config, config.module("realizer."), backend=cluster))
     assert isinstance(realizer, GradualRealizer)

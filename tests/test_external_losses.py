@@ -17,14 +17,14 @@ from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.metrics import MetricSample
 
 KILLED = "Command exited with code 137"
-WINDOWS = {f"checker.{c}.window": "30s" for c in ("taskFailures", "executorFailures", "queryFailure",
+WINDOWS = {f"checkers.{c}.window": "30s" for c in ("taskFailures", "executorFailures", "queryFailure",
                                                    "throughputRegression", "gcPressure", "heapUsage")}
-CONFIG = cfg(**WINDOWS, **{"checker.throughputRegression.settle": "0s", "provisioningTimeout": "20s",
-                           "checker.throughputRegression.minBatches": "2"})
+CONFIG = cfg(**WINDOWS, **{"checkers.throughputRegression.settle": "0s", "provisioningTimeout": "20s",
+                           "checkers.throughputRegression.minBatches": "2"})
 
 
 def make(cls: type[ScalingChecker], config: AutoscalerConfig = CONFIG) -> ScalingChecker:
-    return cls(PluginContext(config, config.module(f"checker.{cls.name}.")))
+    return cls(PluginContext(config, config.module(f"checkers.{cls.name}.")))
 
 
 def scale_up_with_losses(losses: int) -> tuple[list[MetricSample], Iterator[MetricSample], MetricSample]:

@@ -91,19 +91,19 @@ def assert_names(err: pytest.ExceptionInfo[ConfigError], key: str, value: str, *
 
 
 def test_loads_subclass_and_constructs_it_with_the_context(plugin_module: str) -> None:
-    cls = load_class("evaluator.class", f"{plugin_module}.Good", Base)
+    cls = load_class("evaluator", f"{plugin_module}.Good", Base)
     config = AutoscalerConfig()
     obj = construct(cls, context(config))
     assert obj.handle() == "good" and obj.config is config
 
 
 def test_no_arg_constructor_called_without_the_context(plugin_module: str) -> None:
-    cls = load_class("realizer.class", f"{plugin_module}.NoArgs", Base)
+    cls = load_class("realizer", f"{plugin_module}.NoArgs", Base)
     assert construct(cls, context(AutoscalerConfig())).handle() == "noargs"
 
 
 def test_duck_typed_class_accepted_when_it_has_required_methods(plugin_module: str) -> None:
-    cls = load_class("realizer.class", f"{plugin_module}.Duck", Base, ("handle",))
+    cls = load_class("realizer", f"{plugin_module}.Duck", Base, ("handle",))
     assert construct(cls, context(AutoscalerConfig())).handle() == "duck"
 
 
@@ -115,36 +115,36 @@ def test_nested_class_and_colon_form(plugin_module: str) -> None:
 @pytest.mark.parametrize("value", ["Good", "", "my-pkg.Thing", "pkg..Thing"])
 def test_not_a_class_path(value: str) -> None:
     with pytest.raises(ConfigError) as err:
-        load_class("realizer.class", value, Base)
-    assert_names(err, "realizer.class", value, "is not a Python class path", f"subclasses {BASE_NAME}")
+        load_class("realizer", value, Base)
+    assert_names(err, "realizer", value, "is not a Python class path", f"subclasses {BASE_NAME}")
 
 
 def test_module_not_found() -> None:
     value = "no_such_package_xyz.module.Thing"
     with pytest.raises(ConfigError) as err:
-        load_class("collector.class", value, Base)
-    assert_names(err, "collector.class", value, "no module named 'no_such_package_xyz'")
+        load_class("collector", value, Base)
+    assert_names(err, "collector", value, "no module named 'no_such_package_xyz'")
 
 
 def test_module_that_fails_to_import(plugin_module: str) -> None:
     value = f"{plugin_module}_broken.Thing"
     with pytest.raises(ConfigError) as err:
-        load_class("realizer.class", value, Base)
-    assert_names(err, "realizer.class", value, "importing module", "needs libfoo")
+        load_class("realizer", value, Base)
+    assert_names(err, "realizer", value, "importing module", "needs libfoo")
 
 
 def test_module_with_missing_dependency_is_not_reported_as_missing_module(plugin_module: str) -> None:
     value = f"{plugin_module}_missing_dep.C"
     with pytest.raises(ConfigError) as err:
-        load_class("realizer.class", value, Base)
-    assert_names(err, "realizer.class", value, "importing module", "no_such_dependency_xyz")
+        load_class("realizer", value, Base)
+    assert_names(err, "realizer", value, "importing module", "no_such_dependency_xyz")
 
 
 def test_attribute_missing(plugin_module: str) -> None:
     value = f"{plugin_module}.Nope"
     with pytest.raises(ConfigError) as err:
-        load_class("realizer.class", value, Base)
-    assert_names(err, "realizer.class", value, f"module {plugin_module!r} has no attribute 'Nope'")
+        load_class("realizer", value, Base)
+    assert_names(err, "realizer", value, f"module {plugin_module!r} has no attribute 'Nope'")
 
 
 @pytest.mark.parametrize(("attr", "kind"), [("a_function", "function"), ("NOT_A_CLASS", "int")])
@@ -158,45 +158,45 @@ def test_not_a_class(plugin_module: str, attr: str, kind: str) -> None:
 def test_not_a_subclass(plugin_module: str) -> None:
     value = f"{plugin_module}.Unrelated"
     with pytest.raises(ConfigError) as err:
-        load_class("realizer.class", value, Base)
-    assert_names(err, "realizer.class", value, f"does not subclass {BASE_NAME}")
+        load_class("realizer", value, Base)
+    assert_names(err, "realizer", value, f"does not subclass {BASE_NAME}")
 
 
 def test_not_a_subclass_and_missing_methods(plugin_module: str) -> None:
     value = f"{plugin_module}.Unrelated"
     with pytest.raises(ConfigError) as err:
-        load_class("realizer.class", value, Base, ("handle", "flush"))
-    assert_names(err, "realizer.class", value, "is missing methods handle, flush",
+        load_class("realizer", value, Base, ("handle", "flush"))
+    assert_names(err, "realizer", value, "is missing methods handle, flush",
                  f"subclasses {BASE_NAME} or defines methods handle, flush")
 
 
 def test_abstract_class_rejected(plugin_module: str) -> None:
     value = f"{plugin_module}.StillAbstract"
     with pytest.raises(ConfigError) as err:
-        load_class("realizer.class", value, Base)
-    assert_names(err, "realizer.class", value, "is abstract", "handle")
+        load_class("realizer", value, Base)
+    assert_names(err, "realizer", value, "is abstract", "handle")
 
 
 def test_accepted_names_listed(plugin_module: str) -> None:
     with pytest.raises(ConfigError) as err:
-        load_class("stateStore.class", "no_such_pkg_q.Store", Base, accepted_names=("memory", "sqlite"))
+        load_class("stateStore", "no_such_pkg_q.Store", Base, accepted_names=("memory", "sqlite"))
     assert "expected one of memory, sqlite, or an importable Python class path" in str(err.value)
 
 
 def test_constructor_that_raises(plugin_module: str) -> None:
     value = f"{plugin_module}.Exploding"
-    cls = load_class("collector.class", value, Base)
+    cls = load_class("collector", value, Base)
     with pytest.raises(ConfigError) as err:
         construct(cls, context(AutoscalerConfig()))
     message = str(err.value)
-    assert "spark.sparkscale.collector.class" in message and repr(value) in message
+    assert "spark.sparkscale.collector" in message and repr(value) in message
     assert "RuntimeError: no broker at localhost:9092" in message
     assert isinstance(err.value.__cause__, RuntimeError)
 
 
 def test_constructor_with_wrong_arity(plugin_module: str) -> None:
-    cls = load_class("realizer.class", f"{plugin_module}.TwoArgs", Base)
-    with pytest.raises(ConfigError, match=r"spark\.sparkscale\.realizer\.class=.*accepts neither"):
+    cls = load_class("realizer", f"{plugin_module}.TwoArgs", Base)
+    with pytest.raises(ConfigError, match=r"spark\.sparkscale\.realizer=.*accepts neither"):
         construct(cls, context(AutoscalerConfig()))
 
 
@@ -212,5 +212,5 @@ def test_construct_explicit_key_for_class_not_loaded_here() -> None:
 def test_duck_class_missing_one_method(plugin_module: str) -> None:
     value = f"{plugin_module}.Duck"
     with pytest.raises(ConfigError) as err:
-        load_class("realizer.class", value, Base, ("handle", "flush"))
-    assert_names(err, "realizer.class", value, "is missing method flush;")
+        load_class("realizer", value, Base, ("handle", "flush"))
+    assert_names(err, "realizer", value, "is missing method flush;")

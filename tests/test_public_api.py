@@ -17,27 +17,6 @@ def test_autoscale_and_autoscaler_stay_functions_after_all_submodules_load() -> 
     assert autoscaler.__module__ == "sparkscale_listener"
 
 
-def test_scaling_lines_are_visible_without_any_logging_setup(capfd: pytest.CaptureFixture[str]) -> None:
-    import logging
-
-    from sparkscale_listener.spark.session import show_logs_by_default
-
-    logger, root = logging.getLogger("sparkscale"), logging.getLogger()
-    saved = (logger.handlers[:], logger.level, logger.propagate, root.handlers[:])
-    try:
-        logger.handlers.clear()
-        root.handlers.clear()
-        show_logs_by_default()
-        show_logs_by_default()  # idempotent: one handler
-        assert len(logger.handlers) == 1
-        logger.info("sparkscale scale_up 1 -> 3: test line")
-        assert "INFO sparkscale scale_up 1 -> 3: test line" in capfd.readouterr().err
-    finally:
-        logger.handlers[:], root.handlers[:] = saved[0], saved[3]
-        logger.setLevel(saved[1])
-        logger.propagate = saved[2]
-
-
 def test_spark_connect_is_refused_with_what_works_instead(monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark.sql import SparkSession
 

@@ -24,7 +24,7 @@ class Scripted(ScalingChecker):
     name = "scripted"
 
     def __init__(self, window_s: float = 60.0, name: str = "scripted") -> None:
-        super().__init__(PluginContext(cfg(), ModuleConfig("checker.scripted.", {})))
+        super().__init__(PluginContext(cfg(), ModuleConfig("checkers.scripted.", {})))
         self.name = name
         self.window_s = window_s
         self.healthy_now = True
@@ -40,7 +40,7 @@ class Exploding(ScalingChecker):
     name = "exploding"
 
     def __init__(self) -> None:
-        super().__init__(PluginContext(cfg(), ModuleConfig("checker.exploding.", {})))
+        super().__init__(PluginContext(cfg(), ModuleConfig("checkers.exploding.", {})))
 
     def check(self, context: CheckContext) -> CheckResult:
         raise RuntimeError("bug")

@@ -290,7 +290,7 @@ def test_build_memory_default() -> None:
 
 
 def test_build_sqlite_with_max_records(tmp_path: Path) -> None:
-    config = AutoscalerConfig.from_keys({"stateStore.class": "sqlite",
+    config = AutoscalerConfig.from_keys({"stateStore": "sqlite",
                                          "stateStore.sqlite.path": str(tmp_path / "s.db"),
                                          "stateStore.maxRecords": "2"})
     s = build_state_store(config)
@@ -299,24 +299,24 @@ def test_build_sqlite_with_max_records(tmp_path: Path) -> None:
 
 
 def test_build_rejects_unknown_store_key(tmp_path: Path) -> None:
-    config = AutoscalerConfig.from_keys({"stateStore.class": "sqlite", "stateStore.sqlite.path": "x.db",
+    config = AutoscalerConfig.from_keys({"stateStore": "sqlite", "stateStore.sqlite.path": "x.db",
                                          "stateStore.pth": "typo.db"})
     with pytest.raises(ConfigError, match=r"sparkscale\.stateStore\.pth='typo\.db' is not a known key"):
         build_state_store(config)
 
 
 def test_build_unknown_name() -> None:
-    config = AutoscalerConfig.from_keys({"stateStore.class": "redis"})
+    config = AutoscalerConfig.from_keys({"stateStore": "redis"})
     with pytest.raises(ConfigError) as err:
         build_state_store(config)
     message = str(err.value)
-    assert "spark.sparkscale.stateStore.class='redis'" in message
+    assert "spark.sparkscale.stateStore='redis'" in message
     assert "memory, sqlite, or an importable Python class path" in message
 
 
 def test_build_bad_class_path() -> None:
-    config = AutoscalerConfig.from_keys({"stateStore.class": "no_such_pkg_s.Store"})
-    with pytest.raises(ConfigError, match=r"spark\.sparkscale\.stateStore\.class='no_such_pkg_s\.Store'"):
+    config = AutoscalerConfig.from_keys({"stateStore": "no_such_pkg_s.Store"})
+    with pytest.raises(ConfigError, match=r"spark\.sparkscale\.stateStore='no_such_pkg_s\.Store'"):
         build_state_store(config)
 
 
@@ -330,7 +330,7 @@ def test_build_custom_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
                 self.config = context.config
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    config = AutoscalerConfig.from_keys({"stateStore.class": "sparkscale_test_custom_store.MyStore"})
+    config = AutoscalerConfig.from_keys({"stateStore": "sparkscale_test_custom_store.MyStore"})
     s = build_state_store(config)
     assert type(s).__name__ == "MyStore" and s.config is config  # type: ignore[attr-defined]
 

@@ -1,6 +1,6 @@
 """The built-in checkers: task failures, executor losses, query failures, GC and heap pressure,
 throughput regression. Each is a :class:`~sparkscale_listener.check.checker.ScalingChecker` with its
-keys under ``spark.sparkscale.checker.<name>.``."""
+keys under ``spark.sparkscale.checkers.<name>.``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ from .checker import (
     trailing_window,
 )
 
+# A checker judges a scaling within minutes of it: an hour is the longest window that makes sense.
+HOUR = 3600.0
+WINDOW = Duration(at_most=HOUR)
+
 
 class TaskFailuresChecker(ScalingChecker):
     """Tasks fail after the scaling: more than ``maxFailures`` failed tasks in the window AND more
@@ -42,7 +46,7 @@ class TaskFailuresChecker(ScalingChecker):
         Option("newExecutorShare", Number(0.0, 1.0), 0.8, "also unhealthy when more than `maxFailures` "
                "failures sit on executors the scaling added and make up this share of all failures "
                "(0 disables)"),
-        Option("window", Duration(), 120.0, "trailing window (never reaches back before the scaling)"),
+        Option("window", WINDOW, 120.0, "trailing window (never reaches back before the scaling)"),
     )
 
     def __init__(self, context: PluginContext) -> None:
@@ -113,7 +117,7 @@ class ExecutorFailuresChecker(ScalingChecker):
                "the window (deliberate removals excluded)"),
         Option("ignoreReasons", Names(), DELIBERATE_REMOVALS, "substrings of removal "
                "reasons that are deliberate"),
-        Option("window", Duration(), 300.0, "window for lost executors"),
+        Option("window", WINDOW, 300.0, "window for lost executors"),
     )
 
     def __init__(self, context: PluginContext) -> None:
@@ -161,7 +165,7 @@ class QueryFailureChecker(ScalingChecker):
     options = (
         Option("maxFailedBatches", Integer(minimum=0), 0, "unhealthy if a query terminates with an "
                "exception or its failed batches grow by more than this"),
-        Option("window", Duration(), 300.0, "trailing window"),
+        Option("window", WINDOW, 300.0, "trailing window"),
     )
 
     def __init__(self, context: PluginContext) -> None:
@@ -204,8 +208,8 @@ class GcPressureChecker(ScalingChecker):
     options = (
         Option("threshold", Number(0.0, 1.0, low_open=True), 0.3, "GC time / task run time over the "
                "window above this is unhealthy"),
-        Option("window", Duration(), 120.0, "averages out a single GC spike"),
-        Option("minRunTime", Duration(), 60.0, "task run time needed in the window before GC is judged"),
+        Option("window", WINDOW, 120.0, "averages out a single GC spike"),
+        Option("minRunTime", WINDOW, 60.0, "task run time needed in the window before GC is judged"),
         Option("scaleUps", Boolean(), False, "judge scale-ups too (rolling a scale-up back cannot "
                "relieve memory pressure)"),
     )
@@ -251,7 +255,7 @@ class HeapUsageChecker(ScalingChecker):
         Option("minFraction", Number(0.0, 1.0), 0.5, "unhealthy only if this fraction of the window's "
                "samples are above the threshold"),
         Option("minSamples", Integer(minimum=1), 3, "heap readings needed before judging"),
-        Option("window", Duration(), 120.0, "trailing window"),
+        Option("window", WINDOW, 120.0, "trailing window"),
         Option("scaleUps", Boolean(), False, "as for gcPressure"),
     )
 
@@ -304,13 +308,13 @@ class ThroughputRegressionChecker(ScalingChecker):
         Option("maxDrop", Number(0.0, 1.0), 0.3, "unhealthy if rows/s after the scaling fall more than "
                "this below the rate before **and** the query no longer keeps up (backlog growing or "
                "above `backlogThreshold`)"),
-        Option("window", Duration(), 180.0, "judged only over a full window"),
+        Option("window", WINDOW, 180.0, "judged only over a full window"),
         # With only a few long batches in the window, one batch more or less looks like a 30 %
         # change in rate: such a query is not judged.
         Option("minBatches", Integer(minimum=1), 5, "a query with fewer completed batches in the "
                "window is not judged (one batch more or less would look like a big change in rate)"),
-        Option("settle", Duration(until="stabilizationInterval"), None, "warm-up after the scaling "
-               "that the window skips"),
+        Option("settle", Duration(until="stabilizationInterval", at_most=HOUR), None,
+               "warm-up after the scaling that the window skips"),
     )
 
     def __init__(self, context: PluginContext) -> None:

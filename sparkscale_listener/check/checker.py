@@ -10,10 +10,10 @@ Subclass :class:`ScalingChecker` and name the class by its Python path in
 ``spark.sparkscale.checkers`` (next to, or instead of, the built-in names)::
 
     class LatencyChecker(ScalingChecker):
-        name = "latency"  # its keys live under spark.sparkscale.checker.latency.*
+        name = "latency"  # its keys live under spark.sparkscale.checkers.latency.*
 
         options = (Option("maxBatchMs", Number(low=0.0), 30_000.0, "slowest batch allowed"),
-                   Option("window", Duration(), 120.0, "trailing window"))
+                   Option("window", Duration(at_most=3600), 120.0, "trailing window"))
 
         def __init__(self, context):
             super().__init__(context)
@@ -43,7 +43,7 @@ A class that does not subclass :class:`ScalingChecker` is accepted when it has a
 ``check(context) -> CheckResult``. Every checker is constructed like every other plugin:
 ``cls(context)`` with a :class:`~sparkscale_listener.config.plugins.PluginContext` whose ``options``
 hold its keys, or ``cls()`` when the constructor takes no argument. A class without a ``name`` attribute
-gets its class name as written in the path (keys under ``checker.<ClassName>.``).
+gets its class name as written in the path (keys under ``checkers.<ClassName>.``).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class CheckResult:
 class ScalingChecker(ABC):
     """Judges whether the application is still healthy after a scaling.
 
-    Subclasses set ``name`` (their keys live under ``spark.sparkscale.checker.<name>.``), declare
+    Subclasses set ``name`` (their keys live under ``spark.sparkscale.checkers.<name>.``), declare
     their keys as ``options`` and read them in ``__init__`` with ``context.options.read(...)``
     (unknown keys fail at startup), set ``window_s`` and implement :meth:`check`.
     """

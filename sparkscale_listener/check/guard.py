@@ -170,7 +170,7 @@ class RollbackGuard:
                 if not isinstance(result, CheckResult):
                     raise TypeError(f"check() returned {type(result).__name__}, expected CheckResult")
             except Exception as e:  # never crash the control loop, never roll back on our bug
-                log.warning("sparkscale: checker %s raised; counted as healthy", name, exc_info=True)
+                log.warning("checker %s raised; counted as healthy", name, exc_info=True)
                 result = CheckResult(name, True, f"checker error: {type(e).__name__}: {e}")
             results.append(result)
         return results

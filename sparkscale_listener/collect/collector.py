@@ -10,7 +10,7 @@ implementation. It merges two sources that are each cheap to read from the contr
 
 Custom collectors
 -----------------
-Set ``spark.sparkscale.collector.class`` to a class path. The simplest customization is to
+Set ``spark.sparkscale.collector`` to a class path. The simplest customization is to
 subclass :class:`SparkMetricCollector` and override :meth:`MetricCollector.query_external_metrics`
 to add metrics the autoscaler cannot see itself, for instance a backlog measured in an upstream
 system::
@@ -202,7 +202,7 @@ class SparkMetricCollector(MetricCollector):
         try:
             return int(lookup(run_ids))
         except Exception:
-            log.debug("sparkscale: counting the tasks of other jobs failed", exc_info=True)
+            log.debug("counting the tasks of other jobs failed", exc_info=True)
             return 0
 
     def _events_lost(self, snapshot: Mapping[str, Any]) -> int:
@@ -214,7 +214,7 @@ class SparkMetricCollector(MetricCollector):
             try:
                 lost += int(dropped())
             except Exception:
-                log.debug("sparkscale: reading the listener bus's dropped events failed", exc_info=True)
+                log.debug("reading the listener bus's dropped events failed", exc_info=True)
         return lost
 
     def _batch_busy(self, progress: QueryProgress, jvm_batches: Mapping[str, Any]) -> float:
@@ -282,9 +282,9 @@ class SparkMetricCollector(MetricCollector):
             if problem is not None:
                 effect = ("it is sized on its processed rate until its sources report a usable lag"
                           if p.backlog is None else "its backlog counts the other sources only")
-                log.warning("sparkscale: query %s: %s; %s", label, problem, effect)
+                log.warning("query %s: %s; %s", label, problem, effect)
             elif before is not None:
-                log.info("sparkscale: query %s reports a usable backlog again", label)
+                log.info("query %s reports a usable backlog again", label)
 
     def _fill_trigger_intervals(self, progress: Mapping[str, QueryProgress]) -> bool:
         """Best effort: the trigger interval is not in the progress JSON, so ask the JVM query.
@@ -312,14 +312,14 @@ class SparkMetricCollector(MetricCollector):
             raw = self.query_external_metrics(now) or {}
             items = list(raw.items())
         except Exception:
-            log.warning("sparkscale: query_external_metrics failed; continuing without external "
+            log.warning("query_external_metrics failed; continuing without external "
                         "metrics", exc_info=True)
             return {}
         external = {}
         for key, value in items:
             number = finite_float(value, math.nan)
             if math.isnan(number):
-                log.warning("sparkscale: external metric %r=%r is not a number; ignored", key, value)
+                log.warning("external metric %r=%r is not a number; ignored", key, value)
                 continue
             external[str(key)] = number
         return external

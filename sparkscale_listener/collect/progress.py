@@ -314,25 +314,25 @@ class ProgressRecorder(StreamingQueryListener):
         try:
             self.record_started(str(event.id), event.name, str(event.runId), time.time())
         except Exception:
-            log.warning("sparkscale: could not record a query start", exc_info=True)
+            log.warning("could not record a query start", exc_info=True)
 
     def onQueryProgress(self, event: QueryProgressEvent) -> None:
         try:
             self.record_progress(json.loads(event.progress.json), time.time())
         except Exception:
-            log.warning("sparkscale: could not record a query progress", exc_info=True)
+            log.warning("could not record a query progress", exc_info=True)
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         try:
             self.record_idle(str(event.id), time.time())
         except Exception:
-            log.warning("sparkscale: could not record a query idle event", exc_info=True)
+            log.warning("could not record a query idle event", exc_info=True)
 
     def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         try:
             self.record_terminated(str(event.id), event.exception, time.time())
         except Exception:
-            log.warning("sparkscale: could not record a query termination", exc_info=True)
+            log.warning("could not record a query termination", exc_info=True)
 
 
 def _epoch_seconds(timestamp: Any) -> float | None:

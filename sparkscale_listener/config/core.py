@@ -1,13 +1,20 @@
-"""The core ``spark.sparkscale.*`` keys: :class:`AutoscalerConfig`.
+"""The core ``spark.sparkscale.*`` keys (:class:`AutoscalerConfig`), and the keys meant for them that
+a near-miss prefix hides (:func:`misspelt_prefix_warning`).
 
-Everything is checked once, at startup, before the autoscaler touches the cluster. Pluggable modules
-(checkers, collector, evaluator, realizer, state store, event handlers) own the keys under their own
-prefix (for example ``spark.sparkscale.checker.taskFailures.*``) and read them through
-:class:`~sparkscale_listener.config.options.ModuleConfig`.
+Everything is checked once, at startup, before the autoscaler touches the cluster.
+
+Pluggable modules follow one naming rule: a module kind is named once, and that name is both the key
+that chooses the module(s) and the prefix of their own keys. A kind the application has one of is
+singular and names a built-in or a class path (``stateStore=sqlite``, its keys
+``stateStore.sqlite.path``...), like Spark's ``spark.serializer``; a kind it has several of is plural
+and lists them (``checkers=taskFailures,...``), each one's keys under ``<kind>.<name>.``
+(``checkers.taskFailures.window``), like Spark's ``spark.sql.catalog.<name>.*``. The modules read
+their keys through :class:`~sparkscale_listener.config.options.ModuleConfig`.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
@@ -26,9 +33,16 @@ from .options import (
     Text,
     option,
 )
+from .spelling import CLOSE_RATIO, did_you_mean
 
-# Prefixes under which pluggable modules own the keys (validated by the module itself).
-MODULE_PREFIXES = ("checker.", "collector.", "evaluator.", "realizer.", "stateStore.", "eventHandler.")
+# Upper bounds of the duration keys (seconds): far above any useful value, so that one beyond is a
+# mistake (a wrong unit, an extra zero) refused at startup, not an 83-hour wait found days later.
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+WEEK = 7 * DAY
+
+# The module kinds (see the rule above); their keys are validated by the modules themselves.
+MODULE_KINDS = ("collector", "evaluator", "realizer", "stateStore", "checkers", "eventHandlers")
+MODULE_PREFIXES = tuple(kind + "." for kind in MODULE_KINDS)
 
 BUILTIN_CHECKERS = (
     "taskFailures",
@@ -38,7 +52,6 @@ BUILTIN_CHECKERS = (
     "heapUsage",
     "throughputRegression",
 )
-
 
 
 @dataclass(frozen=True)
@@ -60,13 +73,13 @@ class AutoscalerConfig:
     max_executors: int = option("maxExecutors", Integer(minimum=1), 10,
                                 "Never scale above this. Bounded by default so a mis-estimate cannot "
                                 "flood a shared cluster; raise it for big jobs.")
-    interval_s: float = option("interval", Duration(positive=True), 10.0,
+    interval_s: float = option("interval", Duration(positive=True, at_most=10 * MINUTE), 10.0,
                                "Control-loop period: how often metrics are sampled and evaluated.")
-    metrics_window_s: float = option("metricsWindow", Duration(positive=True), 60.0,
+    metrics_window_s: float = option("metricsWindow", Duration(positive=True, at_most=HOUR), 60.0,
                                      "Rates are computed over this window of cumulative counters; long "
                                      "enough to cover several micro-batches.")
     stabilization_interval_s: float = option(
-        "stabilizationInterval", Duration(), 30.0,
+        "stabilizationInterval", Duration(at_most=HOUR), 30.0,
         "After a change, wait until requested executors registered plus this long before collecting "
         "a new window; new executors need a batch or two to warm up.")
     utilization_target: float = option(
@@ -79,10 +92,10 @@ class AutoscalerConfig:
         "Scale up once the current executors are busier than this (on the same scale as "
         "utilization.target); a scale-down comes once fewer executors were recommended for all of "
         "scaleDownInterval.")
-    catch_up_duration_s: float = option("catchUpDuration", Duration(positive=True), 300.0,
+    catch_up_duration_s: float = option("catchUpDuration", Duration(positive=True, at_most=DAY), 300.0,
                                         "A backlog should be worked off within this time; sets how "
                                         "much extra capacity a backlog asks for.")
-    scale_down_interval_s: float = option("scaleDownInterval", Duration(), 300.0,
+    scale_down_interval_s: float = option("scaleDownInterval", Duration(at_most=DAY), 300.0,
                                           "A scale-down must be recommended this long before it is "
                                           "applied, at the largest recommendation seen; stops "
                                           "flapping.")
@@ -90,7 +103,7 @@ class AutoscalerConfig:
                                         "One scale-up multiplies executors by at most this.")
     scale_down_max_factor: float = option("scaleDown.maxFactor", Number(0.0, 1.0, low_open=True), 0.5,
                                           "One scale-down removes at most this fraction of executors.")
-    backlog_threshold_s: float = option("backlogThreshold", Duration(), 60.0,
+    backlog_threshold_s: float = option("backlogThreshold", Duration(at_most=DAY), 60.0,
                                         "While the backlog exceeds this many seconds of input, never "
                                         "scale down: catching up needs the capacity.")
     ineffective_scale_up_threshold: float = option(
@@ -101,16 +114,16 @@ class AutoscalerConfig:
         "excludedPeriods", DailyWindows(), (),
         "Daily HH:MM-HH:MM windows (local time, comma-separated) in which decisions are published "
         "but not applied.")
-    provisioning_timeout_s: float = option("provisioningTimeout", Duration(positive=True), 120.0,
-                                           "Requested executors that have not registered after this "
-                                           "long count as failed to launch.")
+    provisioning_timeout_s: float = option("provisioningTimeout", Duration(positive=True, at_most=HOUR),
+                                           120.0, "Requested executors that have not registered after "
+                                           "this long count as failed to launch.")
     provisioning_time_s: float = option(
-        "provisioningTime", Duration(), 10.0,
+        "provisioningTime", Duration(at_most=HOUR), 10.0,
         "Executor provisioning time (request -> registered) assumed until measured; then the 90th "
         "percentile of the last 20 scale-ups (timeouts included) is used, at most "
         "provisioningTimeout. Sets the extra capacity that covers arrivals during a scale-up.")
     capacity_retry_s: float = option(
-        "capacityRetryInterval", Duration(positive=True), 600.0,
+        "capacityRetryInterval", Duration(positive=True, at_most=DAY), 600.0,
         "When the cluster gives fewer executors than requested within provisioningTimeout (a full "
         "queue, a quota), the target is held at what it gave for this long before asking for more "
         "again. A shortfall is a capacity limit, not a failed scaling: no rollback, no pause.")
@@ -119,33 +132,40 @@ class AutoscalerConfig:
                                 "spark.decommission.enabled=true); false: kill idle executors.")
     checkers: tuple[str, ...] = option("checkers", Names(), BUILTIN_CHECKERS,
                                        "Checkers run after each scaling: built-in names or Python class "
-                                       "paths, comma-separated. Empty disables rollback.")
+                                       "paths, comma-separated; each one's keys are under "
+                                       "checkers.<name>. Empty disables rollback.")
     rollback_target: str = option("rollback.target", Choice("last", "initial"), "last",
                                   "last: roll back to the last healthy target. initial: to the target "
                                   "the autoscaler started with.")
-    rollback_pause_s: float | None = option("rollback.pauseDuration", Duration(until="untilRestart"), 1800.0,
+    rollback_pause_s: float | None = option("rollback.pauseDuration",
+                                            Duration(until="untilRestart", at_most=WEEK), 1800.0,
                                             "After a rollback, do not scale for this long; "
                                             "'untilRestart' pauses until the application restarts.")
     rollback_max: int = option("rollback.maxRollbacks", Integer(minimum=1), 3,
                                "This many rollbacks within rollback.window stop automatic scaling until "
                                "resume() is called.")
-    rollback_window_s: float = option("rollback.window", Duration(positive=True), 3600.0,
+    rollback_window_s: float = option("rollback.window", Duration(positive=True, at_most=WEEK), 3600.0,
                                       "Window for rollback.maxRollbacks.")
-    collector_class: str = option("collector.class", Text(), "",
-                                  "Python class path of a custom MetricCollector; empty: built-in.")
-    evaluator_class: str = option("evaluator.class", Text(), "",
-                                  "Python class path of a custom MetricEvaluator; empty: built-in.")
-    realizer_class: str = option("realizer.class", Text(), "",
-                                 "Python class path of a custom ScalingRealizer; empty: built-in.")
-    state_store: str = option("stateStore.class", Text(), "memory",
-                              "memory, sqlite, or a Python class path of a StateStore.")
+    collector_class: str = option("collector", Text(), "",
+                                  "Python class path of a custom MetricCollector (its keys under "
+                                  "collector.); empty: built-in.")
+    evaluator_class: str = option("evaluator", Text(), "",
+                                  "Python class path of a custom MetricEvaluator (its keys under "
+                                  "evaluator.); empty: built-in.")
+    realizer_class: str = option("realizer", Text(), "",
+                                 "Python class path of a custom ScalingRealizer (its keys under "
+                                 "realizer.); empty: built-in.")
+    state_store: str = option("stateStore", Text(), "memory",
+                              "memory, sqlite, or a Python class path of a StateStore (its keys under "
+                              "stateStore.).")
     event_handlers: tuple[str, ...] = option("eventHandlers", Names(), ("logging", "listenerBus"),
                                              "Event handlers: logging, listenerBus, jsonl, or Python "
-                                             "class paths, comma-separated.")
-    event_throttle_s: float = option("events.throttleInterval", Duration(), 60.0,
+                                             "class paths, comma-separated; each one's keys are under "
+                                             "eventHandlers.<name>.")
+    event_throttle_s: float = option("events.throttleInterval", Duration(at_most=DAY), 60.0,
                                      "Identical repeated events are reported at most once per this "
                                      "interval.")
-    event_tick_interval_s: float = option("events.tickInterval", Duration(), 60.0,
+    event_tick_interval_s: float = option("events.tickInterval", Duration(at_most=HOUR), 60.0,
                                           "With listenerBus: a summary of the control tick (load, "
                                           "backlog, utilization, executors) goes to the event log at "
                                           "most this often, and at every change of executors or pause; "
@@ -163,7 +183,7 @@ class AutoscalerConfig:
         self._check_relations()
 
     def module(self, prefix: str) -> ModuleConfig:
-        """The keys under ``prefix`` (e.g. ``"checker.taskFailures."``), for a module to read."""
+        """The keys under ``prefix`` (e.g. ``"checkers.taskFailures."``), for a module to read."""
         return ModuleConfig(prefix, {k[len(prefix):]: v for k, v in self.raw.items()
                                      if k.startswith(prefix) and k not in _CORE_BY_KEY})
 
@@ -177,12 +197,10 @@ class AutoscalerConfig:
     def from_keys(cls, raw: Mapping[str, str]) -> AutoscalerConfig:
         """Build from keys with the prefix stripped: {"minExecutors": "2", ...}."""
         raw = dict(raw)
-        for key in raw:
-            if key not in _CORE_BY_KEY and not key.startswith(MODULE_PREFIXES):
-                known = ", ".join(sorted(_CORE_BY_KEY))
-                raise ConfigError(
-                    f"{PREFIX}{key}={raw[key]!r} is not a known key; accepted keys: {known}, and "
-                    f"module keys under {', '.join(PREFIX + p + '*' for p in MODULE_PREFIXES)}")
+        unknown = [unknown_key_message(key, value) for key, value in sorted(raw.items())
+                   if key not in _CORE_BY_KEY and not key.startswith(MODULE_PREFIXES)]
+        if unknown:
+            raise ConfigError("\n".join(unknown))
         values = {name: opt.parse(raw[opt.key]) for name, opt in _CORE_OPTIONS.items() if opt.key in raw}
         return cls(**values, raw=dict(raw))
 
@@ -208,3 +226,63 @@ _CORE_OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields
                                     if "option" in f.metadata}
 CORE_OPTIONS: tuple[Option, ...] = tuple(_CORE_OPTIONS.values())
 _CORE_BY_KEY = {o.key: o for o in CORE_OPTIONS}
+
+
+def unknown_key_message(key: str, value: str) -> str:
+    """One line for a key that is neither a core key nor under a module kind's prefix, with the key
+    it most likely misspells (``checker.x.window`` -> ``checkers.x.window`` too)."""
+    _, dot, rest = key.partition(".")
+    candidates = [*_CORE_BY_KEY, *(prefix + rest for prefix in MODULE_PREFIXES if dot)]
+    hint = did_you_mean(key, candidates, PREFIX)
+    return (f"{PREFIX}{key}={value!r} is not a known key; "
+            f"{hint or 'no known key is close (the README lists them all under Configuration)'}")
+
+
+# -- keys meant for sparkscale but outside its prefix ----------------------------------------------
+# No validation sees them (they are not under spark.sparkscale.), so without this they would be
+# ignored silently: spark.sparkScale.maxExecutors=20 and a job that never goes above 10.
+
+_NAMESPACE = PREFIX.split(".")[1]  # "sparkscale"
+
+
+def _normalized(component: str) -> str:
+    return component.lower().replace("-", "").replace("_", "")
+
+
+def _is_near_miss(component: str) -> bool:
+    if component == _NAMESPACE:
+        return False
+    normal = _normalized(component)
+    return (normal == _NAMESPACE or normal.startswith(_NAMESPACE[:-1])
+            or difflib.SequenceMatcher(None, normal, _NAMESPACE).ratio() >= CLOSE_RATIO)
+
+
+def misspelt_prefix_keys(conf: Mapping[str, str]) -> dict[str, str]:
+    """Keys meant for sparkscale but outside ``spark.sparkscale.``: ``{key as given: key meant}``.
+
+    A key counts when its namespace (the component after ``spark.``, or the first one when
+    ``spark.`` is missing) differs from ``sparkscale`` only in case, in ``-``/``_``, or by a letter
+    or two: ``spark.sparkScale.x``, ``spark.spark-scale.x``, ``spark.sparkscaler.x``,
+    ``spark.sparkcale.x``, ``sparkscale.x``. No Spark namespace is that close to ``sparkscale``.
+    """
+    meant = {}
+    for key in conf:
+        parts = key.split(".")
+        if len(parts) >= 3 and parts[0] == "spark" and _is_near_miss(parts[1]):
+            meant[key] = PREFIX + ".".join(parts[2:])
+        elif len(parts) >= 2 and parts[0] != "spark" and (parts[0] == _NAMESPACE or _is_near_miss(parts[0])):
+            meant[key] = PREFIX + ".".join(parts[1:])
+    return meant
+
+
+def misspelt_prefix_warning(conf: Mapping[str, str]) -> str | None:
+    """One warning naming every key :func:`misspelt_prefix_keys` finds, or None."""
+    meant = misspelt_prefix_keys(conf)
+    if not meant:
+        return None
+    if len(meant) == 1:
+        ((key, right),) = meant.items()
+        return (f"{key}={conf[key]!r} is ignored: did you mean {right}? sparkscale reads only the keys "
+                f"that start with {PREFIX}")
+    listed = "; ".join(f"{key}={conf[key]!r} (did you mean {right}?)" for key, right in sorted(meant.items()))
+    return f"{len(meant)} keys are ignored, sparkscale reads only the keys that start with {PREFIX}: {listed}"

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from .spelling import did_you_mean
+
 PREFIX = "spark.sparkscale."
 T = TypeVar("T")
 
@@ -30,16 +32,58 @@ _DURATION_UNITS = {
     "d": 86400.0,
 }
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
-DURATION_ACCEPTS = "a non-negative duration such as 500ms, 30s, 2min, 1h or 1d (a bare number is seconds)"
+DURATION_UNITS_TEXT = "units ms, s, min, h, d; a bare number is seconds"
+# A bare number this large is refused, whatever the key: it is most likely a milliseconds habit
+# (Spark's own time keys differ in the unit a bare number takes), and the mistake is silent and
+# costly (scaleDownInterval=300000 would wait 83 hours), while writing the unit costs nothing.
+BARE_SECONDS_LIMIT = 1000
 
 
-def parse_duration(key: str, value: str) -> float:
-    """Parse a Spark-style duration into seconds."""
+def human_duration(seconds: float) -> str:
+    """``300000`` -> ``"83.3 h"``: a duration in the unit that reads best, for messages."""
+    # Hours up to a week: "83.3 h" shows a scaleDownInterval=300000 mistake better than "3.47 d".
+    for unit, size, from_size in (("d", 86400.0, 7 * 86400.0), ("h", 3600.0, 7200.0), ("min", 60.0, 120.0),
+                                  ("s", 1.0, 0.0)):
+        if seconds >= from_size:
+            return f"{seconds / size:.3g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def render_duration(seconds: float) -> str:
+    """``300`` -> ``"5min"``: a duration as a user writes it, in the largest exact unit."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds * 1000:g}ms"
+
+
+def _as_milliseconds(number: float) -> str:
+    """How to write ``number`` milliseconds: ``300000`` -> ``"300s or 5min"``."""
+    seconds = number / 1000
+    plain = f"{seconds:g}s" if seconds >= 1 else f"{number:g}ms"
+    best = render_duration(seconds)
+    return plain if best == plain else f"{plain} or {best}"
+
+
+def parse_duration(key: str, value: str, at_most: float | None = None) -> float:
+    """Parse a Spark-style duration into seconds. A bare number is seconds; one of
+    :data:`BARE_SECONDS_LIMIT` or more is refused (see there), naming how it was read and how to
+    write what was probably meant. ``at_most``, the key's bound, only improves that message."""
     match = _DURATION_RE.match(str(value).lower())
     if not match or match.group(2) not in ("", *_DURATION_UNITS):
-        raise ConfigError(f"{key}={value!r} is not a valid duration; expected {DURATION_ACCEPTS}")
-    unit = match.group(2) or "s"
-    return float(match.group(1)) * _DURATION_UNITS[unit]
+        raise ConfigError(f"{key}={value!r} is not a valid duration; expected a duration such as 500ms, 30s, "
+                          f"2min or 1h ({DURATION_UNITS_TEXT})")
+    number = float(match.group(1))
+    if not match.group(2) and number >= BARE_SECONDS_LIMIT:
+        read = (f"{key}={value!r} was read as {number:g} s ({human_duration(number)}): a bare number is "
+                "seconds")
+        if at_most is not None and number > at_most:
+            raise ConfigError(f"{read}, and the longest accepted is {render_duration(at_most)}. If you meant "
+                              f"milliseconds, write {_as_milliseconds(number)}")
+        raise ConfigError(f"{read}, and one of {BARE_SECONDS_LIMIT} or more is refused as a likely "
+                          f"milliseconds habit. Write the unit: {_as_milliseconds(number)} if you meant "
+                          f"{number:g} ms, {number:g}s if you meant seconds")
+    return number * _DURATION_UNITS[match.group(2) or "s"]
 
 
 def parse_bool(key: str, value: str) -> bool:
@@ -93,7 +137,9 @@ def parse_list(value: str) -> tuple[str, ...]:
 def parse_choice(key: str, value: str, choices: tuple[str, ...]) -> str:
     if value in choices:
         return value
-    raise ConfigError(f"{key}={value!r} is not accepted; expected one of: {', '.join(choices)}")
+    hint = did_you_mean(value, choices)
+    raise ConfigError(f"{key}={value!r} is not accepted{f' ({hint})' if hint else ''}; expected one of: "
+                      f"{', '.join(choices)}")
 
 
 _DAILY_WINDOW_RE = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)-([01]?\d|2[0-3]):([0-5]\d)$")
@@ -207,36 +253,56 @@ class Number(ValueType):
 
 class Duration(ValueType):
     """Seconds, written as ``500ms``, ``30s``, ``2min``, ``1h``; ``until`` names a word that means
-    "no end" (None), e.g. ``untilRestart``."""
+    "no end" (None), e.g. ``untilRestart``.
 
-    def __init__(self, positive: bool = False, until: str | None = None) -> None:
+    ``at_most`` is the key's sane upper bound: far above any useful value, so a value beyond it is a
+    mistake (a wrong unit, an extra zero) and is refused, with the value read back in a unit that
+    shows the mistake. The README's tables print it next to the key's description."""
+
+    def __init__(self, *, at_most: float, positive: bool = False, until: str | None = None) -> None:
+        self.at_most = at_most
         self.positive = positive
         self.until = until
-        self.accepts = DURATION_ACCEPTS + (", above zero" if positive else "") \
-            + (f", or {until}" if until else "")
+        low = "above zero and" if positive else ""
+        self.accepts = (f"a duration {low} at most {render_duration(at_most)} ({DURATION_UNITS_TEXT})"
+                        .replace("  ", " ") + (f", or {until}" if until else ""))
+
+    def parse(self, key: str, text: str) -> Any:
+        value = self.convert(key, text)
+        bare = str(text).strip().replace(".", "", 1).isdigit()
+        self._check_range(key, repr(str(text)), value, read_as_seconds=bare)
+        return value
 
     def convert(self, key: str, text: str) -> float | None:
         if self.until is not None and str(text).strip() == self.until:
             return None
-        if self.until is not None and not _DURATION_RE.match(str(text).lower()):
-            raise ConfigError(f"{key}={text!r} is not accepted; expected {self.accepts}")
-        return parse_duration(key, text)
+        if not _DURATION_RE.match(str(text).lower()):
+            raise ConfigError(f"{key}={text!r} is not a valid duration; expected {self.accepts}")
+        return parse_duration(key, text, self.at_most)
 
     def check(self, key: str, value: Any) -> None:
         if value is None and self.until is not None:
             return
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
             raise self._reject(key, value, "is not a duration")
+        self._check_range(key, repr(value), value)
+
+    def _check_range(self, key: str, shown: str, value: float | None, read_as_seconds: bool = False) -> None:
+        if value is None:
+            return
         if self.positive and value <= 0:
-            raise self._reject(key, value, "must be greater than zero")
+            raise ConfigError(f"{key}={shown} must be greater than zero; expected {self.accepts}")
+        if value > self.at_most:
+            read = (f"was read as {value:g} s ({human_duration(value)})" if read_as_seconds
+                    else f"is {human_duration(value)}")
+            raise ConfigError(f"{key}={shown} {read}, more than the longest accepted, "
+                              f"{render_duration(self.at_most)}; expected {self.accepts}")
+
+    def bound_text(self) -> str:
+        return f"At most {render_duration(self.at_most)}."
 
     def render(self, value: Any) -> str:
-        if value is None:
-            return self.until or ""
-        for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
-            if value >= size and value % size == 0:
-                return f"{value / size:g}{unit}"
-        return f"{value * 1000:g}ms"
+        return (self.until or "") if value is None else render_duration(value)
 
 
 class Choice(ValueType):
@@ -341,8 +407,10 @@ class ModuleConfig:
             return default
         return parse(PREFIX + self.prefix + name, self.values[name])
 
-    def duration(self, name: str, default: float) -> float:
-        return self._get(name, default, parse_duration)
+    def duration(self, name: str, default: float, at_most: float | None = None) -> float:
+        """A duration in seconds; ``at_most`` (seconds) refuses longer values."""
+        return self._get(name, default, lambda k, v: Duration(at_most=at_most).parse(k, v)
+                         if at_most is not None else parse_duration(k, v))
 
     def integer(self, name: str, default: int, minimum: int | None = None) -> int:
         return self._get(name, default, lambda k, v: parse_int(k, v, minimum))
@@ -362,9 +430,14 @@ class ModuleConfig:
         return self._get(name, default, parse)
 
     def check_all_read(self) -> None:
+        """Refuse the keys under the prefix that the module did not read: one line per key, with
+        the key it most likely misspells, else the module's keys (a handful)."""
         unknown = sorted(set(self.values) - self._read)
-        if unknown:
-            key = unknown[0]
-            raise ConfigError(
-                f"{PREFIX}{self.prefix}{key}={self.values[key]!r} is not a known key; accepted "
-                f"keys under {PREFIX}{self.prefix}: {', '.join(sorted(self._read)) or '(none)'}")
+        if not unknown:
+            return
+        where = f"{PREFIX}{self.prefix}"
+        known = (f"the keys under {where} are {', '.join(sorted(self._read))}" if self._read
+                 else f"nothing is read under {where}")
+        problems = [f"{where}{key}={self.values[key]!r} is not a known key; "
+                    f"{did_you_mean(key, self._read, where) or known}" for key in unknown]
+        raise ConfigError("\n".join(problems))

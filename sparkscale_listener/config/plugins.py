@@ -23,7 +23,7 @@ _LOADED_FROM: weakref.WeakKeyDictionary[type, tuple[str, str]] = weakref.WeakKey
 
 
 def full_key(key: str) -> str:
-    """``realizer.class`` -> ``spark.sparkscale.realizer.class`` (idempotent)."""
+    """``realizer`` -> ``spark.sparkscale.realizer`` (idempotent)."""
     return key if key.startswith(PREFIX) else PREFIX + key
 
 
@@ -132,7 +132,7 @@ class PluginContext:
     constructor takes no argument. That is the one convention for collectors, evaluators,
     realizers, checkers, state stores and event handlers.
 
-    ``options`` holds the module's own keys (under its prefix, e.g. ``checker.<name>.``); keys
+    ``options`` holds the module's own keys (under its prefix, e.g. ``checkers.<name>.``); keys
     there that the module does not read fail at startup. The rest is what a module may need:
     the session and the JVM bridge (None in the simulator), the cluster backend (for a
     realizer) and the progress recorder (for a collector).

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..check.builtin import BUILTIN_CHECKER_CLASSES
+from ..check.loading import KEYS_PREFIX as CHECKER_KEYS
+from ..observe.events import KEYS_PREFIX as EVENT_HANDLER_KEYS
 from ..observe.events import JsonLinesEventHandler
 from ..observe.gauges import metrics_table
 from ..state.store import STATE_STORE_OPTIONS
 from .core import CORE_OPTIONS
-from .options import PREFIX, Option
+from .options import PREFIX, Duration, Option
 
 
 def markdown_table(options: Sequence[Option] = CORE_OPTIONS, prefix: str = "") -> str:
@@ -26,16 +28,17 @@ def markdown_table(options: Sequence[Option] = CORE_OPTIONS, prefix: str = "") -
     lines = ["| key | default | what it does, and why this default |", "|---|---|---|"]
     for opt in options:
         default = opt.default_text()
+        doc = f"{opt.doc} {opt.type.bound_text()}" if isinstance(opt.type, Duration) else opt.doc
         lines.append(f"| `{PREFIX}{prefix}{opt.key}` | {f'`{default}`' if default else '(empty)'} "
-                     f"| {opt.doc} |")
+                     f"| {doc} |")
     return "\n".join(lines)
 
 
 def module_options() -> list[tuple[str, tuple]]:
     """(prefix, options) of every built-in module that has keys of its own."""
-    modules: list[tuple[str, tuple]] = [(f"checker.{name}.", cls.options)
+    modules: list[tuple[str, tuple]] = [(f"{CHECKER_KEYS}{name}.", cls.options)
                                         for name, cls in BUILTIN_CHECKER_CLASSES.items()]
-    modules.append(("eventHandler.jsonl.", JsonLinesEventHandler.options))
+    modules.append((f"{EVENT_HANDLER_KEYS}jsonl.", JsonLinesEventHandler.options))
     modules.append(("stateStore.", STATE_STORE_OPTIONS))
     return modules
 

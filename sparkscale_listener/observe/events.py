@@ -20,6 +20,7 @@ from typing import Any
 from ..config.core import AutoscalerConfig
 from ..config.options import PREFIX, ConfigError, Option, Text
 from ..config.plugins import PluginContext, accepted_text, construct, load_class
+from ..config.spelling import closest, did_you_mean
 
 # Event kinds. "scaling" is an applied scale_up / scale_down; "recommendation" a decision that was
 # published but not applied (recommend mode, excluded period); "rollback", "pause", "resume",
@@ -87,6 +88,7 @@ class EventHandler(ABC):
 log = logging.getLogger("sparkscale")
 
 BUILTIN_EVENT_HANDLERS = ("logging", "listenerBus", "jsonl")
+KEYS_PREFIX = "eventHandlers."  # each handler's keys: eventHandlers.<name>.<key>
 _LEVELS = {"error": logging.ERROR, "warning": logging.WARNING}
 
 
@@ -116,7 +118,8 @@ def _executors(n: int | None) -> str:
 
 
 def format_event(event: AutoscalerEvent) -> str:
-    """One readable line, e.g. ``sparkscale scale_up 2 -> 4: query 'q1' backlog ...``."""
+    """One readable line, e.g. ``scale_up 2 -> 4: query 'q1' backlog ...`` (no "sparkscale": the
+    logger's name says where the line comes from)."""
     moves = event.from_executors is not None or event.to_executors is not None
     change = f" {_executors(event.from_executors)} -> {_executors(event.to_executors)}" if moves else ""
     if event.kind == "scaling":
@@ -128,7 +131,7 @@ def format_event(event: AutoscalerEvent) -> str:
     else:
         action = f" {event.action}" if event.action not in ("none", "") else ""
         head = f"{event.kind}{action}{change}"
-    line = f"sparkscale {head}: {event.reason}"
+    line = f"{head}: {event.reason}"
     suppressed = event.details.get("suppressed")
     if suppressed:
         line += f" ({suppressed} identical event{'s' if suppressed != 1 else ''} suppressed before this one)"
@@ -276,7 +279,7 @@ class EventDispatcher:
         try:
             with self._lock:
                 if self._closed:
-                    log.debug("sparkscale: event after close dropped: %s", format_event(event))
+                    log.debug("event after close dropped: %s", format_event(event))
                     return False
                 now = self.clock()
                 key = event.throttle_key()
@@ -290,14 +293,14 @@ class EventDispatcher:
             if count:
                 event = dataclasses.replace(event, details={**event.details, "suppressed": count})
         except Exception:
-            log.exception("sparkscale: throttling an event failed; delivering it anyway")
+            log.exception("throttling an event failed; delivering it anyway")
         # Outside the lock: a slow handler must not block other threads' throttle checks, and a
         # handler that emits (re-entrantly) must not deadlock.
         for handler in self.handlers:
             try:
                 handler.handle(event)
             except Exception:
-                log.exception("sparkscale: event handler %r failed on a %s event", handler,
+                log.exception("event handler %r failed on a %s event", handler,
                               getattr(event, "kind", "?"))
         return True
 
@@ -323,65 +326,83 @@ class EventDispatcher:
             try:
                 handler.close()
             except Exception:
-                log.exception("sparkscale: closing event handler %r failed", handler)
+                log.exception("closing event handler %r failed", handler)
 
 
 def build_event_handlers(config: AutoscalerConfig, bridge: Any = None) -> list[EventHandler]:
     """The handlers named by ``spark.sparkscale.eventHandlers``: logging, listenerBus, jsonl or
     Python class paths (a class with ``handle(event)``, constructed as every plugin is: with a
     :class:`~sparkscale_listener.config.plugins.PluginContext` whose options are its keys under
-    ``eventHandler.<class name>.``).
+    ``eventHandlers.<class name>.``).
 
     listenerBus without a bridge (pure-Python tests, no JVM) is skipped with a warning.
     """
     key = f"{PREFIX}eventHandlers"
     value = ",".join(config.event_handlers)
     canonical = {name.lower(): name for name in BUILTIN_EVENT_HANDLERS}
+    names = list(dict.fromkeys(canonical.get(item.lower(), item) for item in config.event_handlers))
+    # First the keys under eventHandlers.<name>.: one of a handler not listed is a typo, and its
+    # message says more than the one a listed handler would give for missing its key.
+    _check_handler_keys(config, {_short_name(name) for name in names}, key, value)
     handlers: list[EventHandler] = []
-    seen: set[str] = set()
-    custom: set[str] = set()
-    for item in config.event_handlers:
-        name = canonical.get(item.lower(), item)
-        if name in seen:  # "logging,logging" would print every line twice
-            continue
-        seen.add(name)
+    for name in names:  # each once: "logging,logging" would print every line twice
         if name == "logging":
             handlers.append(LoggingEventHandler())
         elif name == "listenerBus":
             if bridge is None:
-                log.warning("sparkscale: %s includes listenerBus but there is no JVM bridge; events "
+                log.warning("%s includes listenerBus but there is no JVM bridge; events "
                             "will not be posted on the listener bus", key)
                 continue
             handlers.append(ListenerBusEventHandler(bridge))
         elif name == "jsonl":
-            options = config.module("eventHandler.jsonl.")
+            options = config.module(f"{KEYS_PREFIX}jsonl.")
             path = options.read(JsonLinesEventHandler.options)["path"]
             options.check_all_read()
             if not path:
-                raise ConfigError(f"{key} includes jsonl but {PREFIX}eventHandler.jsonl.path is empty; "
+                raise ConfigError(f"{key} includes jsonl but {PREFIX}{KEYS_PREFIX}jsonl.path is empty; "
                                   "expected the file to append events to")
             try:
                 handlers.append(JsonLinesEventHandler(path))
             except OSError as err:
-                raise ConfigError(f"{PREFIX}eventHandler.jsonl.path={path!r}: cannot be written "
+                raise ConfigError(f"{PREFIX}{KEYS_PREFIX}jsonl.path={path!r}: cannot be written "
                                   f"({err}); expected a writable file path") from err
         elif "." in name:
             cls = load_class("eventHandlers", name, EventHandler, ("handle",),
                              accepted_names=BUILTIN_EVENT_HANDLERS)
-            short = name.replace(":", ".").rpartition(".")[2]
-            custom.add(short)
-            context = PluginContext(config, config.module(f"eventHandler.{short}."), bridge=bridge)
+            options = config.module(f"{KEYS_PREFIX}{_short_name(name)}.")
+            context = PluginContext(config, options, bridge=bridge)
             handler = construct(cls, context, "eventHandlers")
             handlers.append(handler if isinstance(handler, EventHandler) else _DuckEventHandler(handler))
         else:
+            hint = did_you_mean(name, BUILTIN_EVENT_HANDLERS)
             raise ConfigError(
-                f"{key}={value!r}: {item!r} is not accepted; expected a comma-separated list of "
-                f"{accepted_text(EventHandler, ('handle',), BUILTIN_EVENT_HANDLERS)}")
-    # Keys under eventHandler.<name>. of a handler that is not configured are typos.
-    for raw_key in config.raw:
-        if raw_key.startswith("eventHandler."):
-            owner = raw_key[len("eventHandler."):].partition(".")[0]
-            if owner not in custom and not (owner == "jsonl" and "jsonl" in seen):
-                raise ConfigError(f"{PREFIX}{raw_key}={config.raw[raw_key]!r} configures event handler "
-                                  f"{owner!r}, which is not in {key}={value!r}")
+                f"{key}={value!r}: {name!r} is not accepted; "
+                + (hint or f"expected a comma-separated list of "
+                   f"{accepted_text(EventHandler, ('handle',), BUILTIN_EVENT_HANDLERS)}"))
     return handlers
+
+
+def _short_name(name: str) -> str:
+    """The name a handler's keys go under: a built-in's name, a class path's class name."""
+    return name.replace(":", ".").rpartition(".")[2]
+
+
+def _check_handler_keys(config: AutoscalerConfig, configured: set[str], key: str, value: str) -> None:
+    for raw_key in sorted(config.raw):
+        if not raw_key.startswith(KEYS_PREFIX):
+            continue
+        owner = raw_key[len(KEYS_PREFIX):].partition(".")[0]
+        if owner in ("logging", "listenerBus") and owner in configured:
+            config.module(f"{KEYS_PREFIX}{owner}.").check_all_read()  # they have no keys: all unknown
+        if owner in configured:
+            continue
+        meant = closest(owner, configured | set(BUILTIN_EVENT_HANDLERS))
+        if meant is None:
+            hint = f"{key}={value!r}"
+        elif meant == owner:
+            hint = f"add {owner} to {key} to use it"
+        else:
+            hint = (f"did you mean {PREFIX}{KEYS_PREFIX}{meant}{raw_key[len(KEYS_PREFIX + owner):]}?"
+                    + ("" if meant in configured else f" (and add {meant} to {key})"))
+        raise ConfigError(f"{PREFIX}{raw_key}={config.raw[raw_key]!r} configures event handler "
+                          f"{owner!r}, which is not in {key}; {hint}")

@@ -49,7 +49,7 @@ class RealizationResult:
 
 
 class ScalingRealizer(ABC):
-    """Carries an absolute executor target out. Pluggable (`spark.sparkscale.realizer.class`,
+    """Carries an absolute executor target out. Pluggable (`spark.sparkscale.realizer`,
     constructed with a :class:`~sparkscale_listener.config.plugins.PluginContext` whose ``backend`` is
     the cluster's executor API; a custom realizer may wrap :class:`ExecutorRealizer` over it).
 

@@ -1,16 +1,17 @@
 """Wiring the autoscaler into a SparkSession: the user's one line.
 
 Order matters: every ``spark.sparkscale.*`` key is validated and the dynamic-allocation conflict
-refused *before* the session (and its executors) start. The bridge must be on the driver's class
-path before the SparkContext starts (plugins load then): it is added to the builder, and, when the
-driver JVM already runs (spark-submit, the pyspark shell), to the driver's class loader too.
+refused *before* the session (and its executors) start, with the settings the driver will start with
+(``spark-defaults.conf`` and ``PYSPARK_SUBMIT_ARGS`` included: :mod:`.launch_conf`). The bridge must
+be on the driver's class path before the SparkContext starts (plugins load then): it is added to the
+builder, and, when the driver JVM already runs (spark-submit, the pyspark shell), to the driver's
+class loader too.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from dataclasses import replace
@@ -22,13 +23,14 @@ from ..check.guard import RollbackGuard
 from ..check.loading import build_checkers
 from ..collect.collector import MetricCollector, SparkMetricCollector
 from ..collect.progress import ProgressRecorder
-from ..config.core import AutoscalerConfig
+from ..config.core import AutoscalerConfig, misspelt_prefix_warning
 from ..config.options import PREFIX, ConfigError
 from ..config.plugins import PluginContext, construct, load_class
 from ..control_loop import Autoscaler, ControlLoop
 from ..evaluator import MetricEvaluator, MicroBatchEvaluator
-from ..observe.events import AutoscalerEvent, EventDispatcher, build_event_handlers
+from ..observe.events import AutoscalerEvent, EventDispatcher, LoggingEventHandler, build_event_handlers
 from ..observe.gauges import GaugePublisher
+from ..observe.logs import LOGGER_NAME, show_lines_until_configured
 from ..observe.ui import UiPublisher
 from ..policy import ScalingPolicy
 from ..realize.realizer import ExecutorRealizer, ScalingRealizer
@@ -36,8 +38,9 @@ from ..state.store import build_state_store
 from . import jars as bridge_jars
 from .backend import SparkClusterBackend
 from .bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
+from .launch_conf import launch_conf
 
-log = logging.getLogger("sparkscale")
+log = logging.getLogger(LOGGER_NAME)
 
 _running: dict[str, tuple[Autoscaler, ControlLoop]] = {}
 _lock = threading.Lock()
@@ -67,8 +70,11 @@ def autoscale(session_or_builder: Any) -> SparkSession:
         # properties; this session's autoscaler takes its settings from its own builder, not from
         # those leftovers (say, a test's maxRollbacks).
         JvmBridge.clear_system_properties(PREFIX, options)
-    # Under spark-submit, --conf values wait in the JVM's system properties; the builder wins.
-    submitted = {**JvmBridge.submitted_conf(jvm), **options} if jvm is not None else options
+    # Under spark-submit, --conf values and spark-defaults.conf wait in the JVM's system properties;
+    # without a JVM yet, they wait in the files and PYSPARK_SUBMIT_ARGS it will start with. The
+    # builder wins over both.
+    started_with = JvmBridge.submitted_conf(jvm) if jvm is not None else launch_conf()
+    submitted = {**started_with, **options}
     config = AutoscalerConfig.from_spark_conf(submitted)  # fail before anything starts
     if not config.enabled:
         return builder.getOrCreate()
@@ -125,22 +131,6 @@ def refuse_connect(session_or_builder: Any) -> None:
                   and (os.environ.get("SPARK_CONNECT_MODE_ENABLED") == "1" or "SPARK_REMOTE" in os.environ)))
     if remote:
         raise UnsupportedSessionError(f"this is a Spark Connect session; {NO_JVM_ADVICE}")
-
-
-def show_logs_by_default() -> None:
-    """Every scaling action, rollback and pause is one line on the ``sparkscale`` logger; with no
-    logging set up (Python's default), those lines would go nowhere. Give the logger a stderr
-    handler at INFO (stderr is the driver log under spark-submit) unless the application has
-    configured logging itself (a handler on the root or the ``sparkscale`` logger)."""
-    logger = logging.getLogger("sparkscale")
-    if logger.handlers or logging.getLogger().handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
-                                           "%y/%m/%d %H:%M:%S"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False  # a root handler added later must not print every line twice
 
 
 def autoscaler(spark: SparkSession) -> Autoscaler:
@@ -201,7 +191,7 @@ def _attach(spark: SparkSession) -> SparkSession:
     with _lock:
         if sc.applicationId in _running:
             return spark
-    show_logs_by_default()
+    show_lines_until_configured()
     bridge = JvmBridge(sc)
     if not bridge.installed():
         jar = bridge_jars.bridge_jar(sc._jvm)
@@ -217,14 +207,14 @@ def _attach(spark: SparkSession) -> SparkSession:
     if master.startswith("local") and not master.startswith("local-cluster") and config.mode != "recommend":
         fallback_note = (f"master {master} cannot add or remove executors; falling back to recommend "
                          f"mode (decisions are published, never applied)")
-        log.warning("sparkscale: %s", fallback_note)
         config = replace(config, mode="recommend")
 
     scaler = build_autoscaler(spark, config, bridge)
     if fallback_note:
-        scaler.events.emit(AutoscalerEvent(scaler.clock(), "notice", fallback_note, situation="local-master",
-                                           severity="warning",
-                                           details={"mode": config.mode}))
+        _warn(scaler, fallback_note, "local-master")
+    misspelt = misspelt_prefix_warning(conf)
+    if misspelt:
+        _warn(scaler, misspelt, "misspelt-prefix")
 
     def alive() -> bool:
         return not bridge.context_stopped()
@@ -235,9 +225,18 @@ def _attach(spark: SparkSession) -> SparkSession:
         _running[sc.applicationId] = (scaler, loop)
         _sessions_started += 1
     loop.start()
-    log.info("sparkscale: autoscaler started (mode=%s, executors %d..%d, interval %gs)",
+    log.info("autoscaler started (mode=%s, executors %d..%d, interval %gs)",
              config.mode, config.min_executors, config.max_executors, config.interval_s)
     return spark
+
+
+def _warn(scaler: Autoscaler, text: str, situation: str) -> None:
+    """A startup warning, reported once as a notice event; it reaches the log through the logging
+    event handler, or directly when that handler is not configured (never twice)."""
+    scaler.events.emit(AutoscalerEvent(scaler.clock(), "notice", text, situation=situation,
+                                       severity="warning", details={"mode": scaler.config.mode}))
+    if not any(isinstance(h, LoggingEventHandler) for h in scaler.events.handlers):
+        log.warning("%s", text)
 
 
 def validate_modules(config: AutoscalerConfig) -> None:
@@ -255,9 +254,9 @@ def validate_modules(config: AutoscalerConfig) -> None:
 
 
 def _custom_modules(config: AutoscalerConfig) -> tuple[tuple[str, str, type, tuple[str, ...]], ...]:
-    return (("collector.class", config.collector_class, MetricCollector, ("collect",)),
-            ("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",)),
-            ("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline")))
+    return (("collector", config.collector_class, MetricCollector, ("collect",)),
+            ("evaluator", config.evaluator_class, MetricEvaluator, ("evaluate",)),
+            ("realizer", config.realizer_class, ScalingRealizer, ("realize", "baseline")))
 
 
 def task_cpus(value: str | None) -> int:
@@ -277,17 +276,17 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmB
 
     def plugin(key: str, value: str, base: type, methods: tuple[str, ...], default: Any) -> Any:
         """The module named by ``key`` (constructed by the plugin convention), else ``default``."""
-        context = PluginContext(config, config.module(key.partition(".")[0] + "."), spark=spark,
+        context = PluginContext(config, config.module(key + "."), spark=spark,
                                 bridge=bridge, backend=backend, recorder=recorder)
         if not value:
             return default(context)
         return construct(load_class(key, value, base, methods), context, key)
 
-    collector = plugin("collector.class", config.collector_class, MetricCollector, ("collect",),
+    collector = plugin("collector", config.collector_class, MetricCollector, ("collect",),
                        SparkMetricCollector)
-    evaluator = plugin("evaluator.class", config.evaluator_class, MetricEvaluator, ("evaluate",),
+    evaluator = plugin("evaluator", config.evaluator_class, MetricEvaluator, ("evaluate",),
                        lambda _: MicroBatchEvaluator())
-    realizer = plugin("realizer.class", config.realizer_class, ScalingRealizer, ("realize", "baseline"),
+    realizer = plugin("realizer", config.realizer_class, ScalingRealizer, ("realize", "baseline"),
                       lambda _: ExecutorRealizer(backend, config.min_executors, config.decommission))
     guard = RollbackGuard(config, build_checkers(config))
     events = EventDispatcher(build_event_handlers(config, bridge), config.event_throttle_s)

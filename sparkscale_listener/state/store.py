@@ -27,6 +27,7 @@ from typing import Any
 from ..config.core import AutoscalerConfig
 from ..config.options import PREFIX, ConfigError, Integer, Option, Text
 from ..config.plugins import PluginContext, accepted_text, construct, load_class
+from ..config.spelling import did_you_mean
 
 try:  # POSIX only: serialises the "move a corrupt file aside" step between processes.
     import fcntl
@@ -223,7 +224,7 @@ class SqliteStateStore(StateStore):
             self._report(f"state store {self.path} was unusable ({_describe(first_error)}); "
                          "another application replaced it with a fresh store")
         else:  # a transient failure that the retry cleared: nothing was lost
-            log.info("sparkscale: state store %s opened on retry after: %s", self.path,
+            log.info("state store %s opened on retry after: %s", self.path,
                      _describe(first_error))
 
     def _connect(self) -> sqlite3.Connection:
@@ -255,7 +256,7 @@ class SqliteStateStore(StateStore):
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":  # e.g. a file system without shared memory
-                log.warning("sparkscale: state store %s runs in journal mode %s, not WAL", self.path, mode)
+                log.warning("state store %s runs in journal mode %s, not WAL", self.path, mode)
             conn.execute("PRAGMA synchronous = NORMAL")  # durable enough with WAL, much faster
             check = conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
@@ -323,12 +324,12 @@ class SqliteStateStore(StateStore):
 
     def _report(self, why: str) -> None:
         self.fell_back = why
-        log.warning("sparkscale: %s", why)
+        log.warning("%s", why)
         if self.on_fallback is not None:
             try:
                 self.on_fallback(why)
             except Exception:
-                log.exception("sparkscale: state store on_fallback callback failed")
+                log.exception("state store on_fallback callback failed")
 
     # -- operations --------------------------------------------------------------------------
 
@@ -399,7 +400,7 @@ class SqliteStateStore(StateStore):
                 try:
                     self._conn.close()
                 except sqlite3.Error as err:
-                    log.warning("sparkscale: closing state store %s failed: %s", self.path, err)
+                    log.warning("closing state store %s failed: %s", self.path, err)
                 self._conn = None
             if self._memory is not None:
                 self._memory.close()
@@ -445,17 +446,17 @@ def _describe(err: BaseException) -> str:
 STATE_STORE_OPTIONS = (
     Option("maxRecords", Integer(minimum=1), DEFAULT_MAX_RECORDS, "history rows kept per "
            "application, scope and kind by the built-in stores"),
-    Option("sqlite.path", Text(), "", "SQLite file for `stateStore.class=sqlite` (needed then)"),
+    Option("sqlite.path", Text(), "", "SQLite file for `stateStore=sqlite` (needed then)"),
 )
 
 
 def build_state_store(config: AutoscalerConfig,
                       on_fallback: Callable[[str], None] | None = None) -> StateStore:
-    """The store named by ``spark.sparkscale.stateStore.class``: memory, sqlite (at
+    """The store named by ``spark.sparkscale.stateStore``: memory, sqlite (at
     ``stateStore.sqlite.path``) or a Python class path, constructed as every plugin is (its
     options are the keys under ``stateStore.``).
     """
-    key = f"{PREFIX}stateStore.class"
+    key = f"{PREFIX}stateStore"
     name = config.state_store.strip()
     options = config.module("stateStore.")
     if name.lower() in BUILTIN_STATE_STORES:
@@ -469,8 +470,9 @@ def build_state_store(config: AutoscalerConfig,
         return SqliteStateStore(values["sqlite.path"], max_records=values["maxRecords"],
                                 on_fallback=on_fallback)
     if "." not in name:
-        raise ConfigError(f"{key}={name!r} is not accepted; expected "
-                          f"{accepted_text(StateStore, STATE_STORE_METHODS, BUILTIN_STATE_STORES)}")
-    cls = load_class("stateStore.class", name, StateStore, STATE_STORE_METHODS,
+        accepted = accepted_text(StateStore, STATE_STORE_METHODS, BUILTIN_STATE_STORES)
+        hint = did_you_mean(name, BUILTIN_STATE_STORES)
+        raise ConfigError(f"{key}={name!r} is not accepted; {hint or 'expected ' + accepted}")
+    cls = load_class("stateStore", name, StateStore, STATE_STORE_METHODS,
                      accepted_names=BUILTIN_STATE_STORES)
-    return construct(cls, PluginContext(config, options), "stateStore.class")
+    return construct(cls, PluginContext(config, options), "stateStore")

@@ -16,8 +16,15 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from .. import autoscale, autoscaler
-from .demo import DEMO_SPARKSCALE_CONF, StreamingJob, exactly_once, quiet_executor_removal_noise, wait_for
+# Absolute imports: spark-submit runs this file as a script (the test copies it out of the package).
+from sparkscale_listener import autoscale, autoscaler
+from sparkscale_listener.testing.demo import (
+    DEMO_SPARKSCALE_CONF,
+    StreamingJob,
+    exactly_once,
+    quiet_executor_removal_noise,
+    wait_for,
+)
 
 
 def main(workdir: Path) -> int:
@@ -32,7 +39,7 @@ def main(workdir: Path) -> int:
         if key not in ("spark.sparkscale.initialExecutors", "spark.sparkscale.minExecutors"):
             builder = builder.config(key, value)
     # Three idle executors still pay every task's fixed cost (a Python worker, the sink's file), so
-    # utilization at low load wavers around utilization.min; a short delay lets the scale-down through.
+    # the recommendation at low load wavers; a short delay lets the scale-down through.
     builder = builder.config("spark.sparkscale.scaleDownInterval", "8s")
     spark = autoscale(builder)  # the one line
     spark.sparkContext.setLogLevel("ERROR")

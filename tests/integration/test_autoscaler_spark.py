@@ -142,7 +142,6 @@ def test_steady_load_inside_the_band_takes_no_action(tmp_path: Path) -> None:
     conf = cluster_conf(tmp_path, workers=2, extra={"spark.ui.enabled": "false",
                                                     "spark.sparkscale.initialExecutors": "2",
                                                     "spark.sparkscale.maxExecutors": "2",
-                                                    "spark.sparkscale.utilization.min": "0.1",
                                                     "spark.sparkscale.utilization.target": "0.5",
                                                     "spark.sparkscale.utilization.max": "0.98"})
     spark = build_session("it-steady", conf)

@@ -46,12 +46,12 @@ REPO = Path(__file__).resolve().parents[2]
 FAST: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.sparkscale.provisioningTimeout": "60s",
-    "spark.sparkscale.checker.taskFailures.window": "20s",
-    "spark.sparkscale.checker.executorFailures.window": "20s",
-    "spark.sparkscale.checker.queryFailure.window": "20s",
-    "spark.sparkscale.checker.throughputRegression.window": "16s",
-    "spark.sparkscale.checker.gcPressure.window": "20s",
-    "spark.sparkscale.checker.heapUsage.window": "20s",
+    "spark.sparkscale.checkers.taskFailures.window": "20s",
+    "spark.sparkscale.checkers.executorFailures.window": "20s",
+    "spark.sparkscale.checkers.queryFailure.window": "20s",
+    "spark.sparkscale.checkers.throughputRegression.window": "16s",
+    "spark.sparkscale.checkers.gcPressure.window": "20s",
+    "spark.sparkscale.checkers.heapUsage.window": "20s",
     "spark.sparkscale.rollback.pauseDuration": "10min",
 }
 

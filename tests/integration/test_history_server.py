@@ -68,7 +68,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Job:
         "spark.eventLog.compress": "true",  # Spark 4's default (zstd), which the demo's settings turn off
         "spark.sparkscale.maxExecutors": "2",
         "spark.sparkscale.events.tickInterval": "6s",  # 3 ticks: throttling shows in the counts
-        "spark.sparkscale.checker.taskFailures.window": "30s",
+        "spark.sparkscale.checkers.taskFailures.window": "30s",
         "spark.sparkscale.rollback.pauseDuration": "10min",
         # As in test_rollback_spark: a failed task is retried on another executor, the failing one
         # is never excluded, so it goes on failing until the rollback removes it.

@@ -48,7 +48,7 @@ def test_dropped_listener_events_are_reported_and_no_decision_rests_on_them(tmp_
         "spark.ui.enabled": "false",
         "spark.scheduler.listenerbus.eventqueue.sparkscale.capacity": str(QUEUE_CAPACITY),
         "spark.sparkscale.eventHandlers": "logging,listenerBus,jsonl",
-        "spark.sparkscale.eventHandler.jsonl.path": str(jsonl),
+        "spark.sparkscale.eventHandlers.jsonl.path": str(jsonl),
     }))
     scaler = autoscaler(spark)
     job = StreamingJob(spark, tmp_path, rows_per_second=10).start()

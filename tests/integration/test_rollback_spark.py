@@ -38,12 +38,12 @@ logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, sh
 FAST_CHECKERS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.eventLog.compress": "false",  # Spark 4 compresses event logs (zstd) by default
-    "spark.sparkscale.checker.taskFailures.window": "30s",
-    "spark.sparkscale.checker.executorFailures.window": "30s",
-    "spark.sparkscale.checker.queryFailure.window": "30s",
-    "spark.sparkscale.checker.throughputRegression.window": "20s",
-    "spark.sparkscale.checker.gcPressure.window": "30s",
-    "spark.sparkscale.checker.heapUsage.window": "30s",
+    "spark.sparkscale.checkers.taskFailures.window": "30s",
+    "spark.sparkscale.checkers.executorFailures.window": "30s",
+    "spark.sparkscale.checkers.queryFailure.window": "30s",
+    "spark.sparkscale.checkers.throughputRegression.window": "20s",
+    "spark.sparkscale.checkers.gcPressure.window": "30s",
+    "spark.sparkscale.checkers.heapUsage.window": "30s",
     "spark.sparkscale.rollback.pauseDuration": "10min",
 }
 
@@ -247,7 +247,7 @@ def test_a_bad_scale_up_after_quick_scale_downs_is_undone(tmp_path: Path) -> Non
     cut short by the next action; then the load rises, the autoscaler scales up, and the new
     executors fail every task. The last target *confirmed* by a full watch is 3, the current one:
     the rollback must undo the judged scale-up (back to 1), not merely pause at 3."""
-    watched = {f"spark.sparkscale.checker.{c}.window": "120s" for c in
+    watched = {f"spark.sparkscale.checkers.{c}.window": "120s" for c in
                ("taskFailures", "executorFailures", "queryFailure", "throughputRegression",
                 "gcPressure", "heapUsage")}
     spark = session("it-rollback-after-scale-downs", tmp_path, workers=3, extra=watched | {
@@ -300,7 +300,7 @@ def test_query_failure_after_a_scale_down_rolls_back_to_the_initial_target(tmp_p
         "spark.sparkscale.rollback.target": "initial",
         # The failed task attempts before the query gives up must not fire taskFailures first:
         # this case is about the query failing.
-        "spark.sparkscale.checker.taskFailures.maxFailures": "1000",
+        "spark.sparkscale.checkers.taskFailures.maxFailures": "1000",
     })
     scaler = autoscaler(spark)
     job = None

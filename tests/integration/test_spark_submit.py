@@ -63,6 +63,17 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
+def test_the_wheel_carries_its_type_marker_and_one_version(wheel_venv: Path) -> None:
+    import sparkscale_listener
+
+    probe = ("import importlib.metadata as m, pathlib, sparkscale_listener as s; "
+             "print(m.version('sparkscale-listener'), s.__version__, "
+             "(pathlib.Path(s.__file__).parent / 'py.typed').is_file())")
+    out = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", probe], check=True, capture_output=True,
+                         text=True, cwd=wheel_venv).stdout.split()
+    assert out == [sparkscale_listener.__version__, sparkscale_listener.__version__, "True"]
+
+
 def venv_env(venv: Path) -> dict[str, str]:
     """The environment of a shell that activated ``venv``: Spark's launch scripts find their
     SPARK_HOME (pyspark's package folder) through the ``python`` on PATH."""
@@ -141,7 +152,8 @@ def test_submitted_job_from_the_installed_wheel_scales_down_up_and_down(
     print(f"applied {applied} in {time.monotonic() - started:.0f}s; rows {result['rows']}")
     # A scaling line is in the driver log by default (spark-submit merges the Python driver's
     # stderr into its own stdout).
-    assert "INFO sparkscale scale_down 3 -> 2" in run.stdout + run.stderr
+    assert "INFO sparkscale: scale_down 3 -> 2" in run.stdout + run.stderr
+    assert "sparkscale: sparkscale" not in run.stdout + run.stderr  # the logger name once, no second prefix
     # Started with every core the Worker had, and gave back what the low load did not need.
     assert applied[0][0] == "scale_down" and applied[0][1] == WORKER_CORES, applied
     # spark-submit's --conf reached the autoscaler: it never went below minExecutors=2.

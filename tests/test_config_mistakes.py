@@ -1,0 +1,204 @@
+"""Common configuration mistakes get one clear message each, at startup: a misspelt key or value
+(with the key or value most likely meant), a near-miss prefix, a duration in the wrong unit or out
+of its key's bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkscale_listener.check.loading import build_checkers
+from sparkscale_listener.config.core import (
+    CORE_OPTIONS,
+    AutoscalerConfig,
+    misspelt_prefix_keys,
+    misspelt_prefix_warning,
+)
+from sparkscale_listener.config.options import BARE_SECONDS_LIMIT, ConfigError, Duration, ModuleConfig
+from sparkscale_listener.observe.events import build_event_handlers
+from sparkscale_listener.state.store import build_state_store
+
+
+def refusal(keys: dict[str, str]) -> str:
+    with pytest.raises(ConfigError) as error:
+        AutoscalerConfig.from_keys(keys)
+    return str(error.value)
+
+
+# -- unknown keys: "did you mean", never the list of every key ----------------------------------
+
+
+@pytest.mark.parametrize(("key", "meant"), [
+    ("maxExecutor", "maxExecutors"),
+    ("minexecutors", "minExecutors"),
+    ("scaledown.maxFactor", "scaleDown.maxFactor"),
+    ("utilisation.target", "utilization.target"),
+    ("scaleDownIntreval", "scaleDownInterval"),
+    ("rollback.maxRollback", "rollback.maxRollbacks"),
+    # the module kinds' keys, singular where the rule says plural (and back)
+    ("checker.taskFailures.maxFailures", "checkers.taskFailures.maxFailures"),
+    ("eventHandler.jsonl.path", "eventHandlers.jsonl.path"),
+    ("stateStores.sqlite.path", "stateStore.sqlite.path"),
+])
+def test_an_unknown_key_names_the_key_meant(key: str, meant: str) -> None:
+    message = refusal({key: "1"})
+    assert message == (f"spark.sparkscale.{key}='1' is not a known key; did you mean "
+                       f"spark.sparkscale.{meant}?")
+
+
+def test_an_unknown_key_with_nothing_close_is_one_short_line() -> None:
+    message = refusal({"frobnicate": "yes"})
+    assert message.startswith("spark.sparkscale.frobnicate='yes' is not a known key; no known key is close")
+    assert "maxExecutors" not in message and len(message) < 160
+
+
+def test_several_unknown_keys_are_one_line_each() -> None:
+    lines = refusal({"maxExecutor": "4", "minExecutor": "1", "interval": "10s"}).splitlines()
+    assert lines == ["spark.sparkscale.maxExecutor='4' is not a known key; did you mean "
+                     "spark.sparkscale.maxExecutors?",
+                     "spark.sparkscale.minExecutor='1' is not a known key; did you mean "
+                     "spark.sparkscale.minExecutors?"]
+
+
+def test_a_modules_unknown_key_names_the_key_meant_or_lists_the_modules_few_keys() -> None:
+    with pytest.raises(ConfigError) as error:
+        build_checkers(AutoscalerConfig.from_keys({"checkers.taskFailures.maxFailure": "5"}))
+    assert str(error.value) == ("spark.sparkscale.checkers.taskFailures.maxFailure='5' is not a known key; "
+                                "did you mean spark.sparkscale.checkers.taskFailures.maxFailures?")
+    with pytest.raises(ConfigError) as error:
+        build_checkers(AutoscalerConfig.from_keys({"checkers.taskFailures.size": "5"}))
+    assert str(error.value).endswith("the keys under spark.sparkscale.checkers.taskFailures. are "
+                                     "maxFailureRatio, maxFailures, newExecutorShare, window")
+
+
+def test_a_misspelt_checker_name_in_a_key_names_the_checker_meant() -> None:
+    with pytest.raises(ConfigError) as error:
+        build_checkers(AutoscalerConfig.from_keys({"checkers.gcpressure.threshold": "0.5"}))
+    assert str(error.value).endswith("did you mean spark.sparkscale.checkers.gcPressure.threshold?")
+
+
+def test_a_misspelt_event_handler_in_a_key_or_in_the_list() -> None:
+    config = AutoscalerConfig.from_keys({"eventHandlers": "logging,jsonl", "eventHandlers.jsnl.path": "/x"})
+    with pytest.raises(ConfigError, match=r"did you mean spark\.sparkscale\.eventHandlers\.jsonl\.path\?$"):
+        build_event_handlers(config)
+    config = AutoscalerConfig.from_keys({"eventHandlers.jsonl.path": "/x"})
+    with pytest.raises(ConfigError, match=r"add jsonl to spark\.sparkscale\.eventHandlers to use it$"):
+        build_event_handlers(config)
+    with pytest.raises(ConfigError, match=r"^spark\.sparkscale\.eventHandlers\.logging\.level='info' is "
+                                          r"not a known key; nothing is read under"):
+        build_event_handlers(AutoscalerConfig.from_keys({"eventHandlers.logging.level": "info"}))
+    with pytest.raises(ConfigError, match=r"'listenerbus2' is not accepted; did you mean listenerBus\?$"):
+        build_event_handlers(AutoscalerConfig.from_keys({"eventHandlers": "logging,listenerbus2"}))
+
+
+@pytest.mark.parametrize(("keys", "expected"), [
+    ({"mode": "autoscaler"}, "spark.sparkscale.mode='autoscaler' is not accepted (did you mean autoscale?); "
+                             "expected one of: autoscale, recommend, reactive"),
+    ({"rollback.target": "lastt"}, "(did you mean last?)"),
+])
+def test_a_misspelt_choice_names_the_choice_meant(keys: dict[str, str], expected: str) -> None:
+    assert expected in refusal(keys)
+
+
+def test_a_misspelt_state_store_names_the_store_meant() -> None:
+    with pytest.raises(ConfigError, match=r"^spark\.sparkscale\.stateStore='sqllite' is not accepted; "
+                                          r"did you mean sqlite\?$"):
+        build_state_store(AutoscalerConfig.from_keys({"stateStore": "sqllite"}))
+
+
+# -- near-miss prefixes --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", [
+    "spark.sparkScale.maxExecutors", "spark.SparkScale.maxExecutors", "spark.spark-scale.maxExecutors",
+    "spark.spark_scale.maxExecutors", "spark.sparkscaler.maxExecutors", "spark.sparkcale.maxExecutors",
+    "spark.sparkscal.maxExecutors", "spark.sprakscale.maxExecutors", "spark.sparkscaling.maxExecutors",
+    "sparkscale.maxExecutors", "spark.sparkscale_listener.maxExecutors",
+])
+def test_a_near_miss_prefix_is_found_with_the_key_meant(key: str) -> None:
+    assert misspelt_prefix_keys({key: "20"}) == {key: "spark.sparkscale.maxExecutors"}
+
+
+def test_spark_own_namespaces_and_our_prefix_are_not_near_misses() -> None:
+    spark_keys = ["spark.sparkscale.maxExecutors", "spark.sql.shuffle.partitions", "spark.sparkr.r.command",
+                  "spark.scheduler.mode", "spark.speculation.quantile",
+                  "spark.streaming.backpressure.enabled",
+                  "spark.shuffle.service.enabled", "spark.storage.level", "spark.submit.deployMode",
+                  "spark.dynamicAllocation.enabled", "spark.databricks.delta.x", "spark.sparklens.reporting",
+                  "spark.executor.cores", "spark.master", "spark.app.name", "spark.ui.port"]
+    assert misspelt_prefix_keys(dict.fromkeys(spark_keys, "1")) == {}
+
+
+def test_near_misses_are_one_warning_naming_each_key_and_the_prefix() -> None:
+    assert misspelt_prefix_warning({"spark.sparkScale.maxExecutors": "20"}) == (
+        "spark.sparkScale.maxExecutors='20' is ignored: did you mean spark.sparkscale.maxExecutors? "
+        "sparkscale reads only the keys that start with spark.sparkscale.")
+    text = misspelt_prefix_warning({"spark.sparkScale.a": "1", "spark.sparkscaler.b": "2",
+                                    "spark.sql.x": "3"})
+    assert text is not None and text.startswith("2 keys are ignored")
+    assert "spark.sparkScale.a='1' (did you mean spark.sparkscale.a?)" in text
+    assert "spark.sparkscaler.b='2' (did you mean spark.sparkscale.b?)" in text
+    assert misspelt_prefix_warning({"spark.sparkscale.maxExecutors": "3"}) is None
+
+
+# -- durations -----------------------------------------------------------------------------------
+
+
+def test_a_milliseconds_habit_is_refused_saying_how_it_was_read_and_what_to_write() -> None:
+    assert refusal({"scaleDownInterval": "300000"}) == (
+        "spark.sparkscale.scaleDownInterval='300000' was read as 300000 s (83.3 h): a bare number is "
+        "seconds, and the longest accepted is 1d. If you meant milliseconds, write 300s or 5min")
+
+
+def test_a_large_bare_number_within_the_bound_is_refused_too() -> None:
+    # 16.7 hours is a possible scaleDownInterval, but written as 60000 it is far likelier a
+    # milliseconds habit (60 s); writing the unit settles it.
+    message = refusal({"scaleDownInterval": "60000"})
+    assert message.startswith("spark.sparkscale.scaleDownInterval='60000' was read as 60000 s (16.7 h)")
+    assert message.endswith("Write the unit: 60s or 1min if you meant 60000 ms, 60000s if you meant seconds")
+    assert AutoscalerConfig.from_keys({"scaleDownInterval": "60000s"}).scale_down_interval_s == 60000
+    assert AutoscalerConfig.from_keys({"scaleDownInterval": "900"}).scale_down_interval_s == 900
+    assert BARE_SECONDS_LIMIT == 1000
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ({"interval": "2h"}, "spark.sparkscale.interval='2h' is 2 h, more than the longest accepted, 10min; "
+                         "expected a duration above zero and at most 10min (units ms, s, min, h, d; a bare "
+                         "number is seconds)"),
+    ({"interval": "700"}, "spark.sparkscale.interval='700' was read as 700 s (11.7 min), more than the "
+                          "longest accepted, 10min"),
+    ({"rollback.pauseDuration": "8d"}, "is 8 d, more than the longest accepted, 7d"),
+    ({"interval": "1500ms"}, None),
+])
+def test_each_duration_key_refuses_values_over_its_bound(keys: dict[str, str], message: str | None) -> None:
+    if message is None:
+        AutoscalerConfig.from_keys(keys)
+    else:
+        assert message in refusal(keys)
+
+
+def test_zero_where_it_must_be_positive_does_not_contradict_itself() -> None:
+    message = refusal({"interval": "0"})
+    assert message.startswith("spark.sparkscale.interval='0' must be greater than zero; expected a duration "
+                              "above zero and at most 10min")
+    assert "non-negative" not in message
+    assert refusal({"interval": "0s"}).startswith("spark.sparkscale.interval='0s' must be greater than zero")
+
+
+def test_every_duration_key_declares_its_bound() -> None:
+    durations = [o for o in CORE_OPTIONS if isinstance(o.type, Duration)]
+    assert len(durations) >= 13
+    for opt in durations:
+        bound = opt.type.at_most
+        default = opt.default or 0.0
+        assert default * 10 <= bound, f"{opt.key}: a bound of {bound} s leaves no room above the default"
+        assert opt.type.bound_text() == f"At most {opt.type.render(bound)}."
+
+
+def test_a_custom_modules_duration_getter_applies_the_same_rules() -> None:
+    options = ModuleConfig("checkers.latency.", {"window": "120000", "grace": "3h", "ok": "90s"})
+    with pytest.raises(ConfigError, match=r"^spark\.sparkscale\.checkers\.latency\.window='120000' was "
+                                          r"read as 120000 s \(33\.3 h\)"):
+        options.duration("window", 60.0)
+    with pytest.raises(ConfigError, match=r"'3h' is 3 h, more than the longest accepted, 1h"):
+        options.duration("grace", 60.0, at_most=3600)
+    assert options.duration("ok", 60.0, at_most=3600) == 90.0
