@@ -16,13 +16,15 @@ from __future__ import annotations
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import median
 
+import numpy as np
+
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
 from .metrics import BatchRecord, MetricSample, QueryMetrics
-from .model import NONE_CONCURRENT, BatchCost, BatchCostLearner, Concurrent
+from .model import NONE_CONCURRENT, BatchCost, BatchCostLearner, Concurrent, Size, ops
 
 # Batches at the current size needed after a change before a decision (the arrival rate of one
 # batch can be noise; two consecutive ones show a step).
@@ -127,6 +129,7 @@ class MicroBatchEvaluator(MetricEvaluator):
     def __init__(self) -> None:
         self._learners: dict[str, BatchCostLearner] = {}
         self._costs: dict[str, BatchCost | None] = {}
+        self._batches: dict[str, dict[int, BatchRecord]] = {}  # the last records, with concurrency
 
     def cost(self, query_id: str) -> BatchCost | None:
         """The latest fitted cost of a query (for the UI and the replay), or None."""
@@ -141,7 +144,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         costs: dict[str, BatchCost | None] = {}
         waiting: list[str] = []
         stabilizing: list[str] = []
-        concurrent = with_concurrency(active)
+        concurrent = with_concurrency(active, self._batches)
         for q in active:
             learner = self._learners.get(q.query_id)
             if learner is None:
@@ -330,16 +333,17 @@ class MicroBatchEvaluator(MetricEvaluator):
 
     # -- sizing ------------------------------------------------------------------------------------
 
-    def _utilization(self, d: _Demand, cost: BatchCost, executors: int, target: float,
-                     concurrent: Concurrent = NONE_CONCURRENT) -> float:
-        """How busy ``executors`` keep the query against the target: 1.0 = exactly at it.
+    def _utilization(self, d: _Demand, cost: BatchCost, executors: Size, target: float,
+                     concurrent: Concurrent = NONE_CONCURRENT) -> Size:
+        """How busy ``executors`` (a count or an array of counts) keep the query against the
+        target: 1.0 = exactly at it.
 
         With a trigger: the predicted batch time over the batch time the target allows
         (``utilization.target`` x the trigger interval, or, when driver time alone takes more than
         that, driver time / ``utilization.target``: batch time that executors cannot shorten is no
         reason to add them). Without a trigger: the rate over the rows/s the executors can do."""
         if d.idle:
-            return 0.0
+            return 0.0 * executors
         rows = d.rows_per_batch()
         if rows is not None and d.trigger_s:
             allowed = max(target * d.trigger_s, cost.driver_s / target)
@@ -347,25 +351,29 @@ class MicroBatchEvaluator(MetricEvaluator):
         if d.read_limit:
             # Batch after batch of at most the read limit: that many rows per batch time.
             return d.target * cost.batch_time(d.read_limit, executors, concurrent) / d.read_limit
-        capacity = cost.capacity(executors)
-        return 0.0 if math.isinf(capacity) else d.target / capacity
+        return d.target / cost.capacity(executors)  # 0 when the capacity is unbounded
 
-    def _busy_slots(self, d: _Demand, cost: BatchCost, executors: int) -> float:
+    def _busy_slots(self, d: _Demand, cost: BatchCost, executors: Size) -> Size:
         """Slots the query's task time keeps busy on average: the share of the executors it takes
         from the other queries."""
         if d.idle or d.target <= 0:
-            return 0.0
+            return 0.0 * executors
+        xp = ops(executors)
         rows = d.rows_per_batch()
         if rows is not None and d.trigger_s:
-            period = max(d.trigger_s, cost.batch_time(rows, executors))
+            period = xp.maximum(d.trigger_s, cost.batch_time(rows, executors))
             return cost.task_time(rows, executors) / period
         period = cost.steady_batch_time(d.target, executors, None)
-        if math.isinf(period):
-            return float(executors * cost.cores)
-        return cost.task_time(d.target * period, executors) / max(period, _EPS)
+        unbounded = xp.isinf(period)
+        finite = xp.where(unbounded, 1.0, period)
+        return xp.where(unbounded, executors * cost.cores,
+                        cost.task_time(d.target * finite, executors) / xp.maximum(finite, _EPS))
 
     def _size(self, demands: list[_Demand], costs: dict[str, BatchCost | None],
               history: Sequence[MetricSample], context: ScalingContext, empty_reason: str) -> Evaluation:
+        """Every size at once: per query its utilization at 1, 2, ... executors (arrays), the
+        application's the highest of them or what all their task time needs; the fewest within the
+        target."""
         last = history[-1]
         cfg = context.config
         target = cfg.utilization_target
@@ -375,51 +383,54 @@ class MicroBatchEvaluator(MetricEvaluator):
         # slots their tasks ask for; the most seen over the window, so a gap between stages frees nothing.
         other = float(max(s.cluster.other_tasks for s in history
                           if s.time >= last.time - context.config.metrics_window_s))
-
-        known = [(d, costs[d.q.query_id]) for d in demands if costs.get(d.q.query_id) is not None]
-
-        def concurrent_at(k: int) -> dict[str, Concurrent]:
-            """Per query, the task time the others with its trigger interval put beside its batch
-            (Spark starts their batches together)."""
-            work = {d.q.query_id: (d, c.task_time(d.rows_per_batch() or 0.0, k), c.tasks)
-                    for d, c in known if d.trigger_s and not d.idle}  # type: ignore[union-attr]
-            out = {}
-            for qid, (d, _, _) in work.items():
-                others = [(w, n) for oid, (o, w, n) in work.items()
-                          if oid != qid and o.trigger_s == d.trigger_s]
-                out[qid] = Concurrent(sum(w for w, _ in others), sum(n for _, n in others))
-            return out
-
-        def app_utilization(k: int) -> tuple[float, dict[str, float]]:
-            alongside = concurrent_at(k)
-            per_query = {d.q.query_id: self._utilization(d, c, k, target,  # type: ignore[arg-type]
-                                                         alongside.get(d.q.query_id, NONE_CONCURRENT))
-                         for d, c in known}
-            # The queries' task time at the target, and a slot for each task of other jobs at full
-            # use (as Spark's own allocation counts them): the slots all of it needs.
-            needed = sum(self._busy_slots(d, c, k) for d, c in known) / target + other  # type: ignore[arg-type]
-            return max([*per_query.values(), target * needed / (k * spe)]), per_query
+        known = [(d, c) for d in demands if (c := costs.get(d.q.query_id)) is not None]
 
         # Beyond the widest stage of every query more executors shorten nothing (their only use is
         # room for the task time of all queries together): the sizes worth scanning.
-        useful = max([math.ceil(c.widest / spe) for _, c in known if c is not None] or [1])
-        shared = math.ceil((sum(self._busy_slots(d, c, live) for d, c in known) / target  # type: ignore[arg-type]
-                            + other) / spe - _EPS)
-        sizes = list(range(1, min(MAX_SCANNED, max(useful, shared, live, cfg.max_executors) + 1) + 1))
-        utilizations = _Lazy(app_utilization)
-        required, capped = _fewest(sizes, lambda k: utilizations[k][0], target)
+        useful = max([math.ceil(c.widest / spe) for _, c in known] or [1])
+        busy_now = sum(self._busy_slots(d, c, live) for d, c in known)
+        shared = math.ceil((busy_now / target + other) / spe - _EPS)
+        largest = min(MAX_SCANNED, max(useful, shared, live, cfg.max_executors) + 1)
+        sizes = np.arange(1.0, max(live, largest) + 1)
+
+        # Spark starts the batches of queries with one trigger interval together: each one's batch
+        # shares the slots with the others' (their task time at each size).
+        work = {d.q.query_id: (d.trigger_s, c.task_time(d.rows_per_batch() or 0.0, sizes), c.tasks)
+                for d, c in known if d.trigger_s and not d.idle}
+        together: dict[float, tuple[np.ndarray, int]] = {}
+        for trigger_s, w, n in work.values():
+            total, tasks = together.get(trigger_s, (0.0 * sizes, 0))
+            together[trigger_s] = (total + w, tasks + n)
+
+        def alongside(qid: str) -> Concurrent:
+            if qid not in work:
+                return NONE_CONCURRENT
+            trigger_s, w, n = work[qid]
+            total, tasks = together[trigger_s]
+            others = total - w
+            return Concurrent(np.where(others > _EPS * np.maximum(total, 1.0), others, 0.0), tasks - n)
+
+        per_query = {d.q.query_id: self._utilization(d, c, sizes, target, alongside(d.q.query_id))
+                     for d, c in known}
+        # The queries' task time at the target, and a slot for each task of other jobs at full
+        # use (as Spark's own allocation counts them): the slots all of it needs.
+        needed = sum((self._busy_slots(d, c, sizes) for d, c in known), 0.0 * sizes) / target + other
+        app = target * needed / (sizes * spe)
+        for u in per_query.values():
+            app = np.maximum(app, u)
+        required, capped = _fewest(app, target)
         recommended = min(max(required, cfg.min_executors), cfg.max_executors)
-        now_util, now_per_query = utilizations[live]
+        now_util = float(app[live - 1])
 
         queries: dict[str, QueryEvaluation] = {}
         for d in demands:
             cost = costs.get(d.q.query_id)
             own_required, own_capped = (1 if d.idle else live), False
-            if cost is not None and not d.idle:
-                own_required, own_capped = _fewest(
-                    sizes, lambda k, qid=d.q.query_id: utilizations[k][1].get(qid, 0.0), target)
-            queries[d.q.query_id] = self._query_result(d, cost, own_required, own_capped, live,
-                                                       now_per_query.get(d.q.query_id))
+            own = per_query.get(d.q.query_id)
+            if cost is not None and not d.idle and own is not None:
+                own_required, own_capped = _fewest(own, target)
+            queries[d.q.query_id] = self._query_result(
+                d, cost, own_required, own_capped, live, None if own is None else float(own[live - 1]))
         utilization = min(now_util, MAX_UTILIZATION)
         required_slots = float(required * spe)
         backlog_mode = any(q.backlog_mode for q in queries.values())
@@ -490,6 +501,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         """Drop the models of queries no longer reported (bounded memory)."""
         for qid in [q for q in self._learners if q not in last.queries]:
             del self._learners[qid]
+            self._batches.pop(qid, None)
 
     @staticmethod
     def _not_ready(context: ScalingContext, why: str) -> Evaluation:
@@ -499,56 +511,110 @@ class MicroBatchEvaluator(MetricEvaluator):
                           backlog_mode=False, reason=f"not ready: {why}")
 
 
-def _fewest(sizes: Sequence[int], utilization: Callable[[int], float], target: float) -> tuple[int, bool]:
-    """(the fewest executors keeping utilization at the target, False); when none does, (the
-    fewest that come within :data:`NEAR_BEST` of the best any size does, True): executors beyond
-    that shorten what they cannot (driver time, a read limit, the widest stage). Utilization falls
-    as executors are added, so the scan stops at the first size that fits."""
-    for k in sizes:
-        if utilization(k) <= target + _EPS:
-            return k, False
-    best = min(utilization(k) for k in sizes)
-    return next(k for k in sizes if utilization(k) <= best * (1.0 + NEAR_BEST) + _EPS), True
+def _fewest(utilization: np.ndarray, target: float) -> tuple[int, bool]:
+    """Over sizes 1, 2, ...: (the fewest executors keeping utilization at the target, False); when
+    none does, (the fewest that come within :data:`NEAR_BEST` of the best any size does, True):
+    executors beyond that shorten what they cannot (driver time, a read limit, the widest stage)."""
+    fits = np.flatnonzero(utilization <= target + _EPS)
+    if fits.size:
+        return int(fits[0]) + 1, False
+    best = float(utilization.min())
+    return int(np.flatnonzero(utilization <= best * (1.0 + NEAR_BEST) + _EPS)[0]) + 1, True
 
 
-class _Lazy(dict):  # type: ignore[type-arg]
-    """A dict that computes a missing key's value with ``make`` (each once)."""
-
-    def __init__(self, make: Callable[[int], tuple[float, dict[str, float]]]) -> None:
-        super().__init__()
-        self._make = make
-
-    def __missing__(self, key: int) -> tuple[float, dict[str, float]]:
-        value = self[key] = self._make(key)
-        return value
-
-
-def with_concurrency(queries: Sequence[QueryMetrics]) -> dict[str, list[BatchRecord]]:
+def with_concurrency(queries: Sequence[QueryMetrics],
+                     known: dict[str, dict[int, BatchRecord]] | None = None) -> dict[str, list[BatchRecord]]:
     """Each query's recent batches with the task time of the other queries' batches that ran
-    alongside (the share of each that overlapped its task phase)."""
-    def phase(b: BatchRecord) -> tuple[float, float]:
-        start = b.end - b.task_wall_s if b.task_wall_s is not None else b.start
-        return start, b.end
-
+    alongside (the share of each that overlapped its task phase, as if its tasks were spread evenly
+    over it). One sweep over all batches: the others' share is everyone's spread task time over the
+    batch's phase minus its own query's. ``known``: the records returned last time, by query and
+    batch id, reused where nothing changed (and updated in place)."""
     if len(queries) < 2:
         return {q.query_id: list(q.recent_batches) for q in queries}
-    spans = [(q.query_id, b, phase(b)) for q in queries for b in q.recent_batches if b.task_s]
+    phases = {q.query_id: _Phases(q.recent_batches) for q in queries}
+    everyone = _Spread(_Phases.joined(phases.values()))
     out: dict[str, list[BatchRecord]] = {}
     for q in queries:
+        mine = phases[q.query_id]
+        if not mine.starts.size:
+            out[q.query_id] = list(q.recent_batches)
+            continue
+        beside = np.maximum(everyone.between(mine.starts, mine.ends)
+                            - _Spread(mine).between(mine.starts, mine.ends), 0.0)
+        before = known.setdefault(q.query_id, {}) if known is not None else {}
         enriched = []
-        for b in q.recent_batches:
-            b0, b1 = phase(b)
-            task_s, tasks = 0.0, 0.0
-            for qid, o, (o0, o1) in spans:
-                if qid == q.query_id or o1 <= b0 or o0 >= b1:
-                    continue
-                share = (min(b1, o1) - max(b0, o0)) / max(o1 - o0, _EPS)
-                task_s += (o.task_s or 0.0) * share
-                tasks += (o.tasks or 0) * share
-            enriched.append(replace(b, concurrent_task_s=task_s, concurrent_tasks=round(tasks))
-                            if task_s > 0 else b)
+        for b, (task_s, tasks) in zip(q.recent_batches, beside.tolist(), strict=True):
+            task_s = task_s if task_s > _SPREAD_EPS else 0.0
+            tasks = round(tasks) if task_s else 0
+            seen = before.get(b.batch_id)
+            # A completed batch changes only by task ends that reach the listener late.
+            # (The sweep's sums move in the last digits as batches come and go: not a change.)
+            if (seen is None or not math.isclose(seen.concurrent_task_s, task_s, rel_tol=1e-6, abs_tol=1e-9)
+                    or seen.concurrent_tasks != tasks or seen.task_s != b.task_s or seen.tasks != b.tasks
+                    or seen.duration_s != b.duration_s):
+                seen = replace(b, concurrent_task_s=task_s, concurrent_tasks=tasks) if task_s else b
+            enriched.append(seen)
+        if known is not None:
+            known[q.query_id] = {b.batch_id: b for b in enriched}
         out[q.query_id] = enriched
     return out
+
+
+# Below this many task-seconds the others' share is rounding noise of the sweep.
+_SPREAD_EPS = 1e-6
+
+
+class _Phases:
+    """The task phases of batches as arrays (first task launch, or the batch's start, to its end),
+    with their task time and tasks."""
+
+    def __init__(self, batches: Sequence[BatchRecord] = ()) -> None:
+        rows = [(b.end - b.task_wall_s if b.task_wall_s is not None else b.start, b.end,
+                 b.task_s or 0.0, float(b.tasks or 0)) for b in batches]
+        table = np.array(rows, dtype=float).reshape(-1, 4)
+        self.starts, self.ends, self.task_s, self.tasks = table.T
+
+    @classmethod
+    def joined(cls, parts: Iterable[_Phases]) -> _Phases:
+        joined = cls()
+        parts = list(parts)
+        joined.starts, joined.ends, joined.task_s, joined.tasks = (
+            np.concatenate([getattr(p, name) for p in parts])
+            for name in ("starts", "ends", "task_s", "tasks"))
+        return joined
+
+
+class _Spread:
+    """Task time (and tasks) spread evenly over task phases, integrated over any intervals:
+    piecewise-linear cumulative sums over the sorted phase boundaries."""
+
+    def __init__(self, phases: _Phases) -> None:
+        keep = (phases.task_s > 0) & (phases.ends - phases.starts > _EPS)
+        t0, t1 = phases.starts[keep], phases.ends[keep]
+        width = t1 - t0
+        rates = np.column_stack([phases.task_s[keep] / width, phases.tasks[keep] / width])
+        times = np.unique(np.concatenate([t0, t1]))
+        # Each phase adds its rate (per second) from its start and takes it away at its end.
+        steps = np.zeros((len(times), 2))
+        np.add.at(steps, np.searchsorted(times, t0), rates)
+        np.add.at(steps, np.searchsorted(times, t1), -rates)
+        self._times = times
+        self._rates = np.cumsum(steps, axis=0)  # in force from times[i] to times[i + 1]
+        self._cumulative = np.vstack([np.zeros((1, 2)),
+                                      np.cumsum(self._rates[:-1] * np.diff(times)[:, None], axis=0)])
+
+    def _integral(self, t: np.ndarray) -> np.ndarray:
+        if not len(self._times):
+            return np.zeros((len(t), 2))
+        i = np.searchsorted(self._times, t, side="right") - 1
+        inside = i >= 0
+        i = np.maximum(i, 0)
+        value = self._cumulative[i] + self._rates[i] * (t - self._times[i])[:, None]
+        return np.where(inside[:, None], value, 0.0)
+
+    def between(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """(task-seconds, tasks) spread over each [a, b]: one row per interval."""
+        return self._integral(b) - self._integral(a)
 
 
 def batch_arrivals(batches: Sequence[BatchRecord]) -> list[tuple[float, float, float]]:

@@ -28,6 +28,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -50,39 +51,67 @@ MIN_EFFICIENCY, MAX_EFFICIENCY = 0.5, 5.0
 _EPS = 1e-9
 
 
+# A size: one executor count, or an array of them (the evaluator scans all sizes at once). Every
+# formula below is written once for both: through ops(), with Python's own functions for numbers
+# (fast) and numpy's for arrays.
+Size = int | float | np.ndarray
+
+
 @dataclass(frozen=True)
 class Concurrent:
     """Task time other queries' batches put on the slots while a batch runs."""
 
-    task_s: float = 0.0
-    tasks: int = 0
+    task_s: float | np.ndarray = 0.0  # arrays: one figure per size scanned
+    tasks: float | np.ndarray = 0
 
 
 NONE_CONCURRENT = Concurrent()
 
 
-def ideal_task_phase(task_s: float, tasks: int, widest: int, slots: int,
-                     concurrent: Concurrent = NONE_CONCURRENT) -> float:
+class _NumberOps:
+    minimum = staticmethod(min)
+    maximum = staticmethod(max)
+
+    @staticmethod
+    def ceil(x: float) -> float:
+        return float(math.ceil(x))
+
+    @staticmethod
+    def where(condition: bool, a: float, b: float) -> float:
+        return a if condition else b
+
+    isinf = staticmethod(math.isinf)
+
+
+def ops(*values: object) -> Any:
+    """The functions (minimum, maximum, ceil, where, isinf) for these values: numpy's when one is
+    an array, else Python's."""
+    return np if any(isinstance(v, np.ndarray) for v in values) else _NumberOps
+
+
+def ideal_task_phase(task_s: Size, tasks: Size, widest: int, slots: Size,
+                     concurrent: Concurrent = NONE_CONCURRENT) -> Size:
     """Seconds ``task_s`` of task time in ``tasks`` even tasks take on ``slots`` slots, in waves, and
     at least as long as it and the concurrent task time together take on all of them."""
-    alone = waves(tasks, widest, slots) * task_s / max(1, tasks)
-    if concurrent.task_s <= 0:
-        return alone
-    joint = (task_s + concurrent.task_s) / max(1, min(slots, tasks + concurrent.tasks))
-    return max(alone, joint)
+    xp = ops(task_s, tasks, slots, concurrent.task_s, concurrent.tasks)
+    alone = waves(tasks, widest, slots) * task_s / xp.maximum(1, tasks)
+    joint = (task_s + concurrent.task_s) / xp.maximum(1, xp.minimum(slots, tasks + concurrent.tasks))
+    return xp.where(concurrent.task_s > 0, xp.maximum(alone, joint), alone)
 
 
-def waves(tasks: int, widest: int, slots: int) -> float:
+def waves(tasks: Size, widest: int, slots: Size) -> Size:
     """Rounds of tasks a batch of ``tasks`` tasks (its widest stage ``widest`` wide) runs in on
     ``slots`` slots: ``ceil(widest / slots)`` per stage, for ``tasks / widest`` stages."""
+    xp = ops(tasks, slots)
     widest = max(1, widest)
-    parallel = max(1, min(slots, widest))
-    return max(1, tasks) / widest * math.ceil(widest / parallel - _EPS)
+    parallel = xp.maximum(1, xp.minimum(slots, widest))
+    return xp.maximum(1, tasks) / widest * xp.ceil(widest / parallel - _EPS)
 
 
 @dataclass(frozen=True)
 class BatchCost:
-    """The fitted cost of one query's batches (see the module docstring)."""
+    """The fitted cost of one query's batches (see the module docstring). Its methods take one
+    executor count or an array of them."""
 
     driver_s: float
     fixed_task_s: float
@@ -98,62 +127,72 @@ class BatchCost:
     executor_counts: tuple[int, ...] = ()  # the sizes it has seen the query run at
     efficiency_by_executors: dict[int, float] = field(default_factory=dict)
 
-    def executors_used(self, executors: int) -> int:
+    def executors_used(self, executors: Size) -> Size:
         """Executors a batch's tasks land on: as many as its widest stage fills."""
-        return max(1, min(executors, math.ceil(self.widest / max(1, self.cores))))
+        xp = ops(executors)
+        return xp.maximum(1, xp.minimum(executors, math.ceil(self.widest / max(1, self.cores))))
 
-    def task_time(self, rows: float, executors: int) -> float:
+    def task_time(self, rows: Size, executors: Size) -> Size:
         """Slot-seconds of task time a batch of ``rows`` pays on ``executors`` executors."""
         return (self.fixed_task_s + self.per_executor_s * self.executors_used(executors)
-                + self.per_row_s * max(0.0, rows))
+                + self.per_row_s * ops(rows).maximum(0.0, rows))
 
-    def efficiency_at(self, executors: int) -> float:
-        """The efficiency seen at this size, else at the nearest size seen, else the overall one."""
+    def efficiency_at(self, executors: Size) -> Size:
+        """The efficiency seen at this size, else at the nearest size seen (the smaller of two as
+        near), else the overall one."""
         seen = self.efficiency_by_executors
-        if executors in seen:
-            return seen[executors]
-        if seen:
-            nearest = min(seen, key=lambda k: (abs(k - executors), k))
-            return seen[nearest]
-        return self.efficiency
+        if not seen:
+            return np.full(np.shape(executors), self.efficiency) if isinstance(executors, np.ndarray) \
+                else self.efficiency
+        if not isinstance(executors, np.ndarray):
+            if executors in seen:
+                return seen[executors]
+            return seen[min(seen, key=lambda k: (abs(k - executors), k))]
+        known = np.array(sorted(seen), dtype=float)
+        values = np.array([seen[int(k)] for k in known])
+        above = np.clip(np.searchsorted(known, executors), 0, len(known) - 1)
+        below = np.clip(above - 1, 0, len(known) - 1)
+        nearer_below = np.abs(executors - known[below]) <= np.abs(known[above] - executors)
+        return np.where(nearer_below, values[below], values[above])
 
-    def task_phase(self, rows: float, executors: int, concurrent: Concurrent = NONE_CONCURRENT) -> float:
+    def task_phase(self, rows: float, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
         """Seconds its tasks take on ``executors`` executors: what more executors shorten."""
-        slots = max(1, executors) * self.cores
+        slots = ops(executors).maximum(1, executors) * self.cores
         work = self.task_time(rows, executors)
         return self.efficiency_at(executors) * ideal_task_phase(work, self.tasks, self.widest, slots,
                                                                 concurrent)
 
-    def batch_time(self, rows: float, executors: int, concurrent: Concurrent = NONE_CONCURRENT) -> float:
+    def batch_time(self, rows: float, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
         """Seconds a batch of ``rows`` takes on ``executors`` executors, driver time included."""
         return self.driver_s + self.task_phase(rows, executors, concurrent)
 
-    def row_seconds(self, executors: int) -> float:
+    def row_seconds(self, executors: Size) -> Size:
         """Seconds each further row adds to a batch on ``executors`` executors."""
-        slots = max(1, executors) * self.cores
+        slots = ops(executors).maximum(1, executors) * self.cores
         return (self.efficiency_at(executors) * waves(self.tasks, self.widest, slots)
                 * self.per_row_s / max(1, self.tasks))
 
-    def capacity(self, executors: int) -> float:
+    def capacity(self, executors: Size) -> Size:
         """Rows/s the query processes at most on ``executors`` executors, batches back to back
         and large (the fixed costs spread thin): rows over the time each adds."""
         per_row = self.row_seconds(executors)
-        return math.inf if per_row <= 0 else 1.0 / per_row
+        xp = ops(per_row)
+        return xp.where(per_row <= 0, math.inf, 1.0 / xp.maximum(per_row, _EPS))
 
-    def steady_batch_time(self, rate: float, executors: int, trigger_s: float | None) -> float:
+    def steady_batch_time(self, rate: float, executors: Size, trigger_s: float | None) -> Size:
         """Seconds a batch takes when rows arrive at ``rate``: with a trigger each batch reads a
         trigger interval's rows (more once batches run longer than it); without one the next
         batch starts at once and reads what arrived meanwhile. ``inf`` when the executors cannot
         keep up."""
-        per_row = self.row_seconds(executors)
-        fixed = self.batch_time(0.0, executors)
-        if trigger_s:
-            within = self.batch_time(rate * trigger_s, executors)
-            if within <= trigger_s:
-                return within
         # Period = batch time: d = fixed + per_row x rate x d.
-        busy = per_row * rate
-        return math.inf if busy >= 1.0 - _EPS else fixed / (1.0 - busy)
+        busy = self.row_seconds(executors) * rate
+        xp = ops(busy)
+        back_to_back = xp.where(busy >= 1.0 - _EPS, math.inf,
+                                self.batch_time(0.0, executors) / xp.maximum(1.0 - busy, _EPS))
+        if not trigger_s:
+            return back_to_back
+        within = self.batch_time(rate * trigger_s, executors)
+        return xp.where(within <= trigger_s, within, back_to_back)
 
     def drain_seconds(self, backlog: float, rate: float, executors: int, read_limit: float | None,
                       trigger_s: float | None) -> float:
@@ -276,7 +315,8 @@ class BatchCostLearner:
         n_tasks = np.array([float(b.tasks or tasks) for b in pts])
         other_task = np.array([b.concurrent_task_s for b in pts])
         other_tasks = np.array([float(b.concurrent_tasks) for b in pts])
-        ideal = _ideal_phases(task, n_tasks, widest, sizes * cores, other_task, other_tasks)
+        alongside = Concurrent(other_task, other_tasks)
+        ideal = ideal_task_phase(task, n_tasks, widest, sizes * cores, alongside)
         durations = np.array([b.duration_s for b in pts])
         walls = [b.task_wall_s for b in pts]
         by_size: dict[int, float] = {}
@@ -298,9 +338,8 @@ class BatchCostLearner:
                          efficiency_by_executors=by_size)
         used_at = np.minimum(sizes, math.ceil(widest / cores))
         work = fixed + per_exec * used_at + per_row * rows
-        by_batch = np.array([cost.efficiency_at(int(k)) for k in sizes])
-        predicted = driver + by_batch * _ideal_phases(work, n_tasks, widest, sizes * cores, other_task,
-                                                      other_tasks)
+        phases = ideal_task_phase(work, n_tasks, widest, sizes * cores, alongside)
+        predicted = driver + cost.efficiency_at(sizes) * phases
         relative = np.abs(predicted - durations) / np.maximum(durations, _EPS)
         error = float(np.median(relative) * 1.4826) if len(relative) else 0.0
         return replace(cost, error=error)
@@ -345,15 +384,6 @@ class BatchCostLearner:
             per_row = min(self._split[1], mean_task / max(mean_rows, _EPS))
             return max(0.0, mean_task - per_row * mean_rows), 0.0, per_row, False
         return 0.0, 0.0, average, False
-
-
-def _ideal_phases(task_s: np.ndarray, tasks: np.ndarray, widest: int, slots: np.ndarray,
-                  other_task_s: np.ndarray, other_tasks: np.ndarray) -> np.ndarray:
-    """:func:`ideal_task_phase` over arrays of batches."""
-    parallel = np.maximum(1.0, np.minimum(slots, widest))
-    alone = tasks / widest * np.ceil(widest / parallel - _EPS) * task_s / np.maximum(1.0, tasks)
-    joint = (task_s + other_task_s) / np.maximum(1.0, np.minimum(slots, tasks + other_tasks))
-    return np.where(other_task_s > 0, np.maximum(alone, joint), alone)
 
 
 def _least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

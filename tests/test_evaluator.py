@@ -276,3 +276,43 @@ def test_the_outcome_of_a_scale_up_is_its_new_executors_batches_against_the_pred
     held = _scaled_up(MicroBatchEvaluator(), lambda t: 2)
     (outcome,) = held.outcomes.values()
     assert outcome.effective and "on 2 executors" in outcome.verdict
+
+
+def test_the_task_time_beside_a_batch_is_each_overlapping_batchs_share_of_its_own() -> None:
+    """One sweep gives what the pairwise definition gives: for every other query's batch that
+    overlaps a batch's task phase, its task time (and tasks) times the share of its phase inside."""
+    import random
+
+    from sparkscale_listener.evaluator import with_concurrency
+
+    rng = random.Random(3)
+    queries = []
+    for n in range(4):
+        batches, start = [], rng.uniform(0, 5)
+        for i in range(12):
+            duration = rng.uniform(0.5, 6.0)
+            wall = duration * rng.uniform(0.3, 1.0)
+            batches.append(BatchRecord(batch_id=i, start=start, duration_s=duration, rows=100,
+                                       task_s=rng.uniform(0.1, 20.0), tasks=rng.randint(1, 16),
+                                       task_wall_s=wall if i % 5 else None))
+            start += duration + rng.choice([0.0, 0.0, rng.uniform(0, 3)])
+        queries.append(QueryMetrics(query_id=f"q{n}", recent_batches=tuple(batches)))
+
+    def phase(b: BatchRecord) -> tuple[float, float]:
+        return (b.end - b.task_wall_s if b.task_wall_s is not None else b.start), b.end
+
+    result = with_concurrency(queries)
+    for q in queries:
+        for b, got in zip(q.recent_batches, result[q.query_id], strict=True):
+            b0, b1 = phase(b)
+            task_s = tasks = 0.0
+            for other in queries:
+                if other is q:
+                    continue
+                for o in other.recent_batches:
+                    o0, o1 = phase(o)
+                    share = max(0.0, min(b1, o1) - max(b0, o0)) / (o1 - o0)
+                    task_s += o.task_s * share
+                    tasks += o.tasks * share
+            assert got.concurrent_task_s == pytest.approx(task_s, abs=1e-6)
+            assert got.concurrent_tasks == round(tasks) or abs(tasks - round(tasks)) > 0.499
