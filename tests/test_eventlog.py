@@ -1,0 +1,360 @@
+"""Reading Spark event logs into records (``sparkscale_listener.replay``), on real logs recorded here
+(``tests/data/eventlogs/``, see ``tests/data/README.md``; ``tests/record_event_logs.py`` records them
+again) and on broken ones made from them. No Spark needed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import shutil
+from pathlib import Path
+
+import cramjam
+import pytest
+import zstandard
+
+from sparkscale_listener.replay import EventLogError, RecordedApplication, read_event_log
+from sparkscale_listener.replay.codecs import lzf_decompress
+
+DATA = Path(__file__).resolve().parent / "data" / "eventlogs"
+TINY = DATA / "spark4-tiny"  # plain JSON lines
+TINY_LZF = DATA / "spark4-tiny-lzf.lzf"
+ROLLING = DATA / "spark4-sparkscale-rolling"  # a rolling folder, zstd
+STATIC = DATA / "spark4-static.lz4"
+SPARK35 = DATA / "spark35-sparkscale.snappy"
+COST_MS = 10.0  # the test source's sleep per row in the recordings with load steps
+
+
+def lines_of(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def event_name(line: bytes) -> str:
+    return json.loads(line)["Event"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark's framings, written here the way Spark's codecs write them (to check the reader on the
+# same content in every codec, and to cut and corrupt them)
+# ---------------------------------------------------------------------------------------------
+
+
+def spark_zstd(data: bytes, lines_per_frame: int = 7) -> bytes:
+    """zstd-jni's continuous stream: one frame per flush (here every few lines)."""
+    lines = data.splitlines(keepends=True)
+    compressor = zstandard.ZstdCompressor()
+    return b"".join(compressor.compress(b"".join(lines[i:i + lines_per_frame]))
+                    for i in range(0, len(lines), lines_per_frame))
+
+
+def spark_lz4(data: bytes, block: int = 32 * 1024) -> bytes:
+    """lz4-java's LZ4BlockOutputStream (checksums left 0: the reader does not check them)."""
+    level = 5  # ceil(log2(32 KiB)) - 10
+    out = []
+    for i in range(0, len(data), block):
+        chunk = data[i:i + block]
+        packed = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
+        out.append(b"LZ4Block" + bytes([0x20 | level]) + len(packed).to_bytes(4, "little")
+                   + len(chunk).to_bytes(4, "little") + bytes(4) + packed)
+    out.append(b"LZ4Block" + bytes([0x10 | level]) + bytes(12))  # the end mark
+    return b"".join(out)
+
+
+def spark_snappy(data: bytes, block: int = 32 * 1024) -> bytes:
+    """snappy-java's SnappyOutputStream: its header, then length-prefixed raw snappy blocks."""
+    out = [b"\x82SNAPPY\x00" + (1).to_bytes(4, "big") + (1).to_bytes(4, "big")]
+    for i in range(0, len(data), block):
+        packed = bytes(cramjam.snappy.compress_raw(data[i:i + block]))
+        out.append(len(packed).to_bytes(4, "big") + packed)
+    return b"".join(out)
+
+
+def spark_lzf_plain_chunks(data: bytes) -> bytes:
+    """compress-lzf's chunk framing with uncompressed chunks (its compressed ones: the real log)."""
+    return b"".join(b"ZV\x00" + len(data[i:i + 0xFFFF]).to_bytes(2, "big") + data[i:i + 0xFFFF]
+                    for i in range(0, len(data), 0xFFFF))
+
+
+ENCODERS = {"zstd": spark_zstd, "lz4": spark_lz4, "snappy": spark_snappy, "lzf": spark_lzf_plain_chunks}
+
+
+def summary(app: RecordedApplication) -> tuple:
+    """What must not depend on the file's framing."""
+    return (app.app_id, app.spark_version, app.start_time, app.end_time, dict(app.conf), app.executors,
+            app.queries, app.jobs, app.scalings, app.ticks, app.assumptions, app.truncated)
+
+
+# ---------------------------------------------------------------------------------------------
+# A small real log, read exactly
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tiny_plain_log_reads_every_fact_spark_wrote() -> None:
+    app = read_event_log(TINY)
+    assert app.spark_version == "4.3.0" and app.name == "replay-tiny-plain"
+    assert app.app_id and app.app_id.startswith("app-")
+    assert app.start_time is not None and app.end_time is not None and app.start_time < app.end_time
+    assert app.executor_cores == 1 and app.task_cpus == 1 and app.conf["spark.master"] == "local-cluster[1,1,1024]"
+    assert not app.ran_sparkscale and not app.scalings and not app.ticks and not app.sparkscale_conf
+    assert not app.truncated
+    [executor] = app.executors
+    assert executor.cores == 1 and executor.host == "127.0.0.1"
+    assert app.start_time < executor.added_time < app.end_time and executor.removed_time is None
+    [query] = app.queries
+    assert query.name == "tiny" and query.exception is None
+    assert query.start_time < query.batches[0].timestamp and query.end_time <= app.end_time
+    assert [b.batch_id for b in query.batches] == list(range(6))
+    for batch in query.batches:
+        [source] = batch.sources
+        # The test source's offsets count rows: each batch reads exactly end - start of them.
+        start = source.start_offset["offset"] if source.start_offset else 0
+        assert batch.num_input_rows == source.num_input_rows == source.end_offset["offset"] - start
+        assert batch.backlog_rows == source.latest_offset["offset"] - source.end_offset["offset"]
+        assert {"triggerExecution", "addBatch", "latestOffset", "queryPlanning", "walCommit",
+                "commitOffsets", "getBatch"} <= set(batch.duration_ms)
+        # Its tasks ran inside the batch: one per partition, at most 2 (the source's partitions).
+        tasks = batch.tasks
+        assert tasks is not None and tasks.tasks == min(2, batch.num_input_rows) and tasks.failed_tasks == 0
+        assert tasks.executors == ("0",)
+        assert batch.timestamp <= tasks.first_launch <= tasks.last_finish <= batch.end_time + 0.001
+        assert 0 < tasks.run_ms <= tasks.task_ms
+    assert sum(b.num_input_rows for b in query.batches) == query.batches[-1].sources[0].end_offset["offset"]
+    assert app.jobs == ()  # every job belongs to the query
+
+
+def test_lzf_log_from_spark_reads_like_a_plain_one() -> None:
+    app = read_event_log(TINY_LZF)
+    assert app.name == "replay-tiny-lzf" and not app.truncated
+    [query] = app.queries
+    assert [b.batch_id for b in query.batches] == list(range(6))
+    assert all(b.tasks and b.tasks.tasks == min(2, b.num_input_rows) for b in query.batches)
+
+
+@pytest.mark.parametrize("codec", sorted(ENCODERS))
+def test_every_codec_gives_the_same_record(codec: str, tmp_path: Path) -> None:
+    plain = read_event_log(TINY)
+    encoded = tmp_path / f"app-1.{codec}"
+    encoded.write_bytes(ENCODERS[codec](TINY.read_bytes()))
+    assert summary(read_event_log(encoded)) == summary(plain)
+
+
+def test_lzf_decoder_on_back_references() -> None:
+    # literal "abc", then a back reference of length 9 at distance 3 (overlapping: "abcabcabc")
+    assert lzf_decompress(b"\x02abc" + bytes([(7 << 5) | 0, 9 - 2 - 7, 2]), 12) == b"abc" + b"abc" * 3
+    with pytest.raises(ValueError, match="before the block's start"):
+        lzf_decompress(bytes([(1 << 5), 5]), 3)
+
+
+def test_progress_reports_every_byte(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    read_event_log(TINY_LZF, progress=lambda done, total: calls.append((done, total)))
+    size = TINY_LZF.stat().st_size
+    assert calls and calls[-1] == (size, size)
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:], strict=False))
+
+
+def test_rolling_folder_is_read_in_index_order(tmp_path: Path) -> None:
+    """A rolling log in several files (index 10 after 2), each its own zstd stream."""
+    lines = TINY.read_bytes().splitlines(keepends=True)
+    folder = tmp_path / "eventlog_v2_app-1"
+    folder.mkdir()
+    thirds = [lines[: len(lines) // 3], lines[len(lines) // 3: 2 * len(lines) // 3], lines[2 * len(lines) // 3:]]
+    for index, part in zip((1, 2, 10), thirds, strict=True):
+        (folder / f"events_{index}_app-1.zstd").write_bytes(spark_zstd(b"".join(part)))
+    (folder / "appstatus_app-1").write_bytes(b"")
+    (folder / ".events_1_app-1.zstd.crc").write_bytes(b"crc")
+    assert summary(read_event_log(folder)) == summary(read_event_log(TINY))
+
+
+# ---------------------------------------------------------------------------------------------
+# What the log lacks: assumptions
+# ---------------------------------------------------------------------------------------------
+
+
+def write_without(tmp_path: Path, drop: str) -> Path:
+    path = tmp_path / "app-1"
+    path.write_bytes(b"".join(line for line in lines_of(TINY) if event_name(line) != drop))
+    return path
+
+
+def test_a_log_without_task_events_says_so(tmp_path: Path) -> None:
+    app = read_event_log(write_without(tmp_path, "SparkListenerTaskEnd"))
+    assert all(b.tasks is None for b in app.queries[0].batches)
+    assert any("no task events for any of its 6 batches" in a for a in app.assumptions), app.assumptions
+
+
+def test_an_executor_never_announced_takes_the_configured_size(tmp_path: Path) -> None:
+    app = read_event_log(write_without(tmp_path, "SparkListenerExecutorAdded"))
+    [executor] = app.executors
+    assert executor.executor_id == "0" and executor.cores == 1 and executor.added_time is None
+    assert any("executor 0 ran tasks but its addition is not in the log" in a and "spark.executor.cores=1" in a
+               for a in app.assumptions), app.assumptions
+
+
+def test_a_log_without_its_environment_says_the_configuration_is_unknown(tmp_path: Path) -> None:
+    app = read_event_log(write_without(tmp_path, "SparkListenerEnvironmentUpdate"))
+    assert app.conf == {} and app.executor_cores is None
+    assert any("configuration is unknown" in a for a in app.assumptions)
+
+
+def test_a_log_that_ends_mid_batch(tmp_path: Path) -> None:
+    lines = lines_of(TINY)
+    last_job = max(i for i, line in enumerate(lines) if event_name(line) == "SparkListenerJobStart")
+    path = tmp_path / "app-1.inprogress"
+    path.write_bytes(b"".join(lines[: last_job + 3]))
+    app = read_event_log(path)
+    query = app.queries[0]
+    assert [b.batch_id for b in query.batches] == list(range(5)) and query.end_time is None
+    assert app.end_time is None and not app.truncated
+    assert any("the log ends during batch 5" in a for a in app.assumptions), app.assumptions
+    assert any("no SparkListenerApplicationEnd" in a and "in progress" in a for a in app.assumptions)
+
+
+# ---------------------------------------------------------------------------------------------
+# Broken and foreign files: a clear error naming the file and where, or a tolerated cut end
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_half_written_last_line_is_tolerated(tmp_path: Path) -> None:
+    data = TINY.read_bytes()
+    path = tmp_path / "app-1.inprogress"
+    path.write_bytes(data[: len(data) - 40])  # inside the last line (ApplicationEnd)
+    app = read_event_log(path)
+    assert app.truncated and app.end_time is None
+    count = data.count(b"\n")
+    assert any(f"half-written line ({count})" in a for a in app.assumptions), app.assumptions
+    assert len(app.queries[0].batches) == 6
+
+
+@pytest.mark.parametrize("codec", sorted(ENCODERS))
+def test_a_compressed_log_cut_anywhere_reads_up_to_the_cut(codec: str, tmp_path: Path) -> None:
+    whole = ENCODERS[codec](TINY.read_bytes())
+    path = tmp_path / f"app-1.{codec}.inprogress"
+    batches = []
+    for fraction in (0.05, 0.3, 0.61, 0.97):
+        path.write_bytes(whole[: int(len(whole) * fraction)])
+        try:
+            app = read_event_log(path)
+        except EventLogError as e:  # only when not even the first block is whole
+            assert "nothing readable yet: it ends inside its first compressed block" in str(e)
+            batches.append(0)
+            continue
+        assert app.end_time is None and any("no SparkListenerApplicationEnd" in a for a in app.assumptions)
+        batches.append(len(app.queries[0].batches) if app.queries else 0)
+    assert batches == sorted(batches) and batches[-1] >= 3, batches
+
+
+def test_a_corrupt_line_in_the_middle_names_file_and_line(tmp_path: Path) -> None:
+    lines = lines_of(TINY)
+    lines[9] = b'{"Event":"SparkListenerTaskEnd","Stage ID":3,,}\n'
+    path = tmp_path / "app-1"
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(EventLogError) as err:
+        read_event_log(path)
+    assert err.value.line == 10 and err.value.path == str(path)
+    assert str(err.value).startswith(f"{path}: line 10: not valid JSON")
+
+
+def test_an_event_without_its_fields_names_the_event_and_line(tmp_path: Path) -> None:
+    lines = lines_of(TINY)
+    index = next(i for i, line in enumerate(lines) if event_name(line) == "SparkListenerTaskEnd")
+    lines[index] = b'{"Event":"SparkListenerTaskEnd","Stage ID":0}\n'
+    path = tmp_path / "app-1"
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(EventLogError, match=rf"line {index + 1}: a SparkListenerTaskEnd event without the "
+                                            r"fields Spark writes \(KeyError: 'Task Info'\)"):
+        read_event_log(path)
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"hello\nworld\n", r"line 1: not a Spark event log: not a JSON event, starts b'hello'"),
+    (b'{"name": "x"}\n', r'line 1: not a Spark event log: a JSON line without an "Event" field'),
+    (b"", r"holds no Spark listener event"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", r"line 1: not a Spark event log"),
+    (b"PK\x03\x04zipzip", r"byte 0: is a zip archive"),
+])
+def test_foreign_files_are_refused(content: bytes, expected: str, tmp_path: Path) -> None:
+    path = tmp_path / "something.log"
+    path.write_bytes(content)
+    with pytest.raises(EventLogError, match=expected) as err:
+        read_event_log(path)
+    assert str(err.value).startswith(str(path))
+
+
+def test_a_gzip_file_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "app-1.gz"
+    path.write_bytes(gzip.compress(TINY.read_bytes()))
+    with pytest.raises(EventLogError, match=r"byte 0: is gzip-compressed, which Spark does not write"):
+        read_event_log(path)
+
+
+def test_a_compressed_log_without_its_extension_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "app-1"
+    path.write_bytes(spark_zstd(TINY.read_bytes()))
+    with pytest.raises(EventLogError, match=r"zstd-compressed, but its name does not end in .zstd"):
+        read_event_log(path)
+
+
+@pytest.mark.parametrize("codec", sorted(ENCODERS))
+def test_a_plain_log_named_as_compressed_is_refused(codec: str, tmp_path: Path) -> None:
+    path = tmp_path / f"app-1.{codec}"
+    path.write_bytes(TINY.read_bytes())
+    with pytest.raises(EventLogError, match=r"byte 0: (corrupt zstd|not an lz4 block|not a snappy-java|not an lzf)"):
+        read_event_log(path)
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4", "snappy"])
+def test_corrupt_compressed_data_names_the_byte(codec: str, tmp_path: Path) -> None:
+    whole = bytearray(ENCODERS[codec](TINY.read_bytes()))
+    middle = len(whole) // 2
+    whole[middle:middle + 64] = bytes(64)
+    path = tmp_path / f"app-1.{codec}"
+    path.write_bytes(bytes(whole))
+    with pytest.raises(EventLogError, match=r": byte \d+: (corrupt|not an lz4 block)") as err:
+        read_event_log(path)
+    assert err.value.offset is not None and err.value.offset <= middle
+
+
+def test_corrupt_lzf_chunk_from_spark(tmp_path: Path) -> None:
+    whole = bytearray(TINY_LZF.read_bytes())
+    whole[len(whole) // 2: len(whole) // 2 + 32] = b"\xff" * 32
+    path = tmp_path / "app-1.lzf"
+    path.write_bytes(bytes(whole))
+    with pytest.raises(EventLogError, match=r"byte \d+: (corrupt lzf chunk|not an lzf chunk)"):
+        read_event_log(path)
+
+
+def test_missing_paths_and_empty_folders(tmp_path: Path) -> None:
+    with pytest.raises(EventLogError, match="no such file or folder"):
+        read_event_log(tmp_path / "nothing")
+    with pytest.raises(EventLogError, match=r"a folder without event log files"):
+        read_event_log(tmp_path)
+
+
+def test_a_missing_codec_library_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def without_zstandard(name: str, *args: object) -> object:
+        if name == "zstandard":
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", without_zstandard)
+    path = tmp_path / "app-1.zstd"
+    path.write_bytes(spark_zstd(TINY.read_bytes()))
+    with pytest.raises(EventLogError, match=r"compressed with zstd; reading it needs the 'zstandard' package: "
+                                            r"pip install 'sparkscale-listener\[replay\]'"):
+        read_event_log(path)
+
+
+def copy_to(tmp_path: Path, source: Path) -> Path:
+    target = tmp_path / source.name
+    shutil.copytree(source, target) if source.is_dir() else shutil.copy2(source, target)
+    return target
+
+
+assert math  # (kept for the recorded-log checks below)
