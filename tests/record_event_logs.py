@@ -43,6 +43,7 @@ RECORDINGS = (
     Recording("spark35-sparkscale", SPARK_35, "sparkscale_rate_udf"),
     Recording("spark4-tiny", None, "tiny_plain"),
     Recording("spark4-tiny-lzf", None, "tiny_lzf"),
+    Recording("spark4-tiny-snappy", None, "tiny_snappy"),
 )
 
 
@@ -83,9 +84,10 @@ def _batch_job(spark: Any) -> None:
 
 
 def sparkscale_step(workdir: Path) -> dict[str, Any]:
-    """pyspark 4.x with sparkscale: the test source steps 30 -> 220 -> 20 rows/s (one executor
+    """pyspark 4.x with sparkscale: the test source steps 30 -> 220 -> 10 rows/s (one executor
     does about 100), so the autoscaler scales up on the backlog and back down; a rate-source
-    query and a batch job share the cluster. Rolling event log, zstd."""
+    query and a batch job share the cluster. Rolling event log, zstd. Short intervals and no wait
+    beyond what the scalings need: each batch adds about 9 KB to the log."""
     from sparkscale_listener import autoscaler
     from sparkscale_listener.testing.demo import (
         StreamingJob,
@@ -95,25 +97,28 @@ def sparkscale_step(workdir: Path) -> dict[str, Any]:
         wait_for_autoscaler,
     )
 
-    extra = {"spark.sparkscale.scaleDownInterval": "12s", "spark.io.compression.zstd.level": "9"}
+    extra = {"spark.sparkscale.scaleDownInterval": "8s", "spark.sparkscale.stabilizationInterval": "3s",
+             "spark.sparkscale.metricsWindow": "8s", "spark.io.compression.zstd.level": "9"}
     conf = cluster_conf(workdir, extra=event_log_conf(workdir, "zstd", rolling=True) | extra)
     spark = build_session("replay-sparkscale", conf)
     spark.sparkContext.setLogLevel("ERROR")
     quiet_executor_removal_noise(spark)
     scaler = autoscaler(spark)
-    job = StreamingJob(spark, workdir, name="orders", rows_per_second=30, partitions=3, trigger_s=2).start()
-    ticks = _start_ticks_query(spark, trigger_s=5)
+    job = StreamingJob(spark, workdir, name="orders", rows_per_second=30, partitions=3, trigger_s=2,
+                       max_rows_per_batch=1000).start()
+    ticks = _start_ticks_query(spark, trigger_s=10)
     try:
         wait_for_autoscaler(scaler, lambda: scaler.status()["live_executors"] == 1, 120, "1 executor")
-        time.sleep(6)  # a few batches at the low load
+        time.sleep(4)  # a few batches at the low load
         job.set_rate(220)
         wait_for_autoscaler(scaler, lambda: _applied(scaler, "scale_up"), 120, "a scale-up")
         wait_for_autoscaler(scaler, lambda: scaler.status()["live_executors"] >= 2, 90, "new executors")
+        peak = scaler.status()["live_executors"]
         _batch_job(spark)
-        job.set_rate(20)
+        job.set_rate(10)
         wait_for_autoscaler(scaler, lambda: _applied(scaler, "scale_down")
-                            and scaler.status()["live_executors"] == 1, 180, "the scale-down")
-        time.sleep(4)
+                            and scaler.status()["live_executors"] < peak, 180, "the scale-down")
+        time.sleep(2)
         applied = [(d["action"], d["from_executors"], d["to_executors"]) for d in scaler.decisions()
                    if d["applied"]]
     finally:
@@ -164,7 +169,7 @@ def static_step(workdir: Path) -> dict[str, Any]:
 
 def sparkscale_rate_udf(workdir: Path) -> dict[str, Any]:
     """Any pyspark (3.5 has no Python data sources): the rate source through a Python UDF whose
-    cost per row the job steps up and down, with sparkscale. Single snappy file."""
+    cost per row the job steps up and down, with sparkscale. Single zstd file."""
     from pyspark.sql import SparkSession
     from pyspark.sql.functions import col, udf
     from pyspark.sql.types import LongType
@@ -174,8 +179,9 @@ def sparkscale_rate_udf(workdir: Path) -> dict[str, Any]:
 
     cost_file = workdir / "cost"
     cost_file.write_text("0.001")
-    conf = smoke_conf(workdir) | event_log_conf(workdir, "snappy") | {
-        "spark.sql.shuffle.partitions": "2", "spark.sparkscale.scaleDownInterval": "12s"}
+    conf = smoke_conf(workdir) | event_log_conf(workdir, "zstd") | {
+        "spark.sql.shuffle.partitions": "2", "spark.sparkscale.scaleDownInterval": "8s",
+        "spark.io.compression.zstd.level": "9"}
     builder = SparkSession.builder.appName("replay-spark35")
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -198,7 +204,7 @@ def sparkscale_rate_udf(workdir: Path) -> dict[str, Any]:
         _wait(lambda: _applied(scaler, "scale_up"), 180, "a scale-up")
         cost_file.write_text("0.001")
         _wait(lambda: _applied(scaler, "scale_down"), 180, "a scale-down")
-        time.sleep(3)
+        time.sleep(2)
         applied = [(d["action"], d["from_executors"], d["to_executors"]) for d in scaler.decisions()
                    if d["applied"]]
     finally:
@@ -227,6 +233,10 @@ def tiny_plain(workdir: Path) -> dict[str, Any]:
 
 def tiny_lzf(workdir: Path) -> dict[str, Any]:
     return _tiny(workdir, "lzf")
+
+
+def tiny_snappy(workdir: Path) -> dict[str, Any]:
+    return _tiny(workdir, "snappy")
 
 
 def _wait(condition: Callable[[], Any], timeout_s: float, what: str) -> None:
@@ -260,8 +270,11 @@ def _copy_log(events: Path, name: str) -> Path:
     log = logs[0]
     if log.name.endswith(".inprogress"):
         raise RuntimeError(f"{log} is still in progress: the application did not stop cleanly")
-    for old in OUT.glob(name + "*"):
-        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    for old in [OUT / name, *(OUT / f"{name}.{codec}" for codec in ("zstd", "lz4", "lzf", "snappy"))]:
+        if old.is_dir():
+            shutil.rmtree(old)
+        elif old.exists():
+            old.unlink()
     if log.is_dir():
         target = OUT / name
         target.mkdir(parents=True)

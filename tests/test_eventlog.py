@@ -6,17 +6,16 @@ again) and on broken ones made from them. No Spark needed.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
-import math
-import shutil
 from pathlib import Path
 
 import cramjam
 import pytest
 import zstandard
 
-from sparkscale_listener.replay import EventLogError, RecordedApplication, read_event_log
-from sparkscale_listener.replay.codecs import lzf_decompress
+from sparkscale_listener.replay import EventLogError, QueryRecord, RecordedApplication, read_event_log
+from sparkscale_listener.replay.codecs import decompressed_chunks, find_log_files, lzf_decompress
 
 DATA = Path(__file__).resolve().parent / "data" / "eventlogs"
 TINY = DATA / "spark4-tiny"  # plain JSON lines
@@ -96,7 +95,8 @@ def test_tiny_plain_log_reads_every_fact_spark_wrote() -> None:
     assert app.spark_version == "4.3.0" and app.name == "replay-tiny-plain"
     assert app.app_id and app.app_id.startswith("app-")
     assert app.start_time is not None and app.end_time is not None and app.start_time < app.end_time
-    assert app.executor_cores == 1 and app.task_cpus == 1 and app.conf["spark.master"] == "local-cluster[1,1,1024]"
+    assert app.executor_cores == 1 and app.task_cpus == 1
+    assert app.conf["spark.master"] == "local-cluster[1,1,1024]"
     assert not app.ran_sparkscale and not app.scalings and not app.ticks and not app.sparkscale_conf
     assert not app.truncated
     [executor] = app.executors
@@ -152,7 +152,7 @@ def test_progress_reports_every_byte(tmp_path: Path) -> None:
     read_event_log(TINY_LZF, progress=lambda done, total: calls.append((done, total)))
     size = TINY_LZF.stat().st_size
     assert calls and calls[-1] == (size, size)
-    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:], strict=False))
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(calls))
 
 
 def test_rolling_folder_is_read_in_index_order(tmp_path: Path) -> None:
@@ -160,7 +160,8 @@ def test_rolling_folder_is_read_in_index_order(tmp_path: Path) -> None:
     lines = TINY.read_bytes().splitlines(keepends=True)
     folder = tmp_path / "eventlog_v2_app-1"
     folder.mkdir()
-    thirds = [lines[: len(lines) // 3], lines[len(lines) // 3: 2 * len(lines) // 3], lines[2 * len(lines) // 3:]]
+    third = len(lines) // 3
+    thirds = [lines[:third], lines[third:2 * third], lines[2 * third:]]
     for index, part in zip((1, 2, 10), thirds, strict=True):
         (folder / f"events_{index}_app-1.zstd").write_bytes(spark_zstd(b"".join(part)))
     (folder / "appstatus_app-1").write_bytes(b"")
@@ -189,8 +190,8 @@ def test_an_executor_never_announced_takes_the_configured_size(tmp_path: Path) -
     app = read_event_log(write_without(tmp_path, "SparkListenerExecutorAdded"))
     [executor] = app.executors
     assert executor.executor_id == "0" and executor.cores == 1 and executor.added_time is None
-    assert any("executor 0 ran tasks but its addition is not in the log" in a and "spark.executor.cores=1" in a
-               for a in app.assumptions), app.assumptions
+    assert any("executor 0 ran tasks but its addition is not in the log" in a
+               and "spark.executor.cores=1" in a for a in app.assumptions), app.assumptions
 
 
 def test_a_log_without_its_environment_says_the_configuration_is_unknown(tmp_path: Path) -> None:
@@ -301,7 +302,8 @@ def test_a_compressed_log_without_its_extension_is_named(tmp_path: Path) -> None
 def test_a_plain_log_named_as_compressed_is_refused(codec: str, tmp_path: Path) -> None:
     path = tmp_path / f"app-1.{codec}"
     path.write_bytes(TINY.read_bytes())
-    with pytest.raises(EventLogError, match=r"byte 0: (corrupt zstd|not an lz4 block|not a snappy-java|not an lzf)"):
+    expected = r"byte 0: (corrupt zstd|not an lz4 block|not a snappy-java|not an lzf)"
+    with pytest.raises(EventLogError, match=expected):
         read_event_log(path)
 
 
@@ -346,15 +348,70 @@ def test_a_missing_codec_library_names_the_extra(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(importlib, "import_module", without_zstandard)
     path = tmp_path / "app-1.zstd"
     path.write_bytes(spark_zstd(TINY.read_bytes()))
-    with pytest.raises(EventLogError, match=r"compressed with zstd; reading it needs the 'zstandard' package: "
-                                            r"pip install 'sparkscale-listener\[replay\]'"):
+    expected = r"compressed with zstd; reading it needs the 'zstandard' package: pip install " \
+               r"'sparkscale-listener\[replay\]'"
+    with pytest.raises(EventLogError, match=expected):
         read_event_log(path)
 
 
-def copy_to(tmp_path: Path, source: Path) -> Path:
-    target = tmp_path / source.name
-    shutil.copytree(source, target) if source.is_dir() else shutil.copy2(source, target)
-    return target
+# ---------------------------------------------------------------------------------------------
+# The recorded applications: what must be true of each
+# ---------------------------------------------------------------------------------------------
 
 
-assert math  # (kept for the recorded-log checks below)
+def task_end_count(path: Path) -> int:
+    """TaskEnd events in the log, counted on the raw text (not through the reader)."""
+    logs = find_log_files(path).files
+    data = b"".join(chunk for log in logs for chunk in decompressed_chunks(log, lambda n: None))
+    return sum(1 for line in data.splitlines() if line.startswith(b'{"Event":"SparkListenerTaskEnd"'))
+
+
+def attributed_tasks(app: RecordedApplication) -> int:
+    per_batch = sum(b.tasks.tasks for q in app.queries for b in q.batches if b.tasks)
+    per_query = sum(q.other_task_time.tasks for q in app.queries if q.other_task_time)
+    return per_batch + per_query + sum(j.tasks.tasks for j in app.jobs if j.tasks)
+
+
+def check_sleeping_batches(query: QueryRecord, partitions: int) -> None:
+    """The test source sleeps COST_MS per row: a batch's run time is at least that, and its slot
+    time (launch to finish) is that plus a bounded overhead, spread over at most its partitions."""
+    loaded = [b for b in query.batches if b.num_input_rows >= 100]
+    assert loaded
+    for batch in loaded:
+        work = batch.num_input_rows * COST_MS
+        tasks = batch.tasks
+        assert tasks is not None and tasks.tasks == partitions, batch
+        assert work <= tasks.run_ms <= tasks.task_ms <= 1.5 * work + 2000, (batch.batch_id, work, tasks)
+        assert batch.timestamp <= tasks.first_launch <= tasks.last_finish <= batch.end_time + 0.001
+
+
+def test_static_run_without_sparkscale(tmp_path: Path) -> None:
+    app = read_event_log(STATIC)
+    assert app.spark_version == "4.3.0" and app.name == "replay-static" and not app.truncated
+    assert not app.ran_sparkscale and not app.scalings and not app.ticks and not app.autoscaler_events
+    # Two static executors, alive from before the queries to the end.
+    assert [(e.cores, e.removed_time) for e in app.executors] == [(1, None), (1, None)]
+    orders, ticks = app.query("orders"), app.query("ticks")
+    assert app.executors_at(orders.start_time) == 2 and app.executors_at(app.start_time) == 0
+    assert orders.trigger_interval_s == 2.0 and ticks.trigger_interval_s == 5.0
+    assert orders.end_time is not None and orders.exception is None
+    check_sleeping_batches(orders, partitions=3)
+    # 260 rows/s is more than 2 executors read: the backlog grows, then drains at 20 rows/s.
+    backlogs = [b.backlog_rows for b in orders.batches]
+    peak = backlogs.index(max(backlogs))
+    assert backlogs[0] == 0 and max(backlogs) > 1000 and backlogs[-1] < max(backlogs)
+    assert all(a <= b for a, b in itertools.pairwise(backlogs[:peak + 1]))
+    # The rate source: one partition, no backlog (a generator), which the assumptions say.
+    assert all(b.tasks and b.tasks.tasks == 1 and b.backlog_rows is None for b in ticks.batches)
+    assert all(b.num_input_rows == 50 for b in ticks.batches[2:])
+    assert any("query 'ticks': source RateStreamV2" in a and "no backlog" in a for a in app.assumptions)
+    assert any("query 'orders': it was stopped during batch 20" in a for a in app.assumptions)
+    # The batch job beside the queries, and every task counted exactly once somewhere.
+    assert [j.description for j in app.jobs] == ["nightly report", "nightly report"]
+    report = app.jobs[0]
+    assert report.succeeded and report.tasks is not None and report.tasks.tasks == 4
+    assert orders.start_time < report.submission_time < report.completion_time < orders.end_time
+    whole = sum(j.tasks.task_ms for j in app.jobs if j.tasks)
+    assert app.job_task_ms(app.start_time, app.end_time) == pytest.approx(whole)
+    assert app.job_task_ms(app.start_time, report.tasks.first_launch) == 0.0
+    assert attributed_tasks(app) == task_end_count(STATIC)

@@ -107,7 +107,8 @@ class QueryRecord:
     run_id: str
     name: str | None
     start_time: float | None  # ``QueryStartedEvent``; None when the log has none (see assumptions)
-    end_time: float | None  # ``QueryTerminatedEvent``; None: still running when the log ends
+    # ``QueryTerminatedEvent``, which carries no time: the latest time of the events before it.
+    end_time: float | None  # None: still running when the log ends
     exception: str | None
     batches: tuple[BatchRecord, ...]  # in batch order
     idle_reports: tuple[BatchRecord, ...]  # progress of triggers that ran no batch (older Spark)
@@ -217,6 +218,22 @@ class RecordedApplication:
     def executors_at(self, t: float) -> int:
         """Executors alive at time ``t`` (added at or before it, not yet removed)."""
         return bisect.bisect_right(self._added, t) - bisect.bisect_right(self._removed, t)
+
+    def job_task_ms(self, start: float, end: float) -> float:
+        """Task time of the jobs outside streaming queries within [start, end): each job's task
+        time spread evenly from its first task's launch to its last task's finish (coarse)."""
+        total = 0.0
+        for job in self.jobs:
+            tasks = job.tasks
+            if tasks is None:
+                continue
+            span = tasks.last_finish - tasks.first_launch
+            if span <= 0:
+                total += tasks.task_ms if start <= tasks.first_launch < end else 0.0
+                continue
+            overlap = min(end, tasks.last_finish) - max(start, tasks.first_launch)
+            total += tasks.task_ms * max(0.0, overlap) / span
+        return total
 
     def query(self, name_or_id: str) -> QueryRecord:
         """The latest run of the query with this name or id."""
