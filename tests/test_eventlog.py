@@ -22,7 +22,8 @@ TINY = DATA / "spark4-tiny"  # plain JSON lines
 TINY_LZF = DATA / "spark4-tiny-lzf.lzf"
 ROLLING = DATA / "spark4-sparkscale-rolling"  # a rolling folder, zstd
 STATIC = DATA / "spark4-static.lz4"
-SPARK35 = DATA / "spark35-sparkscale.snappy"
+SPARK35 = DATA / "spark35-sparkscale.zstd"
+TINY_SNAPPY = DATA / "spark4-tiny-snappy.snappy"
 COST_MS = 10.0  # the test source's sleep per row in the recordings with load steps
 
 
@@ -374,14 +375,15 @@ def attributed_tasks(app: RecordedApplication) -> int:
 
 def check_sleeping_batches(query: QueryRecord, partitions: int) -> None:
     """The test source sleeps COST_MS per row: a batch's run time is at least that, and its slot
-    time (launch to finish) is that plus a bounded overhead, spread over at most its partitions."""
+    time (launch to finish) is that plus a bounded overhead (a new executor's Python workers
+    start inside its first tasks), spread over its partitions."""
     loaded = [b for b in query.batches if b.num_input_rows >= 100]
     assert loaded
     for batch in loaded:
         work = batch.num_input_rows * COST_MS
         tasks = batch.tasks
         assert tasks is not None and tasks.tasks == partitions, batch
-        assert work <= tasks.run_ms <= tasks.task_ms <= 1.5 * work + 2000, (batch.batch_id, work, tasks)
+        assert work <= tasks.run_ms <= tasks.task_ms <= 2 * work + 5000, (batch.batch_id, work, tasks)
         assert batch.timestamp <= tasks.first_launch <= tasks.last_finish <= batch.end_time + 0.001
 
 
@@ -415,3 +417,86 @@ def test_static_run_without_sparkscale(tmp_path: Path) -> None:
     assert app.job_task_ms(app.start_time, app.end_time) == pytest.approx(whole)
     assert app.job_task_ms(app.start_time, report.tasks.first_launch) == 0.0
     assert attributed_tasks(app) == task_end_count(STATIC)
+
+
+def check_executors(app: RecordedApplication) -> None:
+    """Executors' times are consistent, and every batch's tasks ran on executors alive then."""
+    executors = {e.executor_id: e for e in app.executors}
+    for e in app.executors:
+        assert e.cores == 1 and e.added_time is not None and app.start_time < e.added_time
+        if e.removed_time is not None:
+            assert e.added_time < e.removed_time <= app.end_time and e.removed_reason
+    for query in app.queries:
+        for batch in query.batches:
+            for executor_id in batch.tasks.executors:
+                e = executors[executor_id]
+                assert e.added_time <= batch.tasks.last_finish
+                assert e.removed_time is None or e.removed_time >= batch.tasks.first_launch
+
+
+def test_sparkscale_run_rolling_zstd_records_its_scalings_and_executors() -> None:
+    app = read_event_log(ROLLING)
+    assert app.spark_version == "4.3.0" and app.name == "replay-sparkscale" and not app.truncated
+    assert app.ran_sparkscale and app.sparkscale_conf["spark.sparkscale.maxExecutors"] == "3"
+    assert app.sparkscale_conf["spark.sparkscale.scaleDownInterval"] == "8s"
+    assert app.conf["spark.eventLog.rolling.enabled"] == "true" and not app.dynamic_allocation_conf
+    check_executors(app)
+    # What sparkscale decided: up 1 -> 3 on the backlog, then down, step by step, all applied.
+    moves = [(s.action, s.from_executors, s.to_executors, s.applied, s.mode) for s in app.scalings]
+    assert moves == [("scale_up", 1, 3, True, "autoscale"), ("scale_down", 3, 2, True, "autoscale"),
+                     ("scale_down", 2, 1, True, "autoscale")]
+    up, down, last = app.scalings
+    assert "backlog" in up.reason and "below" in down.reason
+    # ...and what the cluster did: the executors it asked for came after the scale-up, and one
+    # left after each scale-down (local-cluster starts 3; the autoscaler's baseline keeps 1).
+    assert app.executors_at(up.time) == 1 and app.executors_at(down.time) == 3
+    added = sorted(e.added_time for e in app.executors if e.added_time > up.time)
+    assert len(added) == 2 and added[-1] < down.time
+    removed = sorted(e.removed_time for e in app.executors if e.removed_time and e.removed_time > up.time)
+    assert len(removed) == 2 and down.time < removed[0] < last.time < removed[1] <= app.end_time
+    assert app.executors_at(removed[0]) == 2 and app.executors_at(app.end_time) == 1
+    # Its other events and tick summaries.
+    assert app.autoscaler_events[0].kind == "notice" and "baseline" in app.autoscaler_events[0].reason
+    assert {"interval_s", "min_executors", "max_executors"} <= set(app.ticks[0].config)
+    assert all(a.time <= b.time for a, b in itertools.pairwise(app.ticks))
+    assert any(t.point.get("live") == 3 for t in app.ticks)
+    # The queries: the load step shows as a backlog that the scale-up worked off.
+    orders, ticks = app.query("orders"), app.query("ticks")
+    assert orders.trigger_interval_s == 2.0 and ticks.trigger_interval_s == 10.0
+    check_sleeping_batches(orders, partitions=3)
+    backlogs = [b.backlog_rows for b in orders.batches]
+    assert max(backlogs) > 1000 and backlogs[-1] == 0
+    assert orders.batches[backlogs.index(max(backlogs))].timestamp < down.time
+    assert all(b.backlog_rows is None and b.tasks.tasks == 1 for b in ticks.batches)
+    assert [j.description for j in app.jobs] == ["nightly report", "nightly report"]
+    assert attributed_tasks(app) == task_end_count(ROLLING)
+
+
+def test_spark35_run_with_sparkscale() -> None:
+    app = read_event_log(SPARK35)
+    assert app.spark_version == "3.5.7" and app.name == "replay-spark35" and not app.truncated
+    assert app.ran_sparkscale
+    check_executors(app)
+    assert [(s.action, s.from_executors, s.to_executors, s.applied) for s in app.scalings] == [
+        ("scale_up", 1, 3, True), ("scale_down", 3, 2, True)]
+    up = app.scalings[0]
+    assert app.executors_at(up.time) == 1 and max(app.executors_at(b.timestamp)
+                                                    for b in app.query("enrich").batches) == 3
+    [query] = app.queries
+    assert query.name == "enrich" and query.trigger_interval_s == 1.0
+    # The rate source: 40 rows a second, three partitions, no backlog.
+    assert all(b.tasks.tasks == 3 and b.backlog_rows is None for b in query.batches[1:])
+    # Its offsets are seconds since the start, 40 rows each.
+    assert sum(b.num_input_rows for b in query.batches) == 40 * query.batches[-1].sources[0].end_offset
+    # The batch it was stopped in has no progress: its tasks count as the query's other work.
+    assert query.other_task_time is not None and query.other_task_time.tasks == 3
+    assert app.ticks and app.jobs == ()
+    assert attributed_tasks(app) == task_end_count(SPARK35)
+
+
+def test_snappy_log_from_spark() -> None:
+    app = read_event_log(TINY_SNAPPY)
+    assert app.name == "replay-tiny-snappy" and not app.truncated
+    [query] = app.queries
+    assert [b.batch_id for b in query.batches] == list(range(6))
+    assert all(b.tasks and b.tasks.tasks == min(2, b.num_input_rows) for b in query.batches)

@@ -61,6 +61,19 @@ class _Tasks:
                         self.first_launch / 1000.0, self.last_finish / 1000.0)
 
 
+def merged(parts: list[_Tasks]) -> _Tasks:
+    out = _Tasks()
+    for part in parts:
+        out.task_ms += part.task_ms
+        out.run_ms += part.run_ms
+        out.tasks += part.tasks
+        out.failed += part.failed
+        out.executors |= part.executors
+        out.first_launch = min(out.first_launch, part.first_launch)
+        out.last_finish = max(out.last_finish, part.last_finish)
+    return out
+
+
 @dataclass
 class _Run:
     query_id: str

@@ -114,7 +114,9 @@ class QueryRecord:
     idle_reports: tuple[BatchRecord, ...]  # progress of triggers that ran no batch (older Spark)
     idle_times: tuple[float, ...]  # ``QueryIdleEvent`` timestamps (Spark 3.5+ posts these instead)
     trigger_interval_s: float | None  # from the batch start spacing: the log does not record it
-    other_task_time: TaskTime | None  # tasks of the query's jobs that carry no batch id
+    # Tasks of the query's jobs outside its batches: jobs without a batch id, and a batch without
+    # a progress event (the query stopped, or the log ends, inside it).
+    other_task_time: TaskTime | None
 
 
 @dataclass(frozen=True)

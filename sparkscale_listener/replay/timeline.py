@@ -54,7 +54,7 @@ def build_queries(a: Assembler) -> tuple[QueryRecord, ...]:
                 batches[0].timestamp if batches else None),
             end_time=run.end_time, exception=run.exception, batches=tuple(batches), idle_reports=tuple(idle),
             idle_times=tuple(run.idle_times), trigger_interval_s=infer_trigger_interval(batches),
-            other_task_time=_tasks(a, (run.query_id, run.run_id), (run.query_id, None)))
+            other_task_time=_other_tasks(a, run, {b.batch_id for b in batches}))
         for sentence in query_assumptions(a, run, record):
             a.assume(sentence)
         records.append(record)
@@ -75,6 +75,17 @@ def _tasks(a: Assembler, *keys: object) -> TaskTime | None:
         if sums is not None:
             return sums.frozen()
     return None
+
+
+def _other_tasks(a: Assembler, run: _Run, batch_ids: set[int]) -> TaskTime | None:
+    """Tasks of the run's jobs outside its recorded batches: jobs without a batch id, and batches
+    that have no progress event (stopped or cut mid-batch)."""
+    from .assemble import merged
+
+    parts = [sums for key, sums in a.tasks.items()
+             if isinstance(key, tuple) and key[0] == run.query_id and key[1] in (run.run_id, None)
+             and (len(key) == 2 or key[2] not in batch_ids)]
+    return merged(parts).frozen() if parts else None
 
 
 def infer_trigger_interval(batches: Sequence[BatchRecord]) -> float | None:
