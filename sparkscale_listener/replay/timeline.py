@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from .batches import batch_record, epoch_seconds, input_rows, merged, source_records
 from .records import BatchRecord, QueryRecord, TaskTime
 
 if TYPE_CHECKING:
@@ -24,27 +25,28 @@ MIN_GAPS = 3
 
 
 def build_queries(a: Assembler) -> tuple[QueryRecord, ...]:
-    from .assemble import batch_record, input_rows, source_records
-
     samples: dict[str, dict[str, deque[tuple[float, float]]]] = {}
     seen: dict[str, set[int]] = {}
     records = []
     for run in sorted(a.runs.values(), key=_run_order):
         query_samples = samples.setdefault(run.query_id, {})
         query_seen = seen.setdefault(run.query_id, set())
+        run_seen: set[int] = set()
         batches, idle = [], []
         for progress in run.progress:
             batch_id = int(progress["batchId"])
             # Older Spark reports triggers that found no data as progress without addBatch.
             executed = "addBatch" in (progress.get("durationMs") or {}) or input_rows(progress) > 0
-            new_batch = executed and batch_id not in query_seen
-            sources, backlog, problem = source_records(progress, query_samples, new_batch)
+            # Rows per offset are learned once per batch id of the query, as the recorder does.
+            learn = executed and batch_id not in query_seen
+            sources, backlog, problem = source_records(progress, query_samples, learn)
             if not executed:
                 idle.append(batch_record(progress, sources, backlog, problem, None))
                 continue
-            if not new_batch:
-                continue  # a batch reported twice: the first report stands
             query_seen.add(batch_id)
+            if batch_id in run_seen:
+                continue  # a batch reported twice: the first report stands
+            run_seen.add(batch_id)
             tasks = _tasks(a, (run.query_id, run.run_id, batch_id), (run.query_id, None, batch_id))
             batches.append(batch_record(progress, sources, backlog, problem, tasks))
         batches.sort(key=lambda b: b.batch_id)
@@ -64,8 +66,6 @@ def build_queries(a: Assembler) -> tuple[QueryRecord, ...]:
 def _run_order(run: _Run) -> float:
     if run.start_time is not None:
         return run.start_time
-    from .assemble import epoch_seconds
-
     return epoch_seconds(run.progress[0]["timestamp"]) if run.progress else float("inf")
 
 
@@ -73,19 +73,17 @@ def _tasks(a: Assembler, *keys: object) -> TaskTime | None:
     for key in keys:
         sums = a.tasks.get(key)
         if sums is not None:
-            return sums.frozen()
+            return sums.record()
     return None
 
 
 def _other_tasks(a: Assembler, run: _Run, batch_ids: set[int]) -> TaskTime | None:
     """Tasks of the run's jobs outside its recorded batches: jobs without a batch id, and batches
     that have no progress event (stopped or cut mid-batch)."""
-    from .assemble import merged
-
     parts = [sums for key, sums in a.tasks.items()
              if isinstance(key, tuple) and key[0] == run.query_id and key[1] in (run.run_id, None)
              and (len(key) == 2 or key[2] not in batch_ids)]
-    return merged(parts).frozen() if parts else None
+    return merged(parts).record() if parts else None
 
 
 def infer_trigger_interval(batches: Sequence[BatchRecord]) -> float | None:
