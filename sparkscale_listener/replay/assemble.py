@@ -55,6 +55,9 @@ class _Job:
 
 
 class Assembler:
+    """The state built from the events read so far: one method per needed event type (called by
+    :mod:`.eventlog`), and :meth:`build` for the records once the log is read."""
+
     def __init__(self, path: str) -> None:
         self.path = path
         self.events_seen = 0
@@ -255,22 +258,25 @@ class Assembler:
             _added=tuple(added), _removed=tuple(removed))
 
     def _executors(self, conf: Mapping[str, str]) -> tuple[ExecutorRecord, ...]:
-        """The executors announced, plus any that ran tasks without being announced."""
+        """The executors announced, plus any that ran tasks (or were removed) unannounced."""
         ran = set().union(*(s.executors for s in self.tasks.values())) if self.tasks else set()
+        for executor_id in ran - set(self.executors):
+            self.executors[executor_id] = {"host": None, "cores": None, "added_time": None,
+                                           "removed_time": None, "removed_reason": None}
         configured = conf.get("spark.executor.cores")
-        for executor_id in sorted(ran - set(self.executors)):
+        for executor_id, e in sorted(self.executors.items()):
+            if e["added_time"] is not None:
+                continue
             if executor_id == DRIVER:
                 master = conf.get("spark.master", "")
                 self.assume(f"tasks ran in the driver (master {master or 'unknown'}, local mode): the driver "
                             "is counted as one executor, of the size local[N] gives it")
-                cores = _local_cores(master)
-            else:
-                cores = int(configured) if configured and configured.isdigit() else None
-                size = f"taken as spark.executor.cores={cores}" if cores else "unknown"
-                self.assume(f"executor {executor_id} ran tasks but its addition is not in the log: its size "
-                            f"is {size}, its lifetime unknown")
-            self.executors[executor_id] = {"host": None, "cores": cores, "added_time": None,
-                                           "removed_time": None, "removed_reason": None}
+                e["cores"] = _local_cores(master)
+                continue
+            e["cores"] = int(configured) if configured and configured.isdigit() else None
+            size = f"taken as spark.executor.cores={e['cores']}" if e["cores"] else "unknown"
+            self.assume(f"executor {executor_id} ran tasks or was removed, but its addition is not in the "
+                        f"log: its size is {size}, its start unknown")
         records = [ExecutorRecord(executor_id, e["host"], e["cores"], e["added_time"], e["removed_time"],
                                   e["removed_reason"]) for executor_id, e in self.executors.items()]
         records.sort(key=lambda e: (e.added_time is None, e.added_time or 0.0))
