@@ -11,7 +11,8 @@ heavy-run lock::
 
     /work/shared/tools/serial .venv/bin/python benchmarks/bench_eventlog.py [--hours 1]
 
-It prints the reading time, the log's size and the load average; the budget of a whole replay is 30 s.
+It prints the reading time, the log's size and the load average, and writes them to
+``benchmarks/results/eventlog.md``; the budget of a whole replay is 30 s.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from sparkscale_listener.replay import read_event_log  # noqa: E402
 from sparkscale_listener.replay.codecs import decompressed_chunks, find_log_files  # noqa: E402
 
 SOURCE = REPO / "tests" / "data" / "eventlogs" / "spark4-sparkscale-rolling"
+RESULTS = REPO / "benchmarks" / "results" / "eventlog.md"
 STREAMING = "org.apache.spark.sql.streaming.StreamingQueryListener$"
 LINES_PER_FRAME = 4  # Spark's zstd stream closes a frame at each flush, every few events
 
@@ -174,6 +176,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hours", type=float, default=1.0)
     parser.add_argument("--source", type=Path, default=SOURCE, help="the real log to stretch")
+    parser.add_argument("--no-results", action="store_true", help="print only")
     args = parser.parse_args()
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-eventlog-") as tmp:
@@ -185,16 +188,24 @@ def main() -> int:
             span = (orders.batches[-1].timestamp - orders.batches[0].timestamp) / 3600
             results.append((path.name, path.stat().st_size, seconds, app, orders, span))
     load_end = os.getloadavg()
+    lines = []
     for name, size, seconds, app, orders, span in results:
         tasks = sum(b.tasks.tasks for q in app.queries for b in q.batches if b.tasks)
-        print(f"{name:<12} {size / 1e6:7.1f} MB  read in {seconds:5.2f} s ({size / 1e6 / seconds:5.1f} MB/s):"
-              " "
-              f"{span:.2f} h of query {orders.name!r} ({len(orders.batches)} batches, trigger "
-              f"{orders.trigger_interval_s} s), {sum(len(q.batches) for q in app.queries)} batches in all, "
-              f"{tasks} tasks, {len(app.executors)} executors, {len(app.scalings)} scalings, "
-              f"{len(app.ticks)} ticks")
-    print(f"load average: {' '.join(f'{x:.2f}' for x in load_start)} at the start, "
-          f"{' '.join(f'{x:.2f}' for x in load_end)} at the end (2 cores)")
+        lines.append(
+            f"{name:<12} {size / 1e6:7.1f} MB  read in {seconds:5.2f} s ({size / 1e6 / seconds:5.1f} MB/s): "
+            f"{span:.2f} h of query {orders.name!r} ({len(orders.batches)} batches, trigger "
+            f"{orders.trigger_interval_s} s), {sum(len(q.batches) for q in app.queries)} batches in all, "
+            f"{tasks} tasks, {len(app.executors)} executors, {len(app.scalings)} scalings, "
+            f"{len(app.ticks)} ticks")
+    lines.append(f"load average: {' '.join(f'{x:.2f}' for x in load_start)} at the start, "
+                 f"{' '.join(f'{x:.2f}' for x in load_end)} at the end (2 cores)")
+    print("\n".join(lines))
+    if args.no_results:
+        return 0
+    command = "benchmarks/bench_eventlog.py" + (f" --hours {args.hours:g}" if args.hours != 1.0 else "")
+    RESULTS.write_text(f"# Reading an event log\n\n`{command}`: {args.hours:g} h stretched from "
+                       f"`{args.source.name}`, read with `read_event_log`.\n\n```\n"
+                       + "\n".join(lines) + "\n```\n")
     return 0
 
 
