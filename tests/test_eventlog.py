@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import shutil
 from pathlib import Path
 
 import cramjam
@@ -500,3 +501,21 @@ def test_snappy_log_from_spark() -> None:
     [query] = app.queries
     assert [b.batch_id for b in query.batches] == list(range(6))
     assert all(b.tasks and b.tasks.tasks == min(2, b.num_input_rows) for b in query.batches)
+
+
+def test_a_rolling_log_still_being_written(tmp_path: Path) -> None:
+    """Spark's own in-progress state: ``appstatus_<appId>.inprogress``, the last file cut mid-frame."""
+    folder = tmp_path / ROLLING.name
+    shutil.copytree(ROLLING, folder)
+    [status] = folder.glob("appstatus_*")
+    status.rename(status.with_name(status.name + ".inprogress"))
+    [events] = folder.glob("events_*")
+    data = events.read_bytes()
+    events.write_bytes(data[: len(data) * 2 // 3])
+    app = read_event_log(folder)
+    assert app.truncated and app.end_time is None
+    assert any("ends inside a compressed block" in a for a in app.assumptions), app.assumptions
+    assert any("was still running (the log is in progress)" in a for a in app.assumptions)
+    whole = read_event_log(ROLLING)
+    assert 0 < len(app.query("orders").batches) < len(whole.query("orders").batches)
+    assert app.scalings == whole.scalings[: len(app.scalings)]
