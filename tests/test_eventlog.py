@@ -519,3 +519,22 @@ def test_a_rolling_log_still_being_written(tmp_path: Path) -> None:
     whole = read_event_log(ROLLING)
     assert 0 < len(app.query("orders").batches) < len(whole.query("orders").batches)
     assert app.scalings == whole.scalings[: len(app.scalings)]
+
+
+def test_a_no_data_trigger_of_older_spark_is_an_idle_report(tmp_path: Path) -> None:
+    """Before 3.5 a trigger that found no data posted a progress without ``addBatch``: not a batch."""
+    lines = lines_of(TINY)
+    index = max(i for i, line in enumerate(lines) if b"QueryProgressEvent" in line)
+    event = json.loads(lines[index])
+    progress = event["progress"]
+    progress["batchId"] += 1
+    progress["durationMs"] = {"latestOffset": 1, "triggerExecution": 1}
+    for source in progress["sources"]:
+        source["startOffset"] = source["endOffset"] = source["latestOffset"]
+        source["numInputRows"] = 0
+    lines.insert(index + 1, json.dumps(event).encode() + b"\n")
+    path = tmp_path / "app-1"
+    path.write_bytes(b"".join(lines))
+    query = read_event_log(path).queries[0]
+    assert len(query.batches) == 6 and [r.batch_id for r in query.idle_reports] == [6]
+    assert query.idle_reports[0].backlog_rows == 0 and query.idle_reports[0].tasks is None
