@@ -65,8 +65,11 @@ UTILIZATION_TARGET = DEFAULTS.utilization_target
 BACKLOG_THRESHOLD_S = DEFAULTS.backlog_threshold_s
 SCALE_DOWN_INTERVAL_S = DEFAULTS.scale_down_interval_s
 
-POLICIES = ("sparkscale", "static-peak", "static-average", "dynamic-allocation", "dstreams",
-            "occupancy")
+# sparkscale twice: with its defaults, and with the scale-down delay shortened to the occupancy
+# rule's own period (60 s), the trade-off a user makes with scaleDownInterval.
+SHORT_SCALE_DOWN = "sparkscale-60s"
+POLICIES = ("sparkscale", SHORT_SCALE_DOWN, "static-peak", "static-average", "dynamic-allocation",
+            "dstreams", "occupancy")
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,11 +219,14 @@ def simulate(load: Load, policy: str, seed: int = SEED) -> Simulated:
     elif policy == "occupancy":
         model = OccupancyRule(trigger_interval_s=TRIGGER_S, min_executors=1,
                               max_executors=MAX_EXECUTORS)
-    elif policy not in ("sparkscale", "static-peak", "static-average"):
+    elif policy not in ("sparkscale", SHORT_SCALE_DOWN, "static-peak", "static-average"):
         raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
     common = {"cores_per_executor": CORES_PER_EXECUTOR, "launch_commit_s": LAUNCH_COMMIT_S}
     if policy == "sparkscale":
         sim = Simulation(DEFAULTS, load.queries, initial, PROVISIONING_DELAY_S, seed, **common)
+    elif policy == SHORT_SCALE_DOWN:
+        sim = Simulation(replace(DEFAULTS, scale_down_interval_s=60.0), load.queries, initial,
+                         PROVISIONING_DELAY_S, seed, **common)
     else:
         # The control loop runs beside, in recommend mode with nothing to recommend: the
         # simulator records the same timeline, and only the model (if any) acts.
@@ -319,8 +325,10 @@ def markdown(runs: Sequence[Run], command: str, wall_s: float) -> str:
         "|" + "---|" * len(COLUMNS),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += ["", "## Targets", "", *target_lines(runs)]
     lines += [
-        "", "Policies: **sparkscale** with its defaults (maxExecutors as above); **static-peak** / "
+        "", "Policies: **sparkscale** with its defaults (maxExecutors as above); **sparkscale-60s**: "
+        "the same with `scaleDownInterval=60s`; **static-peak** / "
         "**static-average**: the oracle at the peak / at the average load, fixed; "
         "**dynamic-allocation**: Spark's `ExecutorAllocationManager` (1 s backlog timeouts, 60 s idle "
         "timeout, ratio 1.0); **dstreams**: the DStreams rule (`scalingInterval` 60 s, up at 0.9, "
@@ -332,8 +340,42 @@ def markdown(runs: Sequence[Run], command: str, wall_s: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-COLORS = {"sparkscale": "tab:blue", "static-peak": "tab:gray", "static-average": "tab:brown",
-          "dynamic-allocation": "tab:orange", "dstreams": "tab:purple", "occupancy": "tab:green"}
+def target_lines(runs: Sequence[Run], policy: str = "sparkscale") -> list[str]:
+    """The simulator's targets, each with its figures and met / missed: better than the occupancy
+    rule on every load (executor-seconds at equal or lower lag), the compressed day at most 1.10x
+    the oracle, the /4 step converged within scaleDownInterval + 2 metric windows."""
+    by = {(r.load.name, r.policy): r.figures for r in runs}
+    out = []
+    for name in dict.fromkeys(r.load.name for r in runs):
+        mine, rule = by.get((name, policy)), by.get((name, "occupancy"))
+        if mine is None or rule is None:
+            continue
+        cost = mine["executor_s"] / rule["executor_s"]
+        lag, rule_lag = mine["lag_over_threshold_share"], rule["lag_over_threshold_share"]
+        cheaper, calmer = cost <= 1.0 + 1e-9, (lag, mine["max_lag_s"]) <= (rule_lag, rule["max_lag_s"])
+        verdict = ("met" if cheaper and calmer else "missed" if not cheaper and not calmer
+                   else "trade-off: " + ("cheaper, more lag" if cheaper else "less lag, costlier"))
+        out.append(f"- {name}: {policy} vs occupancy: executor-s {cost:.2f}x, lag > threshold "
+                   f"{100 * lag:.1f} % vs {100 * rule_lag:.1f} %, max lag {mine['max_lag_s']:.0f} s vs "
+                   f"{rule['max_lag_s']:.0f} s: **{verdict}**")
+    day = by.get(("day", policy))
+    if day is not None:
+        ok = day["executor_s_vs_oracle"] <= 1.10
+        out.append(f"- day: {day['executor_s_vs_oracle']:.2f}x the oracle (target at most 1.10x): "
+                   f"**{'met' if ok else 'missed'}**")
+    div4 = by.get(("step-div4", policy))
+    if div4 is not None:
+        limit = DEFAULTS.scale_down_interval_s + 2 * DEFAULTS.metrics_window_s
+        took = div4.get("step_0_time_to_converge_s", math.nan)
+        ok = not math.isnan(took) and took <= limit
+        out.append(f"- step-div4: converged in {_fmt(took, '{:.0f}')} s (target at most scaleDownInterval + "
+                   f"2 windows = {limit:g} s): **{'met' if ok else 'missed'}**")
+    return out
+
+
+COLORS = {"sparkscale": "tab:blue", "sparkscale-60s": "tab:cyan", "static-peak": "tab:gray",
+          "static-average": "tab:brown", "dynamic-allocation": "tab:orange", "dstreams": "tab:purple",
+          "occupancy": "tab:green"}
 
 
 def _save(fig: object, path: Path) -> None:

@@ -53,7 +53,8 @@ class BusinessHoursFloorEvaluator(MetricEvaluator):
         if evaluation.recommended_executors >= floor:
             return evaluation
         return replace(evaluation, recommended_executors=floor,
-                       reason=f"{evaluation.reason}; business-hours floor of {floor} executors")
+                       headline=f"business-hours floor of {floor} executors",
+                       reason=f"{evaluation.headline}; {evaluation.reason}")
 
     def _in_hours(self, now: float) -> bool:
         local = time.localtime(now)

@@ -157,14 +157,19 @@ class Evaluation:
     utilization: float | None
     backlog_mode: bool
     queries: dict[str, QueryEvaluation] = field(default_factory=dict)
-    reason: str = ""
+    reason: str = ""  # the figures behind the headline
     rising: bool = False  # some query's load is rising: no scale-down now
     # The measured outcome of the last change, per query, once its warm batches are in.
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    # What the load needs, in one line ("query 'orders': arrivals 500 rows/s need 4 executors").
+    headline: str = ""
 
 
 @dataclass(frozen=True)
 class Decision:
+    """What the policy decided at one tick: ``reason`` is its headline (what and why, in one short
+    line: logs, events and the UI show it), ``details`` the figures behind it."""
+
     time: float
     action: Action
     from_executors: int
@@ -176,6 +181,7 @@ class Decision:
     # An applied change: what the model expected of it per query, and once measured what it did.
     predictions: dict[str, Prediction] = field(default_factory=dict)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    details: str = ""
 
 
 def decision_to_dict(decision: Decision) -> dict[str, Any]:
@@ -185,6 +191,7 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
         "from_executors": decision.from_executors,
         "to_executors": decision.to_executors,
         "reason": decision.reason,
+        "details": decision.details,
         "applied": decision.applied,
         "limited_by": decision.limited_by,
     }

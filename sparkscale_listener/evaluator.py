@@ -22,9 +22,10 @@ from statistics import median
 
 import numpy as np
 
+from . import readable
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
 from .metrics import BatchRecord, MetricSample, QueryMetrics
-from .model import NONE_CONCURRENT, BatchCost, BatchCostLearner, Concurrent, Size, ops
+from .model import MIN_BATCHES, NONE_CONCURRENT, BatchCost, BatchCostLearner, Concurrent, Size, ops
 
 # Batches at the current size needed after a change before a decision (the arrival rate of one
 # batch can be noise; two consecutive ones show a step).
@@ -157,26 +158,24 @@ class MicroBatchEvaluator(MetricEvaluator):
             if demand.idle:
                 continue
             if cost is None or not batch_arrivals(q.recent_batches):
-                waiting.append(f"learning the cost of query {_label(q)}: {len(learner.batches)} of 3 "
-                               "warm batches")
+                waiting.append(f"learning the cost of {readable.query(q.name, q.query_id)} "
+                               f"({len(learner.batches)} of {MIN_BATCHES} warm batches)")
                 continue
             confirmed = sum(1 for b in q.recent_batches if b.start >= context.window_start)
             if confirmed < CONFIRMING_BATCHES:
-                stabilizing.append(f"{confirmed} of {CONFIRMING_BATCHES} batches of query {_label(q)} "
-                                   f"since the window start at t={context.window_start:.0f}s (stabilizing)")
+                stabilizing.append(f"stabilizing: {confirmed} of {CONFIRMING_BATCHES} batches of "
+                                   f"{readable.query(q.name, q.query_id)} on the new size")
         if waiting:
-            return self._not_ready(context, "; ".join(waiting))
+            return self._not_ready(context, waiting)
         if stabilizing or math.isinf(context.window_start):
             # The new size is not measured yet; but arrivals do not depend on it: when two batches
             # confirm more than the last change was sized for, the model sizes for them now.
             if not self._outgrown(demands, context):
-                why = ("waiting for requested executors to register before measuring"
-                       if math.isinf(context.window_start) else "; ".join(stabilizing))
-                return self._not_ready(context, why)
+                whys = (["waiting for the requested executors to register"]
+                        if math.isinf(context.window_start) else stabilizing)
+                return self._not_ready(context, whys)
         if not active:
             return self._size([], {}, history, context, "no active streaming query")
-        if waiting:
-            return self._not_ready(context, "; ".join(waiting))
         evaluation = self._size(demands, costs, history, context, "")
         outcomes = self._outcomes(last, context, concurrent)
         return replace(evaluation, outcomes=outcomes) if outcomes else evaluation
@@ -190,8 +189,8 @@ class MicroBatchEvaluator(MetricEvaluator):
         for d in demands:
             prediction = rec.predictions.get(d.q.query_id)
             if prediction is not None and d.recent_rate + d.catch_up > (1.0 + RISING) * prediction.rate:
-                d.notes.append(f"arrivals {_rate(d.recent_rate)} outgrew the {_rate(prediction.rate)} the "
-                               "last scale-up was sized for")
+                d.notes.append(f"arrivals {readable.rate(d.recent_rate)} outgrew the "
+                               f"{readable.rate(prediction.rate)} the last scale-up was sized for")
                 return True
         return False
 
@@ -306,8 +305,8 @@ class MicroBatchEvaluator(MetricEvaluator):
             signal = "falling behind its trigger, no backlog reported"
         backlog_mode = (excess > cfg.backlog_threshold_s * rate) if rate > 0 else excess > 0
         if backlog_mode:
-            notes.append(f"backlog mode: {excess:.0f} rows behind")
-            signal = signal or f"backlog of {excess:.0f} rows beyond a batch's worth"
+            notes.append(f"backlog mode: {readable.rows(excess)} behind")
+            signal = signal or f"backlog {readable.rows(excess)} beyond a batch's worth"
         rising = running or saturated or (
             bool(latest) and max(latest) > (1.0 + RISING) * max(window_rate, _EPS))
         if (batch_time is not None and batches and batches[-1].duration_s > (1.0 + LENGTHENING) * batch_time
@@ -316,9 +315,9 @@ class MicroBatchEvaluator(MetricEvaluator):
             notes.append(f"the last batch took {batches[-1].duration_s:.1f}s, the window's typical one "
                          f"{batch_time:.1f}s")
         if rising and latest:
-            notes.append(f"arrivals rising: the last batches read {_rate(max(latest))}, the window "
-                         f"{_rate(window_rate)}")
-            signal = signal or "arrivals rising"
+            notes.append(f"arrivals rising: the last batches read {readable.rate(max(latest))}, the window "
+                         f"{readable.rate(window_rate)}")
+            signal = signal or "rising"
         # Idle only on evidence: batches that read nothing, or none for the whole window. A query
         # with no two consecutive batches yet is not idle but unknown (learning).
         idle = bool(arrivals) and window_rate <= 0 and (backlog or 0.0) <= 0 and not running
@@ -434,12 +433,12 @@ class MicroBatchEvaluator(MetricEvaluator):
         utilization = min(now_util, MAX_UTILIZATION)
         required_slots = float(required * spe)
         backlog_mode = any(q.backlog_mode for q in queries.values())
-        reason = self._reason(demands, queries, required, recommended, utilization, live, capped, other,
-                              empty_reason)
+        headline, details = self._explain(demands, queries, costs, required, recommended, utilization, live,
+                                          capped, other, empty_reason)
         return Evaluation(time=context.now, ready=True, current_executors=context.current_target,
                           recommended_executors=recommended, required_slots=required_slots,
                           utilization=utilization, backlog_mode=backlog_mode, queries=queries,
-                          reason=reason, rising=any(d.rising for d in demands))
+                          reason=details, headline=headline, rising=any(d.rising for d in demands))
 
     def _query_result(self, d: _Demand, cost: BatchCost | None, required: int, capped: bool, live: int,
                       utilization: float | None) -> QueryEvaluation:
@@ -463,37 +462,57 @@ class MicroBatchEvaluator(MetricEvaluator):
             rows_per_batch=d.rows_per_batch(), required_executors=required, rising=d.rising, cost=cost)
 
     @staticmethod
-    def _reason(demands: list[_Demand], queries: dict[str, QueryEvaluation], required: int,
-                recommended: int, utilization: float, live: int, capped: bool, other: float,
-                empty: str) -> str:
-        parts = [f"utilization {_fraction(utilization)} on {live} executor(s); the load needs {required}"]
-        if required != recommended:
-            parts[0] += f" (bounded to {recommended} by min/maxExecutors)"
+    def _explain(demands: list[_Demand], queries: dict[str, QueryEvaluation],
+                 costs: dict[str, BatchCost | None], required: int, recommended: int, utilization: float,
+                 live: int, capped: bool, other: float, empty: str) -> tuple[str, str]:
+        """(the headline: what the load needs and why, in one line; the figures behind it)."""
+        details = [f"utilization {_fraction(utilization)} on {readable.executors(live)}"
+                   + (f"; bounded to {recommended} by min/maxExecutors" if required != recommended else "")]
+        jobs = (f"other jobs' {other:.0f} pending or running tasks" if other else "")
         if other:
-            parts.append(f"other jobs (not streaming) have up to {other:.0f} pending or running tasks, "
-                         "a slot each")
+            details.append(f"other jobs (not streaming) have up to {other:.0f} pending or running tasks, "
+                           "a slot each")
         if not demands:
-            return "; ".join([*parts, empty or "no active streaming query"])
+            what = empty or "no active streaming query"
+            need = (f"{jobs} need {readable.executors(required)}" if other
+                    else f"{readable.executors(required)} do")
+            return f"{what}; {need}", "; ".join(details)
         busiest = max(demands, key=lambda d: (queries[d.q.query_id].required_executors,
                                               queries[d.q.query_id].utilization or 0.0))
         qe = queries[busiest.q.query_id]
-        load = f"query {_label(busiest.q)}: arrivals {_rate(busiest.rate)}"
+        load = readable.rate(busiest.rate)
         if busiest.signal:
-            load = f"{load} ({busiest.signal})"
+            load += f" ({busiest.signal})"
         if busiest.catch_up + busiest.provisioning > 0:
-            load += f" + catching up {_rate(busiest.catch_up + busiest.provisioning)}"
-        if qe.batch_time_s is not None:
-            load += f", batches {qe.batch_time_s:.1f}s"
-            if busiest.trigger_s:
-                load += f" of a {busiest.trigger_s:g}s trigger"
-        if qe.predicted_batch_time_s is not None:
-            load += f", {qe.predicted_batch_time_s:.1f}s predicted at {live}"
-        parts.append(load)
+            load += f" + catch-up {readable.rate(busiest.catch_up + busiest.provisioning)}"
+        who = readable.query(busiest.q.name, busiest.q.query_id)
+        if len(demands) == 1:
+            headline = f"{who}: arrivals {load}"
+        else:
+            others = len(demands) - 1
+            headline = f"{who} at {load} and {others} other {'query' if others == 1 else 'queries'}"
+        if other:
+            headline += f" and {jobs}"
+        headline += f" need {readable.executors(required)}"
         if capped:
-            parts.append(f"no size keeps it within the target: sized where more executors stop helping "
-                         f"(capped at {qe.parallelism_cap} parallel tasks, its widest stage, and by the "
-                         "time its batches spend on the driver or reading)")
-        return "; ".join(parts)
+            headline += " (more would not shorten its batches)"
+        batches = []
+        if qe.batch_time_s is not None:
+            trigger = f" of a {readable.seconds(busiest.trigger_s)} trigger" if busiest.trigger_s else ""
+            batches.append(f"batches {readable.seconds(qe.batch_time_s)}{trigger}")
+        cost = costs.get(busiest.q.query_id)
+        if qe.predicted_batch_time_s is not None:
+            batches.append(f"{readable.seconds(qe.predicted_batch_time_s)} predicted on {live}")
+            if cost is not None and required != live:
+                at = cost.steady_batch_time(busiest.target, required, busiest.trigger_s)
+                batches.append(f"{readable.seconds(at)} on {required}")
+        if batches:
+            details.append(f"{who}: " + ", ".join(batches))
+        if capped:
+            details.append(f"no size keeps it within the target: sized where more executors stop helping "
+                           f"(capped at {qe.parallelism_cap} parallel tasks, its widest stage, and by the "
+                           "time its batches spend on the driver or reading)")
+        return headline, "; ".join(details)
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -504,11 +523,14 @@ class MicroBatchEvaluator(MetricEvaluator):
             self._batches.pop(qid, None)
 
     @staticmethod
-    def _not_ready(context: ScalingContext, why: str) -> Evaluation:
+    def _not_ready(context: ScalingContext, whys: Sequence[str]) -> Evaluation:
+        """Not ready, for the first reason (and how many more) in the headline, all in the details."""
         current = context.current_target
+        more = f" (and {len(whys) - 1} more)" if len(whys) > 1 else ""
         return Evaluation(time=context.now, ready=False, current_executors=current,
                           recommended_executors=current, required_slots=0.0, utilization=None,
-                          backlog_mode=False, reason=f"not ready: {why}")
+                          backlog_mode=False, headline=f"not ready: {whys[0]}{more}",
+                          reason="; ".join(whys) if len(whys) > 1 else "")
 
 
 def _fewest(utilization: np.ndarray, target: float) -> tuple[int, bool]:
@@ -627,14 +649,6 @@ def batch_arrivals(batches: Sequence[BatchRecord]) -> list[tuple[float, float, f
             if arrivals is not None:
                 out.append((b.start, arrivals, b.since_previous_s))
     return out
-
-
-def _label(q: QueryMetrics) -> str:
-    return f"'{q.name}'" if q.name else q.query_id[:8]
-
-
-def _rate(rows_per_s: float) -> str:
-    return f"{rows_per_s:.3g} rows/s"
 
 
 def _fraction(value: float) -> str:

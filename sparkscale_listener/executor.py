@@ -319,6 +319,8 @@ class ScalingExecutor:
                     "utilization": None if e.utilization is None else round(e.utilization, 4)}
                 for q, e in decision.evaluation.queries.items()}
             details["limitedBy"] = decision.limited_by
+        if decision is not None and decision.details:
+            details["explanation"] = decision.details
         if decision is not None and decision.predictions:
             details["predictions"] = {q: p.summary() for q, p in decision.predictions.items()}
         return details

@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from . import readable
 from .config.core import AutoscalerConfig
 from .decisions import (
     Decision,
@@ -158,6 +159,12 @@ class _Block:
     since: float
 
 
+def _summary(ev: Evaluation) -> str:
+    """What the evaluator says the load needs, in a line (an evaluator plugin that sets no headline:
+    its reason)."""
+    return ev.headline or ev.reason or f"the evaluator recommends {ev.recommended_executors}"
+
+
 def _label(q: QueryEvaluation | None, qid: str) -> str:
     return f"'{q.name}'" if q is not None and q.name else qid
 
@@ -223,6 +230,7 @@ class ScalingPolicy:
     # -- the decision -------------------------------------------------------------------------
 
     def decide(self, evaluation: Evaluation, context: ScalingContext) -> Decision:
+        """The decision: ``reason`` a short headline (what and why), ``details`` the figures."""
         self._notes = []
         cfg = context.config
         if cfg.mode == "reactive":
@@ -230,29 +238,28 @@ class ScalingPolicy:
         cur = context.current_target
         if not evaluation.ready:
             # Neither continues nor breaks a pending scale-down: there is no new information.
-            return self._none(evaluation, context, evaluation.reason or "not ready")
+            return self._none(evaluation, context, evaluation.headline or evaluation.reason or "not ready")
 
         self._update_blocks(evaluation, context)
-        suffix = "".join(f"; {text}" for _, text in self._notes)
 
         # Bring a target outside the configured bounds back inside, whatever the load.
         if cur < cfg.min_executors:
             self._hold(context)
             return self._decision(evaluation, context, "scale_up", cfg.min_executors,
-                                  f"current target {cur} is below minExecutors={cfg.min_executors}"
-                                  + suffix, "minExecutors")
+                                  f"scale up {cur} -> {cfg.min_executors}: below minExecutors",
+                                  "minExecutors")
         if cur > cfg.max_executors:
             self._hold(context)
             return self._decision(evaluation, context, "scale_down", cfg.max_executors,
-                                  f"current target {cur} is above maxExecutors={cfg.max_executors}"
-                                  + suffix, "maxExecutors")
+                                  f"scale down {cur} -> {cfg.max_executors}: above maxExecutors",
+                                  "maxExecutors")
 
         cores = context.slots_per_executor
         util = evaluation.utilization
         rec = evaluation.recommended_executors
         raw = executors_for(evaluation.required_slots, cores)
-        util_text = f"{util:.2f}" if util is not None else "n/a (no live executors)"
         above = util is None or util > cfg.utilization_max
+        need = _summary(evaluation)
 
         # An evaluator that recommends more than the load's slots explain asks for it on purpose
         # (a floor, a forecast): that recommendation drives the decision, band or not. The
@@ -260,11 +267,11 @@ class ScalingPolicy:
         insists = rec > raw
         if rec > cur and (above or insists):
             self._window.clear()
-            return self._scale_up(evaluation, context, util_text, suffix)
+            return self._scale_up(evaluation, context)
 
         if util is not None and util > cfg.utilization_max:
             self._hold(context)
-            return self._hold_high(evaluation, context, util_text, raw, suffix)
+            return self._hold_high(evaluation, context, raw)
 
         # Fewer executors keep the load within the target: a scale-down is wished for, and made
         # once wished for all of scaleDownInterval (the delay is what keeps noise from flapping).
@@ -273,32 +280,34 @@ class ScalingPolicy:
                 self._hold(context)
                 names = [_label(q, qid) for qid, q in evaluation.queries.items() if q.backlog_mode]
                 return self._none(evaluation, context,
-                                  f"backlog mode ({', '.join(names) or 'a query'} is more than "
-                                  f"{cfg.backlog_threshold_s:g}s of input behind): no scale-down to {rec} "
-                                  f"although fewer executors would keep up; {evaluation.reason}{suffix}")
+                                  f"hold {cur}, no scale-down in backlog mode: {need}",
+                                  extra=f"backlog mode: {', '.join(names) or 'a query'} more than "
+                                        f"{cfg.backlog_threshold_s:g} s of input behind; {rec} executors "
+                                        "would keep up with the arrivals")
             if evaluation.rising:
                 self._hold(context)
                 names = [_label(q, qid) for qid, q in evaluation.queries.items() if q.rising]
                 return self._none(evaluation, context,
-                                  f"load rising ({', '.join(names) or 'a query'}: the latest batches "
-                                  f"show more arrivals or run longer): no scale-down to {rec}; "
-                                  f"{evaluation.reason}{suffix}")
-            return self._scale_down(evaluation, context, util_text, raw, suffix)
+                                  f"hold {cur}, no scale-down while the load rises: {need}",
+                                  extra=f"load rising: the latest batches of {', '.join(names) or 'a query'} "
+                                        f"show more arrivals or run longer; {rec} executors would do "
+                                        "for the window's load")
+            return self._scale_down(evaluation, context, raw)
 
         self._hold(context)
-        limited = "minExecutors" if cur <= cfg.min_executors and raw < cur else None
-        if limited:
-            why = f"utilization {util_text}; already at minExecutors={cfg.min_executors}"
-        elif util is not None and util >= cfg.utilization_target:
-            why = (f"utilization {util_text} between the target {cfg.utilization_target:g} and "
-                   f"utilization.max={cfg.utilization_max:g}: no scale-up yet")
-        else:
-            why = f"utilization {util_text}: the load needs the {cur} executors it has"
-        return self._none(evaluation, context, f"{why}; {evaluation.reason}{suffix}", limited)
+        if cur <= cfg.min_executors and raw < cur:
+            return self._none(evaluation, context, f"hold {cur} (minExecutors): {need}",
+                              "minExecutors")
+        if util is not None and util >= cfg.utilization_target:
+            return self._none(evaluation, context, f"hold {cur}: {need}",
+                              extra=f"utilization between the target {cfg.utilization_target:g} and "
+                                    f"utilization.max={cfg.utilization_max:g}: inside the band, no "
+                                    "scale-up yet")
+        return self._none(evaluation, context, f"hold {cur}: {need}")
 
     # -- branches -----------------------------------------------------------------------------
 
-    def _scale_up(self, ev: Evaluation, ctx: ScalingContext, util_text: str, suffix: str) -> Decision:
+    def _scale_up(self, ev: Evaluation, ctx: ScalingContext) -> Decision:
         cfg = ctx.config
         cur = ctx.current_target
         cores = ctx.slots_per_executor
@@ -326,46 +335,42 @@ class ScalingPolicy:
         growing = any(q.backlog_growth_rate > 0 or q.catch_up_rate > 0 for q in ev.queries.values())
         signal = "backlog" if ev.backlog_mode or growing else "utilization"
         if insists:
-            signal = "evaluator recommendation"
+            signal = f"the evaluator's recommendation of {ev.recommended_executors}"
+        blocked_text = ("scale-up blocked (ineffective scale-up) for " + "; ".join(blocked_notes)
+                        if blocked_notes else "")
         if target <= cur:
             self._hold(ctx)
             if blocked_notes:
-                return self._none(ev, ctx, "scale-up blocked (ineffective scale-up) for "
-                                  + "; ".join(blocked_notes) + f"; {ev.reason}{suffix}",
-                                  "ineffectiveScaleUp")
-            return self._none(ev, ctx, f"utilization {util_text}: cannot scale above {cur} "
-                              f"({limited or 'no limit'}); {ev.reason}{suffix}", limited)
+                return self._none(ev, ctx, f"hold {cur}, scale-up blocked: {_summary(ev)}",
+                                  "ineffectiveScaleUp", extra=blocked_text)
+            return self._none(ev, ctx, f"hold {cur} ({limited or 'no limit'}): {_summary(ev)}", limited)
         limit_text = {
-            "maxExecutors": f"; limited by maxExecutors={cfg.max_executors} (load needs {raw})",
-            "scaleUp.maxFactor": f"; limited by scaleUp.maxFactor={cfg.scale_up_max_factor:g} "
-                                 f"(load needs {raw})",
-            "parallelism": "; parallelism-capped query asks for no more than its widest stage",
+            "maxExecutors": f"limited by maxExecutors={cfg.max_executors} (the load needs {raw})",
+            "scaleUp.maxFactor": f"limited by scaleUp.maxFactor={cfg.scale_up_max_factor:g} "
+                                 f"(the load needs {raw})",
+            "parallelism": "a query whose batches more executors cannot shorten asks for no more",
         }.get(limited or "", "")
-        blocked_text = ("; scale-up blocked for " + "; ".join(blocked_notes)) if blocked_notes else ""
+        short_limit = f" (limited by {limited})" if limited in ("maxExecutors", "scaleUp.maxFactor") else ""
+        extra = "; ".join(x for x in (f"driven by {signal}" + (", backlog mode" if ev.backlog_mode else ""),
+                                      limit_text, blocked_text) if x)
         return self._decision(ev, ctx, "scale_up", target,
-                              f"scale up {cur} -> {target} ({signal}: utilization {util_text}"
-                              f"{', backlog mode' if ev.backlog_mode else ''}){limit_text}"
-                              f"{blocked_text}; {ev.reason}{suffix}", limited)
+                              f"scale up {cur} -> {target}{short_limit}: {_summary(ev)}", limited, extra)
 
-    def _hold_high(self, ev: Evaluation, ctx: ScalingContext, util_text: str, raw: int,
-                   suffix: str) -> Decision:
+    def _hold_high(self, ev: Evaluation, ctx: ScalingContext, raw: int) -> Decision:
         cfg = ctx.config
         cur = ctx.current_target
         if raw > cfg.max_executors and cur >= cfg.max_executors:
-            return self._none(ev, ctx, f"utilization {util_text} above {cfg.utilization_max:g}: the "
-                              f"load needs {raw} executors but maxExecutors={cfg.max_executors}; "
-                              f"holding at {cur}; {ev.reason}{suffix}", "maxExecutors")
+            return self._none(ev, ctx, f"hold {cur} (maxExecutors): {_summary(ev)}", "maxExecutors",
+                              extra=f"the load needs {raw} executors but maxExecutors={cfg.max_executors}")
         if any(q.capped for q in ev.queries.values()):
-            return self._none(ev, ctx, f"utilization {util_text} above {cfg.utilization_max:g}, but more "
-                              "executors would not help (no size keeps the batches within the target: "
-                              f"the widest stage, driver time or a read limit bound them); "
-                              f"{ev.reason}{suffix}", "parallelism")
-        return self._none(ev, ctx, f"utilization {util_text} above {cfg.utilization_max:g}, but the "
-                          f"evaluator recommends {ev.recommended_executors} (current {cur}); "
-                          f"{ev.reason}{suffix}")
+            return self._none(ev, ctx, f"hold {cur}, more executors would not help: {_summary(ev)}",
+                              "parallelism",
+                              extra="no size keeps the batches within the target: the widest stage, "
+                                    "driver time or a read limit bound them")
+        return self._none(ev, ctx, f"hold {cur}: the evaluator recommends {ev.recommended_executors}; "
+                          f"{_summary(ev)}")
 
-    def _scale_down(self, ev: Evaluation, ctx: ScalingContext, util_text: str, raw: int,
-                    suffix: str) -> Decision:
+    def _scale_down(self, ev: Evaluation, ctx: ScalingContext, raw: int) -> Decision:
         cfg = ctx.config
         cur = ctx.current_target
         # The wish is where the load points (min/maxExecutors applied); scaleDown.maxFactor only
@@ -375,31 +380,37 @@ class ScalingPolicy:
             wanted, limited = cfg.min_executors, "minExecutors"
         if wanted >= cur:
             self._hold(ctx)
-            return self._none(ev, ctx, f"utilization {util_text}: the load needs fewer executors, but "
-                              f"cannot go below {cur} ({limited}); {ev.reason}{suffix}", limited)
-        limit_text = f"; limited by minExecutors={cfg.min_executors}" if limited else ""
-        why = f"the load needs {wanted} executors (utilization {util_text}){limit_text}; {ev.reason}"
+            return self._none(ev, ctx, f"hold {cur} ({limited}): {_summary(ev)}", limited)
+        limit_text = f"limited by minExecutors={cfg.min_executors}" if limited else ""
         if self._issued_from == cur:
             # The last scale-down decided was not carried out (recommend mode, an excluded period,
             # a failed request): its run is spent; the next one waits anew.
             self._window.clear()
         self._issued_from = None
-        self._window.note(_Wish(ctx.now, cur, wanted, limited, why), cfg.scale_down_interval_s)
+        self._window.note(_Wish(ctx.now, cur, wanted, limited, _summary(ev)), cfg.scale_down_interval_s)
         wish = self._window.due(ctx.now, cfg.scale_down_interval_s, cur)
         start = self._window.run_start(cur)
         waited = ctx.now - (ctx.now if start is None else start)
         if wish is None:
-            return self._none(ev, ctx, f"scale-down to {wanted} pending for {waited:.0f}s of "
-                              f"{cfg.scale_down_interval_s:.0f}s: {why}{suffix}", limited)
+            left = cfg.scale_down_interval_s - waited
+            return self._none(ev, ctx, f"hold {cur}, scale-down to {wanted} in {readable.seconds(left)}: "
+                              f"{_summary(ev)}", limited,
+                              extra=f"scale-down to {wanted} pending for {waited:.0f}s of "
+                                    f"{cfg.scale_down_interval_s:.0f}s (scaleDownInterval)"
+                                    + (f"; {limit_text}" if limit_text else ""))
         factor_floor = math.ceil(cur * (1.0 - cfg.scale_down_max_factor) - _EPS)
         to, limited_by = wish.executors or cur, wish.limited_by
-        largest = f"the largest seen {wish.executors}"
+        largest = f"the largest recommendation over it was {wish.executors}"
         if to < factor_floor:
             to, limited_by = factor_floor, "scaleDown.maxFactor"
             largest += f", limited by scaleDown.maxFactor={cfg.scale_down_max_factor:g}"
         self._issued_from = cur
-        return self._decision(ev, ctx, "scale_down", to, f"scale down {cur} -> {to} after {waited:.0f}s "
-                              f"of recommendations ({largest}): {why}{suffix}", limited_by)
+        return self._decision(ev, ctx, "scale_down", to,
+                              f"scale down {cur} -> {to} after {readable.seconds(waited)} of lower "
+                              f"recommendations: {_summary(ev)}", limited_by,
+                              extra=f"fewer executors recommended for {waited:.0f}s "
+                                    f"(scaleDownInterval={cfg.scale_down_interval_s:g}s); {largest}"
+                                    + (f"; {limit_text}" if limit_text else ""))
 
     def _hold(self, ctx: ScalingContext) -> None:
         """This tick wants no scale-down: the delayed scale-down's run is broken."""
@@ -413,12 +424,13 @@ class ScalingPolicy:
         self._window.clear()
         if cur < target:
             return Decision(time=ctx.now, action="scale_up", from_executors=cur, to_executors=target,
-                            reason=f"reactive mode: take every executor up to maxExecutors={target}",
+                            reason=f"scale up {cur} -> {target}: reactive mode takes every executor up to "
+                                   "maxExecutors",
                             evaluation=ev, limited_by="maxExecutors")
         if have < target:
             return Decision(time=ctx.now, action="scale_up", from_executors=have, to_executors=target,
-                            reason=f"reactive mode: {target - have} executor(s) lost, re-requesting "
-                                   f"up to maxExecutors={target}",
+                            reason=f"scale up {have} -> {target}: reactive mode re-requests "
+                                   f"{readable.executors(target - have)} lost",
                             evaluation=ev, limited_by="maxExecutors")
         return Decision(time=ctx.now, action="none", from_executors=cur, to_executors=cur,
                         reason=f"reactive mode: holding {cur} executors (maxExecutors={target}); "
@@ -466,16 +478,21 @@ class ScalingPolicy:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    @staticmethod
-    def _none(ev: Evaluation, ctx: ScalingContext, reason: str,
-              limited_by: str | None = None) -> Decision:
+    def _none(self, ev: Evaluation, ctx: ScalingContext, headline: str,
+              limited_by: str | None = None, extra: str = "") -> Decision:
         cur = ctx.current_target
         return Decision(time=ctx.now, action="none", from_executors=cur, to_executors=cur,
-                        reason=reason, evaluation=ev, limited_by=limited_by)
+                        reason=headline, details=self._details(ev, extra), evaluation=ev,
+                        limited_by=limited_by)
 
-    @staticmethod
-    def _decision(ev: Evaluation, ctx: ScalingContext, action: str, target: int, reason: str,
-                  limited_by: str | None) -> Decision:
+    def _decision(self, ev: Evaluation, ctx: ScalingContext, action: str, target: int, headline: str,
+                  limited_by: str | None, extra: str = "") -> Decision:
         return Decision(time=ctx.now, action=action,  # type: ignore[arg-type]
-                        from_executors=ctx.current_target, to_executors=target, reason=reason,
-                        evaluation=ev, limited_by=limited_by)
+                        from_executors=ctx.current_target, to_executors=target, reason=headline,
+                        details=self._details(ev, extra), evaluation=ev, limited_by=limited_by)
+
+    def _details(self, ev: Evaluation, extra: str) -> str:
+        """What stands behind the headline: the policy's own words, the evaluator's figures, the
+        blocks noted this tick."""
+        figures = ev.reason if ev.headline else ""  # else the headline is the evaluator's reason
+        return "; ".join(x for x in (extra, figures, *(text for _, text in self._notes)) if x)

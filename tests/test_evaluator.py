@@ -136,16 +136,16 @@ def test_a_step_is_sized_once_two_batches_show_it_and_one_batch_only_blocks_scal
 def test_not_ready_before_three_warm_batches_of_a_query() -> None:
     ev = evaluate([Stream("a", 1000.0)], until=35.0, target=5)  # 4 batches, 2 of them warm-up
     assert not ev.ready and ev.recommended_executors == 5
-    assert "learning the cost of query" in ev.reason
+    assert "learning the cost of query" in ev.headline
 
 
 def test_after_a_change_it_waits_for_two_batches_at_the_new_size() -> None:
     q = Stream("a", 1000.0)
     history = history_of([q], 300.0)
     not_yet = MicroBatchEvaluator().evaluate(history, scaling_context(300.0, window_start=285.0))
-    assert not not_yet.ready and "1 of 2 batches of query" in not_yet.reason
+    assert not not_yet.ready and "1 of 2 batches of query" in not_yet.headline
     waiting = MicroBatchEvaluator().evaluate(history, scaling_context(300.0, window_start=math.inf))
-    assert not waiting.ready and "waiting for requested executors to register" in waiting.reason
+    assert not waiting.ready and "waiting for the requested executors to register" in waiting.headline
 
 
 def test_arrivals_beyond_what_the_last_scale_up_was_sized_for_need_no_stabilization() -> None:
@@ -157,7 +157,7 @@ def test_arrivals_beyond_what_the_last_scale_up_was_sized_for_need_no_stabilizat
     context = replace(scaling_context(240.0, window_start=math.inf), last_scaling=sized_for_1000)
     ev = MicroBatchEvaluator().evaluate(history, context)
     assert ev.ready and ev.recommended_executors > 4
-    assert "outgrew the 1e+03 rows/s the last scale-up was sized for" in ev.queries["a"].note
+    assert "outgrew the 1,000 rows/s the last scale-up was sized for" in ev.queries["a"].note
 
 
 def test_a_backlog_asks_for_catch_up_and_provisioning_capacity_and_sets_backlog_mode() -> None:

@@ -78,19 +78,19 @@ def test_between_the_target_and_utilization_max_does_nothing() -> None:
     # utilization.max 0.9: no scale-up yet.
     d = decide(ScalingPolicy(), 0, 4, required_slots=0.8 * 16 / 0.7)
     assert d.action == "none"
-    assert "between the target 0.7 and utilization.max=0.9: no scale-up yet" in d.reason
+    assert "between the target 0.7 and utilization.max=0.9: inside the band, no scale-up yet" in d.details
 
 
 def test_scale_up_above_the_band() -> None:
     d = decide(ScalingPolicy(), 0, 4, required_slots=26.0)  # util 1.14 -> 7 executors
     assert (d.action, d.from_executors, d.to_executors, d.limited_by) == ("scale_up", 4, 7, None)
-    assert "scale up 4 -> 7" in d.reason and "utilization 1.14" in d.reason
+    assert d.reason.startswith("scale up 4 -> 7: ") and "driven by utilization" in d.details
 
 
 def test_scale_up_is_limited_by_the_max_factor() -> None:
     d = decide(ScalingPolicy(), 0, 2, required_slots=60.0)  # needs 15, at most 2 x 4 = 8
     assert (d.action, d.to_executors, d.limited_by) == ("scale_up", 8, "scaleUp.maxFactor")
-    assert "scaleUp.maxFactor=4" in d.reason and "load needs 15" in d.reason
+    assert "scaleUp.maxFactor=4" in d.details and "load needs 15" in d.details
 
 
 def test_load_beyond_max_executors_scales_to_max_then_holds_and_says_so() -> None:
@@ -98,11 +98,12 @@ def test_load_beyond_max_executors_scales_to_max_then_holds_and_says_so() -> Non
     policy = ScalingPolicy()
     d = decide(policy, 0, 8, required_slots=100.0, cfg=cfg)
     assert (d.action, d.to_executors, d.limited_by) == ("scale_up", 10, "maxExecutors")
-    assert "maxExecutors=10" in d.reason
+    assert "maxExecutors=10" in d.details
     held = decide(policy, 100, 10, required_slots=100.0, cfg=cfg)
     assert held.action == "none" and held.to_executors == 10
     assert held.limited_by == "maxExecutors"
-    assert "needs 25 executors but maxExecutors=10; holding at 10" in held.reason
+    assert held.reason.startswith("hold 10 (maxExecutors)")
+    assert "needs 25 executors but maxExecutors=10" in held.details
 
 
 def test_parallelism_cap_is_named_as_the_limit() -> None:
@@ -120,14 +121,14 @@ def test_scale_down_is_limited_by_the_max_factor() -> None:
     cfg = AutoscalerConfig(max_executors=20, scale_down_interval_s=0.0)
     d = decide(ScalingPolicy(), 0, 10, required_slots=6.0, cfg=cfg)  # needs 2; at most half
     assert (d.action, d.to_executors, d.limited_by) == ("scale_down", 5, "scaleDown.maxFactor")
-    assert "scaleDown.maxFactor=0.5" in d.reason
+    assert "scaleDown.maxFactor=0.5" in d.details
 
 
 def test_scale_down_is_limited_by_min_executors() -> None:
     cfg = AutoscalerConfig(min_executors=3, max_executors=20, scale_down_interval_s=0.0)
     d = decide(ScalingPolicy(), 0, 5, required_slots=1.0, cfg=cfg)
     assert (d.action, d.to_executors, d.limited_by) == ("scale_down", 3, "minExecutors")
-    assert "minExecutors=3" in d.reason
+    assert "minExecutors=3" in d.details
     # Already at the minimum: nothing to do, and the reason names the limit.
     at_min = decide(ScalingPolicy(), 0, 3, required_slots=1.0, cfg=cfg)
     assert at_min.action == "none" and at_min.limited_by == "minExecutors"
@@ -156,7 +157,7 @@ def test_backlog_mode_inside_the_band_does_not_scale_up() -> None:
     # The evaluator's utilization already counts the capacity the catch-up needs (Flink's
     # thresholds): inside the band the spare slots work the backlog off.
     d = decide(ScalingPolicy(), 0, 4, required_slots=0.8 * 16 / 0.7, backlog_mode=True)
-    assert d.action == "none" and "no scale-up yet" in d.reason
+    assert d.action == "none" and "no scale-up yet" in d.details
 
 
 def test_an_evaluator_recommending_more_than_the_load_needs_drives_the_decision() -> None:
@@ -165,7 +166,7 @@ def test_an_evaluator_recommending_more_than_the_load_needs_drives_the_decision(
                  reason="eval; business-hours floor of 6 executors")
     d = ScalingPolicy().decide(ev, context(0, 2))
     assert (d.action, d.to_executors) == ("scale_up", 6)
-    assert "evaluator recommendation" in d.reason and "floor of 6" in d.reason
+    assert "the evaluator's recommendation of 6" in d.details and "floor of 6" in d.reason
     # Still within the limits: maxExecutors and scaleUp.maxFactor.
     capped = ScalingPolicy().decide(replace(ev, recommended_executors=12),
                                     context(0, 2, AutoscalerConfig(max_executors=20,
@@ -179,14 +180,14 @@ def test_delayed_scale_down_applies_the_largest_recommendation_seen() -> None:
     # 12 executors; recommendations 3, 5, 4 executors over 300 s (utilization 0.18 .. 0.29).
     first = decide(policy, 0, 12, required_slots=3 * 4.0, cfg=cfg)
     assert first.action == "none"
-    assert "scale-down to 3 pending for 0s of 300s" in first.reason
+    assert "scale-down to 3 pending for 0s of 300s" in first.details
     assert policy.pending_scale_down(12) == (0, 3)
     assert decide(policy, 100, 12, required_slots=5 * 4.0, cfg=cfg).action == "none"
     assert decide(policy, 200, 12, required_slots=4 * 4.0, cfg=cfg).action == "none"
     assert policy.pending_scale_down(12) == (0, 5)
     done = decide(policy, 300, 12, required_slots=3 * 4.0, cfg=cfg)
     assert (done.action, done.from_executors, done.to_executors) == ("scale_down", 12, 5)
-    assert "after 300s" in done.reason
+    assert "after 5.0 min" in done.reason and "for 300s" in done.details
 
 
 def test_delayed_scale_down_resets_on_scale_up_and_in_band() -> None:
@@ -236,7 +237,7 @@ def test_no_scale_down_while_the_load_is_rising() -> None:
     ev = replace(evaluation(0, current=8, required_slots=4.0, utilization=util, cfg=cfg), rising=True,
                  queries={"q": replace(qe(required=4.0), rising=True)})
     d = policy.decide(ev, context(0, 8, cfg))
-    assert d.action == "none" and "load rising ('q'" in d.reason and "no scale-down" in d.reason
+    assert d.action == "none" and "the latest batches of 'q'" in d.details and "no scale-down" in d.reason
     assert policy.decide(replace(ev, rising=False), context(10, 8, cfg)).action == "scale_down"
 
 
@@ -264,7 +265,7 @@ def test_an_ineffective_outcome_blocks_then_a_load_change_unblocks() -> None:
     d = policy.decide(judged, context(1300, 4, window_start=1035, last=record))
     assert "q" in policy.blocked_queries()
     assert d.action == "none" and d.limited_by == "ineffectiveScaleUp"
-    assert "blocked" in d.reason and "took 9.80s on 4 executors" in d.reason
+    assert "blocked" in d.reason and "took 9.80s on 4 executors" in d.details
     assert [s for s, n in policy.last_notes() if n.startswith("blocked scale-up for query 'q'")] == \
         ["scale-up-blocked:q"]
     # Judged once: still blocked while its load stays put, the notes not repeated.
@@ -299,7 +300,7 @@ def test_a_blocked_query_does_not_stop_another_from_scaling_up() -> None:
     assert "a" in policy.blocked_queries()
     # a keeps the current 4 executors but asks for no more; b needs 6.
     assert (d.action, d.to_executors) == ("scale_up", 6)
-    assert "scale-up blocked for 'a'" in d.reason
+    assert "scale-up blocked (ineffective scale-up) for 'a'" in d.details
 
 
 def test_reactive_mode_takes_max_and_re_requests_losses() -> None:
@@ -312,7 +313,7 @@ def test_reactive_mode_takes_max_and_re_requests_losses() -> None:
     assert hold.action == "none" and "never scaling down" in hold.reason
     lost = policy.decide(idle, context(20, 8, cfg, live=5, pending=1))
     assert (lost.action, lost.from_executors, lost.to_executors) == ("scale_up", 6, 8)
-    assert "2 executor(s) lost" in lost.reason
+    assert "2 executors lost" in lost.reason
     not_ready = evaluation(30, current=8, required_slots=0, utilization=None, cfg=cfg, ready=False)
     assert policy.decide(not_ready, context(30, 8, cfg)).action == "none"
 

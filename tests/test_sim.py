@@ -141,7 +141,7 @@ def test_load_beyond_max_executors_holds_at_max_and_says_so() -> None:
     assert result.actions[-1].limited_by == "maxExecutors"
     last = result.decisions[-1]
     assert last.action == "none" and last.limited_by == "maxExecutors"
-    assert "maxExecutors=6" in last.reason and "holding at 6" in last.reason
+    assert "maxExecutors=6" in last.details and last.reason.startswith("hold 6 (maxExecutors)")
 
 
 def test_partition_cap_is_respected() -> None:
@@ -154,7 +154,7 @@ def test_partition_cap_is_respected() -> None:
     assert max(p.target for p in result.timeline) * CORES <= 12  # never more slots than needed
     assert result.final_executors == 3
     assert any(a.limited_by == "parallelism" for a in result.actions)
-    assert "capped at 10 parallel tasks" in result.decisions[-1].reason
+    assert "capped at 10 parallel tasks" in result.decisions[-1].details
 
 
 def test_two_queries_share_the_executors() -> None:
@@ -181,7 +181,7 @@ def test_driver_time_that_executors_cannot_shorten_asks_for_no_more() -> None:
     result = Simulation(cfg, [q], 1, seed=6, cores_per_executor=CORES).run(3600)
     assert len(result.actions) <= 1, [(a.time, a.to_executors) for a in result.actions]
     assert result.final_executors <= 3  # within 5 % of the batch time 16 executors would give
-    assert "sized where more executors stop helping" in result.decisions[-1].reason
+    assert "sized where more executors stop helping" in result.decisions[-1].details
 
 
 def test_a_scale_up_whose_executors_do_not_deliver_is_judged_ineffective_and_blocks_the_next() -> None:
