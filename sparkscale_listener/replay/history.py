@@ -9,7 +9,7 @@ From a :class:`~.records.RecordedApplication` this builds, per streaming query:
   plus what its sources' backlog grew by where a read limit bound (``BatchRecord.arrivals``),
   spread evenly over that interval;
 * its cost, fitted by :class:`~..model.BatchCostLearner` over all its batches, and how far each
-  recorded batch's task time was from the fit (replayed as the simulator's ``work_factor``);
+  recorded batch's task time was from the fit (replayed through the simulator's ``batch_work``);
 * what actually waited in its sources over time (the recorded lag).
 
 And for the application: its executors over time, the executor-seconds it used, its actions
@@ -37,9 +37,11 @@ from .records import QueryRecord, RecordedApplication
 # Applied changes less than this apart are one action when the log has no scaling events (the
 # executors of one request register within seconds of each other).
 ACTION_MERGE_S = 5.0
-# A batch's task time over the fitted cost's, kept within these bounds (a batch of a few rows whose
-# prediction is near zero would otherwise give an absurd factor).
-MIN_FACTOR, MAX_FACTOR = 0.05, 20.0
+# A replayed batch pays at least this share of the fitted cost's task time.
+MIN_FACTOR = 0.05
+# A recorded batch's task time beyond the fit, replayed in a batch of other rows, scales with their
+# ratio within [1 / RESIDUAL_SCALE, RESIDUAL_SCALE].
+RESIDUAL_SCALE = 2.0
 # Below this many seconds before its first batch, what that batch read was waiting at the start.
 INITIAL_BACKLOG_WITHIN_S = 0.1
 
@@ -74,9 +76,14 @@ class QueryHistory:
     _times: np.ndarray  # arrival segments: rate[i] in force over (times[i], times[i + 1]]
     _rates: np.ndarray
     _cumulative: np.ndarray  # rows arrived by times[i]
-    _factor_times: np.ndarray  # = the batches' starts
-    _factors: np.ndarray
+    _starts: np.ndarray  # the batches' starts
+    _residual_s: np.ndarray  # what each batch paid beyond the fit (0 where unknown)
     _cold_s: tuple[float, ...]  # what the first batches paid beyond the fit
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """The arrival rate over each interval between batch starts, rows/s."""
+        return tuple(self._rates.tolist())
 
     def load(self, t: float) -> float:
         """Rows/s arriving at ``t``."""
@@ -94,21 +101,27 @@ class QueryHistory:
 
     def waiting(self, t: float) -> float:
         """Rows arrived and not yet read by a batch at ``t``, as recorded."""
-        i = bisect.bisect_right(self._factor_times, t) - 1
+        i = bisect.bisect_right(self._starts, t) - 1
         if i < 0:
             return self.initial_backlog + self.arrived(t)
         b = self.batches[i]
         return (b.backlog or 0.0) + self.arrived(t) - self.arrived(b.start)
 
-    def batch_work(self, t: float, n: int, work: float) -> float:
-        """The task time a replayed batch (the query's ``n``-th, starting at ``t``) pays for the
-        fitted cost's ``work``: its first batches pay what the recorded first ones paid beyond the
-        fit (a cold start costs the same whatever the rows); later ones the recorded batch's ratio
-        to the fit (the batch that started last at or before ``t``)."""
+    def batch_work(self, t: float, n: int, rows: float, work: float) -> float:
+        """The task time a replayed batch (the query's ``n``-th, of ``rows`` rows, starting at
+        ``t``) pays for the fitted cost's ``work``. Its first batches pay what the recorded first
+        ones paid beyond the fit (a cold start costs the same whatever the rows). A later one pays
+        what the recorded batch that started last at or before ``t`` paid beyond the fit, scaled
+        by their rows' ratio within [1/2, 2]: a costlier stretch of input costs more in a bigger
+        batch, but one noisy small batch does not multiply a big one."""
         if n < len(self._cold_s):
             return work + self._cold_s[n]
-        i = bisect.bisect_right(self._factor_times, t + 1e-6) - 1
-        return work * (float(self._factors[i]) if 0 <= i < len(self._factors) else 1.0)
+        i = bisect.bisect_right(self._starts, t + 1e-6) - 1
+        if not 0 <= i < len(self._residual_s):
+            return work
+        recorded = max(1.0, float(self.batches[i].rows))
+        scale = min(RESIDUAL_SCALE, max(1.0 / RESIDUAL_SCALE, max(1.0, rows) / recorded))
+        return max(MIN_FACTOR * work, work + float(self._residual_s[i]) * scale)
 
 
 @dataclass(frozen=True)
@@ -302,15 +315,15 @@ def _query_history(runs: list[QueryRecord], batches: list[BatchRecord], new: lis
     cumulative = np.concatenate([[0.0], np.cumsum(r * np.diff(t))])
     limited = [b.rows for b in batches if b.backlog]
     cost, fitted = _fit(batches, cores, label, assumptions)
-    factors, cold, warmup = _deviations(batches, new, cost)
+    residuals, cold, warmup = _deviations(batches, new, cost)
     return QueryHistory(
         label=label, query_id=latest.query_id, start=start, end=batches[-1].start,
         batches=tuple(batches), trigger_s=latest.trigger_interval_s,
         read_limit=float(max(limited)) if limited else None,
         reports_backlog=any(b.backlog is not None for b in batches), initial_backlog=initial,
         cost=cost, cost_fitted=fitted, new_executor_warmup_s=warmup, _times=t, _rates=r,
-        _cumulative=cumulative, _factor_times=np.array([b.start for b in batches]),
-        _factors=np.array(factors), _cold_s=tuple(cold))
+        _cumulative=cumulative, _starts=np.array([b.start for b in batches]),
+        _residual_s=np.array(residuals), _cold_s=tuple(cold))
 
 
 def _fit(batches: list[BatchRecord], cores: int, label: str,
@@ -367,26 +380,25 @@ def _fixed_and_per_row(batches: Sequence[BatchRecord]) -> tuple[float, float] | 
 
 def _deviations(batches: list[BatchRecord], new: list[int],
                 cost: BatchCost) -> tuple[list[float], list[float], float]:
-    """Each batch's task time over the fit's (1 where unknown, for the first batches, and for
-    batches with executors new to the query); the first batches' task time beyond the fit; the
-    median extra task time per executor new to the query."""
-    factors, cold, extra = [], [], []
+    """What each batch paid beyond the fit (0 where unknown, for the first batches, and for batches
+    with executors new to the query); what the first batches paid beyond it; the median extra task
+    time per executor new to the query."""
+    residuals, cold, extra = [], [], []
     first = batches[0].batch_id
     for b, fresh in zip(batches, new, strict=True):
         predicted = float(cost.task_time(b.rows, b.executors or b.executors_used or 1))
         if b.batch_id < first + WARMUP_BATCHES:
             cold.append(max(0.0, (b.task_s or 0.0) - predicted))
-            factors.append(1.0)
+            residuals.append(0.0)
         elif b.task_s is None:
-            factors.append(1.0)
+            residuals.append(0.0)
         elif fresh:
             extra.append(max(0.0, b.task_s - predicted) / fresh)
-            factors.append(1.0)
+            residuals.append(0.0)
         else:
-            factor = b.task_s / predicted if predicted > 0 else 1.0
-            factors.append(min(MAX_FACTOR, max(MIN_FACTOR, factor)) if math.isfinite(factor) else 1.0)
+            residuals.append(b.task_s - predicted)
     warmup = statistics.median(extra) if extra else 0.0
     if cold:  # the simulator's first batch pays the warm-up on every executor it lands on
         used = batches[0].executors_used or 1
         cold[0] = max(0.0, cold[0] - used * warmup)
-    return factors, cold, warmup
+    return residuals, cold, warmup

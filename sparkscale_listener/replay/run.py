@@ -15,6 +15,7 @@ so triggers fire on the same instants as Spark's and excluded periods keep their
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,7 @@ from .records import RecordedApplication
 # for the next one to run its tasks. A tenth of the shortest trigger interval (steps aligned with
 # the triggers), within these bounds.
 MAX_STEP_S, MIN_STEP_S = 1.0, 0.05
+MAX_SAMPLES = 5000  # of the recorded run's series
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,12 @@ class Series:
 
     @property
     def mean_lag_s(self) -> float:
-        return statistics.fmean(self.lag_s) if self.lag_s else 0.0
+        """Over time: each sample holds until the next (the last one for the interval before it)."""
+        if len(self.t) < 2:
+            return self.lag_s[0] if self.lag_s else 0.0
+        weights = [b - a for a, b in itertools.pairwise(self.t)]
+        weights.append(weights[-1])
+        return sum(w * x for w, x in zip(weights, self.lag_s, strict=True)) / sum(weights)
 
 
 @dataclass(frozen=True)
@@ -202,7 +209,10 @@ def compare(recorded: RecordedApplication, settings: Sequence[Mapping[str, str]]
         if first.settings.get(PREFIX + kind):
             assumptions.append(f"{PREFIX}{kind}={first.settings[PREFIX + kind]}: the replay uses the "
                                f"built-in {kind}")
-    return Comparison(recorded, history, _actual(history, first.series.t, first.config), runs,
+    # The recorded run sampled as often as the most frequent control loop of the replays ticks.
+    every = max(min(r.config.interval_s for r in runs), (history.end - history.start) / MAX_SAMPLES)
+    times = [history.start + every * i for i in range(1, int((history.end - history.start) / every) + 1)]
+    return Comparison(recorded, history, _actual(history, times, first.config), runs,
                       tuple(dict.fromkeys(assumptions)))
 
 
@@ -238,7 +248,7 @@ def _sim_query(q: QueryHistory, offset: float) -> SimQuery:
         initial_backlog=q.initial_backlog, reports_backlog=q.reports_backlog,
         task_overhead_s=c.fixed_task_s / max(1, c.widest), executor_overhead_s=c.per_executor_s,
         new_executor_warmup_s=q.new_executor_warmup_s, efficiency=max(0.5, c.efficiency),
-        batch_work=lambda t, n, work: q.batch_work(t + offset, n, work))
+        batch_work=lambda t, n, rows, work: q.batch_work(t + offset, n, rows, work))
 
 
 def _total_load(history: ApplicationHistory, t: float) -> float:

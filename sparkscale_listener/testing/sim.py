@@ -106,11 +106,11 @@ class SimQuery:
     new_executor_warmup_s: float = 0.0
     # Opt-in, for replaying a recorded query (sparkscale_listener.replay). ``efficiency`` > 1
     # stretches every task phase by that factor at the same task time (skewed tasks and stragglers
-    # leave slots idle: the model's BatchCost.efficiency). ``batch_work(t, n, work)``: the task time
-    # the query's batch number ``n`` (from 0), starting at ``t``, pays instead of the modelled
-    # ``work`` (a recorded query's cold start, its costlier stretches of input).
+    # leave slots idle: the model's BatchCost.efficiency). ``batch_work(t, n, rows, work)``: the
+    # task time the query's batch number ``n`` (from 0) of ``rows`` rows, starting at ``t``, pays
+    # instead of the modelled ``work`` (a recorded query's cold start, its costlier stretches).
     efficiency: float = 1.0
-    batch_work: Callable[[float, int, float], float] | None = None
+    batch_work: Callable[[float, int, float, float], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -636,7 +636,7 @@ class _QueryState:
                 self.warm_executors = max(self.warm_executors, used)
                 work = rows * q.cost_per_row + self._fixed_cost() + fresh * q.new_executor_warmup_s
                 if q.batch_work is not None:
-                    work = max(0.0, q.batch_work(now, self.batches, work))
+                    work = max(0.0, q.batch_work(now, self.batches, rows, work))
                 self.batch = _Batch(rows, q.batch_overhead_s, work, now,
                                     self.source if q.reports_backlog else None,
                                     rows / since if since > 0 else 0.0, work=work,
