@@ -8,6 +8,7 @@ import math
 import pytest
 
 from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.metrics import BatchRecord
 from sparkscale_listener.realize.realizer import ExecutorRealizer
 from sparkscale_listener.state.store import InMemoryStateStore
 from sparkscale_listener.testing.sim import (
@@ -293,3 +294,32 @@ def test_a_read_limited_source_without_backlog_reaches_its_capacity_in_one_actio
     # 8 tasks on... one wave here) within 0.7 x 5 s.
     last = result.decisions[-1].evaluation
     assert last is not None and last.utilization is not None and last.utilization <= cfg.utilization_target
+
+
+def _one_batch(**extra: object) -> BatchRecord:
+    """The first batch of a query of 100 rows waiting, on 2 executors of 1 core, 2 partitions."""
+    q = SimQuery("q", lambda t: 0.0, cost_per_row=0.01, batch_overhead_s=0.0, partitions=2,
+                 initial_backlog=100.0, **extra)
+    sim = Simulation(AutoscalerConfig(), [q], 2, cores_per_executor=1, step_s=0.1)
+    sim.run(5.0)
+    (record,) = sim.sample().queries["q"].recent_batches
+    return record
+
+
+def test_efficiency_stretches_the_task_phase_not_the_task_time() -> None:
+    even, skewed = _one_batch(), _one_batch(efficiency=1.5)
+    assert even.task_s == pytest.approx(1.0) and skewed.task_s == pytest.approx(1.0)
+    assert even.duration_s == pytest.approx(0.5)  # 1 slot-second on 2 slots
+    assert skewed.duration_s == pytest.approx(0.75)
+
+
+def test_batch_work_replaces_the_modelled_task_time() -> None:
+    seen = []
+
+    def work(t: float, n: int, rows: float, modelled: float) -> float:
+        seen.append((n, rows, modelled))
+        return modelled + 2.0
+
+    record = _one_batch(batch_work=work)
+    assert seen == [(0, 100.0, pytest.approx(1.0))]
+    assert record.task_s == pytest.approx(3.0) and record.duration_s == pytest.approx(1.5)

@@ -1,7 +1,9 @@
 """Replaying a recorded application: what sparkscale would have done on a job that already ran.
 
 The foundation is reading the application's Spark event log into typed records
-(:func:`read_event_log` -> :class:`RecordedApplication`).
+(:func:`read_event_log` -> :class:`RecordedApplication`); :func:`replay` and :func:`compare` run the
+real autoscaler over it with any settings (:mod:`.run`), :mod:`.report` presents the result and
+``python -m sparkscale_listener replay`` (:mod:`.cli`) does both.
 """
 
 from .eventlog import read_event_log
@@ -18,7 +20,8 @@ from .records import (
     SourceRecord,
     TaskTime,
 )
+from .run import Comparison, ReplayRun, compare, replay
 
-__all__ = ["BatchRecord", "EventLogError", "ExecutorRecord", "JobRecord", "QueryRecord",
+__all__ = ["BatchRecord", "Comparison", "EventLogError", "ExecutorRecord", "JobRecord", "QueryRecord",
            "RecordedApplication", "RecordedAutoscalerEvent", "RecordedScaling", "RecordedTick",
-           "SourceRecord", "TaskTime", "read_event_log"]
+           "ReplayRun", "SourceRecord", "TaskTime", "compare", "read_event_log", "replay"]

@@ -104,6 +104,13 @@ class SimQuery:
     # Extra task time (slot-seconds) a batch pays per executor that runs its first task of the
     # query in it: new executors' first batch is slow (Python workers starting, classes loading).
     new_executor_warmup_s: float = 0.0
+    # Opt-in, for replaying a recorded query (sparkscale_listener.replay). ``efficiency`` > 1
+    # stretches every task phase by that factor at the same task time (skewed tasks and stragglers
+    # leave slots idle: the model's BatchCost.efficiency). ``batch_work(t, n, rows, work)``: the
+    # task time the query's batch number ``n`` (from 0) of ``rows`` rows, starting at ``t``, pays
+    # instead of the modelled ``work`` (a recorded query's cold start, its costlier stretches).
+    efficiency: float = 1.0
+    batch_work: Callable[[float, int, float, float], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -628,6 +635,8 @@ class _QueryState:
                 fresh = max(0, used - self.warm_executors)
                 self.warm_executors = max(self.warm_executors, used)
                 work = rows * q.cost_per_row + self._fixed_cost() + fresh * q.new_executor_warmup_s
+                if q.batch_work is not None:
+                    work = max(0.0, q.batch_work(now, self.batches, rows, work))
                 self.batch = _Batch(rows, q.batch_overhead_s, work, now,
                                     self.source if q.reports_backlog else None,
                                     rows / since if since > 0 else 0.0, work=work,
@@ -696,7 +705,8 @@ class _QueryState:
     def parallelism(self, slots: float) -> float:
         """Slots its tasks can keep busy given ``slots``: at most its tasks, and in waves (T tasks
         on P slots take ceil(T / P) rounds: T / ceil(T / P) slots' worth of progress)."""
-        return _waves_parallelism(self.q, slots)
+        usable = _waves_parallelism(self.q, slots)
+        return usable / self.q.efficiency if self.q.efficiency != 1.0 else usable
 
     def batch_view(self) -> BatchView | None:
         """The running batch's tasks, or None (no batch, or still planning on the driver)."""

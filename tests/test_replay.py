@@ -1,0 +1,244 @@
+"""The replay (``python -m sparkscale_listener replay``) on the real event logs under
+``tests/data/eventlogs/`` (see ``tests/data/README.md``): the real autoscaler run over a recorded
+application's history in the simulator, no Spark."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import tempfile
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_eventlog import SOURCE, source_lines, stretch
+from sparkscale_listener.replay import read_event_log
+from sparkscale_listener.replay.cli import main, run
+from sparkscale_listener.replay.history import Action, build_history
+from sparkscale_listener.replay.report import markdown, to_json
+from sparkscale_listener.replay.run import agreement, compare, replay
+
+LOGS = Path(__file__).resolve().parent / "data" / "eventlogs"
+STATIC = LOGS / "spark4-static.lz4"
+ROLLING = LOGS / "spark4-sparkscale-rolling"
+SPARK35 = LOGS / "spark35-sparkscale.zstd"
+# The sparkscale runs' own short settings: a 58 s static run is over before the defaults (10 s
+# ticks, a 60 s window) would act.
+SHORT = {"interval": "2s", "metricsWindow": "8s", "stabilizationInterval": "3s", "scaleDownInterval": "8s"}
+
+
+@pytest.fixture(scope="module")
+def static():
+    return read_event_log(STATIC)
+
+
+@pytest.fixture(scope="module")
+def rolling():
+    return read_event_log(ROLLING)
+
+
+@pytest.fixture(scope="module")
+def tiled(tmp_path_factory):
+    """Six minutes of the sparkscale run, tiled (its load steps repeat every 104 s)."""
+    path = tmp_path_factory.mktemp("tiled") / "app"
+    path.write_bytes(b"\n".join(stretch(source_lines(SOURCE), 0.1)) + b"\n")
+    return read_event_log(path)
+
+
+def test_history_of_a_static_run(static) -> None:
+    h = build_history(static)
+    orders = next(q for q in h.queries if q.label == "orders")
+    # The test source: 20 -> 260 -> 20 rows/s, read 400 rows at most per batch (its limit binds
+    # while the backlog lasts); the rate query 10 rows/s without a backlog.
+    assert orders.trigger_s == 2.0 and orders.read_limit == 400.0 and orders.reports_backlog
+    assert max(orders.rates) == pytest.approx(260, rel=0.02)
+    assert orders.rates[-1] == pytest.approx(20, rel=0.05)
+    # Its rows sleep 10 ms each: the fitted cost per row says so.
+    assert orders.cost.per_row_s == pytest.approx(0.010, rel=0.15)
+    ticks = next(q for q in h.queries if q.label == "ticks")
+    assert not ticks.reports_backlog and ticks.read_limit is None
+    assert h.cores == 1 and h.executors_at_start == 2 and h.actions == ()
+    assert h.provisioning_s is None
+    assert h.executor_seconds == pytest.approx(2 * (h.end - h.start), rel=0.01)
+
+
+def test_static_run_shows_the_executors_sparkscale_would_have_used(static) -> None:
+    c = compare(static, [SHORT])
+    recorded, short = c.runs
+    # The recorded run has no sparkscale settings: the defaults tick every 10 s over a 60 s window,
+    # longer than this 58 s application: nothing to decide.
+    assert recorded.actions == () and recorded.agreement is None
+    (up,) = short.actions
+    # 2 -> 3 on the 260 rows/s step; 3 executors of 1 core hold the query's 3 partitions.
+    assert (up.action, up.from_executors, up.to_executors) == ("scale_up", 2, 3)
+    assert short.executor_seconds > c.actual.executor_seconds
+    assert short.series.mean_lag_s < c.actual.series.mean_lag_s
+    assert any("register 10 s after they are requested" in a for a in c.assumptions)
+    text = markdown(c)
+    assert "| what it did | 0 |" in text and "scale_up 2 -> 3" in text
+
+
+def test_sparkscale_run_replayed_with_its_own_settings(rolling) -> None:
+    h = build_history(rolling)
+    assert [(a.action, a.from_executors, a.to_executors) for a in h.actions] == [
+        ("scale_up", 1, 3), ("scale_down", 3, 2), ("scale_down", 2, 1)]
+    assert h.provisioning_s == pytest.approx(4.1, abs=0.2)  # its scale-up's executors came in 4 s
+    run_ = replay(rolling)
+    assert run_.settings["spark.sparkscale.maxExecutors"] == "3"
+    assert run_.provisioning_s == pytest.approx(h.provisioning_s)
+    a = run_.agreement
+    assert a is not None and a.recorded == 3 and "recorded actions reproduced" in a.summary
+    # The backlog's scale-up: the same direction and target as recorded.
+    first = run_.actions[0]
+    assert (first.action, first.from_executors, first.to_executors) == ("scale_up", 1, 3)
+
+
+@pytest.mark.xfail(strict=True, reason="these logs' decisions were made by the decision code before the "
+                   "per-query performance model (their reasons say 'utilization 8.12 of 1 slots'); the "
+                   "current code waits for 3 warm batches (10 s each in the spark4 run) and 2 batches "
+                   "after a change before it sizes, so it acts later and the logs end first: see "
+                   "docs/replay.md")
+@pytest.mark.parametrize("log", [ROLLING, SPARK35], ids=["spark4", "spark35"])
+def test_recorded_decisions_reproduced(log: Path) -> None:
+    a = replay(read_event_log(log)).agreement
+    assert a is not None and a.same_counts and a.reproduced == a.recorded
+
+
+def test_agreement_matches_direction_time_and_target() -> None:
+    recorded = [Action(100.0, "scale_up", 1, 3), Action(200.0, "scale_down", 3, 2)]
+    replayed = [Action(104.0, "scale_up", 1, 4), Action(150.0, "scale_down", 4, 3),
+                Action(260.0, "scale_down", 3, 2)]
+    a = agreement(recorded, replayed, tolerance_s=5.0)
+    assert (a.recorded, a.reproduced, a.extra, a.same_counts) == (2, 1, 2, False)
+    assert a.missed == (recorded[1],)
+    assert a.summary.startswith("1 of 2 recorded actions reproduced") and "2 extra" in a.summary
+    exact = agreement(recorded, [Action(101.0, "scale_up", 1, 3), Action(203.0, "scale_down", 3, 1)], 5.0)
+    assert (exact.reproduced, exact.extra, exact.same_counts) == (2, 0, True)
+
+
+def test_compare_shows_the_scale_down_interval_trade_off(tiled) -> None:
+    c = compare(tiled, [{"scaleDownInterval": "8s"}, {"scaleDownInterval": "300s"}])
+    _, quick, patient = c.runs
+    assert len(patient.actions) < len(quick.actions)
+    assert patient.executor_seconds > quick.executor_seconds
+    assert all(a.action == "scale_up" for a in patient.actions)
+    text = markdown(c)
+    assert "| sparkscale: scaleDownInterval=8s |" in text and "| sparkscale: scaleDownInterval=300s |" in text
+    doc = to_json(c)
+    assert [r["label"] for r in doc["replays"]] == ["recorded settings", "scaleDownInterval=8s",
+                                                    "scaleDownInterval=300s"]
+    assert doc["replays"][2]["executorSeconds"] > doc["replays"][1]["executorSeconds"]
+    assert json.loads(json.dumps(doc)) == doc
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    parser_args = _parse(list(argv))
+    code = run(parser_args, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _parse(argv: list[str]) -> Namespace:
+    import argparse
+
+    from sparkscale_listener.replay.cli import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["replay", *argv])
+
+
+def test_cli_writes_markdown_json_and_png(tmp_path: Path) -> None:
+    code, out, err = _cli(str(STATIC), "--conf", *(f"spark.sparkscale.{k}={v}" for k, v in SHORT.items()),
+                          "--compare", "scaleDownInterval=60s", "--out", str(tmp_path))
+    assert code == 0, err
+    assert out.startswith("# Replay of replay-static") and "scale_up 2 -> 3" in out
+    assert (tmp_path / "replay.md").read_text() == out
+    doc = json.loads((tmp_path / "replay.json").read_text())
+    assert doc["replays"][0]["settings"]["spark.sparkscale.interval"] == "2s"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "no PNG" in err and not (tmp_path / "replay.png").exists()
+    else:
+        assert (tmp_path / "replay.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--conf", "spark.sparkscale.scaleDownIntervall=60s"],
+     "spark.sparkscale.scaleDownIntervall='60s' is not a known key; did you mean "
+     "spark.sparkscale.scaleDownInterval"),
+    (["--conf", "spark.sparkscale.scaleDownInterval=soon"], "spark.sparkscale.scaleDownInterval"),
+    (["--compare", "maxExecutors=0"], "spark.sparkscale.maxExecutors"),
+    (["--conf", "scaleDownInterval"], "--conf 'scaleDownInterval': expected KEY=VALUE"),
+    (["--conf", "spark.sparkScale.maxExecutors=4"], "did you mean spark.sparkscale.maxExecutors"),
+    (["--conf", "spark.executor.cores=4"], "only spark.sparkscale.* settings are replayed"),
+])
+def test_cli_bad_settings_exit_2_with_the_config_message(argv: list[str], expected: str) -> None:
+    code, out, err = _cli(str(STATIC), *argv)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and expected in err and "Traceback" not in err
+
+
+def test_cli_foreign_malformed_and_truncated_logs_exit_2(tmp_path: Path) -> None:
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("hello\n")
+    malformed = tmp_path / "app-1"
+    lines = (LOGS / "spark4-tiny").read_bytes().splitlines()
+    malformed.write_bytes(b"\n".join([*lines[:5], b'{"Event":"SparkListenerJobStart", oops', *lines[5:]]))
+    truncated = tmp_path / "app-2"
+    truncated.write_bytes(b"")
+    for path, expected in [(foreign, f"{foreign}: line 1"), (malformed, f"{malformed}: line 6"),
+                           (truncated, str(truncated)), (tmp_path / "missing", "missing")]:
+        code, out, err = _cli(str(path))
+        assert code == 2 and out == "", (path, err)
+        assert err.startswith("error: ") and expected in err and "Traceback" not in err, err
+
+
+def test_main_dispatches_the_replay_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(LOGS / "spark4-tiny")]) == 0
+    assert "# Replay of" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["replay"])
+    assert exit_.value.code == 2
+
+
+def test_progress_bar_only_on_a_terminal_after_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sparkscale_listener.replay import cli
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    clock = iter([0.0, 0.5, 3.0, 3.5, 4.0])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    terminal, pipe = Terminal(), io.StringIO()
+    bar = cli.ProgressBar(terminal, "app")
+    bar(10, 100)  # 0.5 s in: nothing yet
+    assert terminal.getvalue() == ""
+    bar(50, 100)
+    bar(100, 100)
+    assert "50%" in terminal.getvalue() and terminal.getvalue().endswith("100% (0.0 of 0.0 MB)\n")
+    silent = cli.ProgressBar(pipe, "app")
+    silent(100, 100)
+    assert pipe.getvalue() == ""
+
+
+def test_json_has_no_infinities(static) -> None:
+    doc = to_json(compare(static, [SHORT]))
+    numbers = [doc["actual"]["maxLagS"], *(r["maxLagS"] for r in doc["replays"])]
+    assert all(x is None or math.isfinite(x) for x in numbers)
+
+
+def test_environment_is_not_touched() -> None:
+    # The command writes only where --out says: no stray files in the working directory.
+    before = set(os.listdir("."))
+    with tempfile.TemporaryDirectory():
+        _cli(str(STATIC))
+    assert set(os.listdir(".")) == before
