@@ -348,29 +348,18 @@ class BatchCostLearner:
                    task: np.ndarray) -> tuple[float, float, float, bool]:
         """(fixed, per executor, per row, trusted) for task time = fixed + per_exec x E + per_row x
         rows, by least squares with outliers dropped; the per-executor term only when the executors
-        used varied, the per-row term only when it is well determined."""
-        columns = [np.ones_like(rows), rows]
+        used varied and it comes out sane (else the fit without it), the per-row term only when it
+        is well determined."""
         varied_executors = len(set(used.tolist())) > 1
-        if varied_executors:
-            columns.append(used)
-        x = np.column_stack(columns)
         keep = np.ones(len(rows), dtype=bool)
-        coef = se = None
-        for _ in range(2):  # fit, drop the points far off it, fit again
-            fitted = _least_squares(x[keep], task[keep])
+        for with_executors in ((True, False) if varied_executors else (False,)):
+            columns = [np.ones_like(rows), rows, *([used] if with_executors else [])]
+            fitted, keep = _robust_fit(np.column_stack(columns), task)
             if fitted is None:
-                break
+                continue
             coef, se = fitted
-            residual = task - x @ coef
-            mad = float(np.median(np.abs(residual[keep] - np.median(residual[keep]))))
-            inliers = np.abs(residual) <= OUTLIER_MADS * 1.4826 * mad if mad > 0 else keep
-            if inliers.sum() < MIN_BATCHES or (inliers == keep).all():
-                break
-            keep = inliers
-        average = float(task[keep].sum() / max(rows[keep].sum(), _EPS))
-        if coef is not None and se is not None:
             fixed, per_row = float(coef[0]), float(coef[1])
-            per_exec = float(coef[2]) if varied_executors else 0.0
+            per_exec = float(coef[2]) if with_executors else 0.0
             well_determined = per_row > 0 and se[1] <= MAX_ROW_COST_ERROR * per_row
             if well_determined and fixed >= 0 and per_exec >= 0:
                 self._split = (fixed + per_exec * float(np.mean(used[keep])), per_row)
@@ -383,7 +372,26 @@ class BatchCostLearner:
         if self._split is not None:
             per_row = min(self._split[1], mean_task / max(mean_rows, _EPS))
             return max(0.0, mean_task - per_row * mean_rows), 0.0, per_row, False
-        return 0.0, 0.0, average, False
+        return 0.0, 0.0, float(task[keep].sum() / max(rows[keep].sum(), _EPS)), False
+
+
+def _robust_fit(x: np.ndarray, y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, np.ndarray]:
+    """Least squares, then again without the points far off the first fit: ((coefficients,
+    standard errors) or None, the points kept)."""
+    keep = np.ones(len(y), dtype=bool)
+    fitted = None
+    for _ in range(2):
+        attempt = _least_squares(x[keep], y[keep])
+        if attempt is None:
+            break
+        fitted = attempt
+        residual = y - x @ fitted[0]
+        mad = float(np.median(np.abs(residual[keep] - np.median(residual[keep]))))
+        inliers = np.abs(residual) <= OUTLIER_MADS * 1.4826 * mad if mad > 0 else keep
+        if inliers.sum() < MIN_BATCHES or (inliers == keep).all():
+            break
+        keep = inliers
+    return fitted, keep
 
 
 def _least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -332,14 +331,6 @@ def _fit(batches: list[BatchRecord], cores: int, label: str,
     learner.add(batches)
     cost = learner.fit(cores)
     if cost is not None:
-        if not cost.row_cost_trusted:
-            split = _fixed_and_per_row(learner.batches)
-            if split is not None:
-                assumptions.append(
-                    f"query {label!r}: the model could not split its task time into fixed, per-executor "
-                    f"and per-row parts; the replay fits fixed + per row alone ({split[0]:.3g} s + "
-                    f"{split[1]:.3g} s/row)")
-                cost = replace(cost, fixed_task_s=split[0], per_executor_s=0.0, per_row_s=split[1])
         return cost, True
     with_tasks = [b for b in batches if b.task_s is not None and b.rows > 0]
     rows = sum(b.rows for b in with_tasks)
@@ -359,23 +350,6 @@ def _fit(batches: list[BatchRecord], cores: int, label: str,
     return BatchCost(driver_s=driver, fixed_task_s=0.0, per_executor_s=0.0, per_row_s=per_row,
                      tasks=max(1, tasks), widest=max(1, tasks), cores=cores, efficiency=1.0, error=0.0,
                      batches=len(batches), row_cost_trusted=False), False
-
-
-def _fixed_and_per_row(batches: Sequence[BatchRecord]) -> tuple[float, float] | None:
-    """task = fixed + per_row x rows by least squares, when both come out positive and the
-    per-row cost is well determined (standard error at most a quarter of it)."""
-    rows = np.array([float(b.rows) for b in batches])
-    task = np.array([float(b.task_s or 0.0) for b in batches])
-    if len(rows) < 3 or np.ptp(rows) <= 0:
-        return None
-    x = np.column_stack([np.ones_like(rows), rows])
-    (fixed, per_row), *_ = np.linalg.lstsq(x, task, rcond=None)
-    residual = task - x @ np.array([fixed, per_row])
-    se = math.sqrt(float(residual @ residual) / (len(rows) - 2)
-                   * float(np.linalg.inv(x.T @ x)[1, 1]))
-    if fixed < 0 or per_row <= 0 or se > 0.25 * per_row:
-        return None
-    return float(fixed), float(per_row)
 
 
 def _deviations(batches: list[BatchRecord], new: list[int],
