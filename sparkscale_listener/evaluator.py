@@ -384,13 +384,19 @@ class MicroBatchEvaluator(MetricEvaluator):
                           if s.time >= last.time - context.config.metrics_window_s))
         known = [(d, c) for d in demands if (c := costs.get(d.q.query_id)) is not None]
 
-        # Beyond the widest stage of every query more executors shorten nothing (their only use is
-        # room for the task time of all queries together): the sizes worth scanning.
-        useful = max([math.ceil(c.widest / spe) for _, c in known] or [1])
-        busy_now = sum(self._busy_slots(d, c, live) for d, c in known)
-        shared = math.ceil((busy_now / target + other) / spe - _EPS)
-        largest = min(MAX_SCANNED, max(useful, shared, live, cfg.max_executors) + 1)
-        sizes = np.arange(1.0, max(live, largest) + 1)
+        # The sizes worth scanning. Beyond a slot for every task of a query and of the batches
+        # that run beside it, more executors shorten nothing (the efficiency seen at a size stands
+        # for the sizes nearest it); their only use is room for the task time of all queries
+        # together, which is largest there.
+        beside: dict[float, int] = {}
+        for d, c in known:
+            if d.trigger_s and not d.idle:
+                beside[d.trigger_s] = beside.get(d.trigger_s, 0) + c.tasks
+        useful = max([max(math.ceil(max(c.widest, beside.get(d.trigger_s or 0.0, 0)) / spe),
+                          max(c.executor_counts, default=1)) for d, c in known] or [1])
+        busy = sum(self._busy_slots(d, c, max(useful, live)) for d, c in known)
+        shared = math.ceil((busy / target + other) / spe - _EPS)
+        sizes = np.arange(1.0, max(live, min(MAX_SCANNED, max(useful, shared, live) + 1)) + 1)
 
         # Spark starts the batches of queries with one trigger interval together: each one's batch
         # shares the slots with the others' (their task time at each size).
@@ -548,38 +554,56 @@ def with_concurrency(queries: Sequence[QueryMetrics],
                      known: dict[str, dict[int, BatchRecord]] | None = None) -> dict[str, list[BatchRecord]]:
     """Each query's recent batches with the task time of the other queries' batches that ran
     alongside (the share of each that overlapped its task phase, as if its tasks were spread evenly
-    over it). One sweep over all batches: the others' share is everyone's spread task time over the
-    batch's phase minus its own query's. ``known``: the records returned last time, by query and
-    batch id, reused where nothing changed (and updated in place)."""
+    over it). One sweep: the others' share is everyone's spread task time over the batch's phase
+    minus its own query's.
+
+    ``known``: the records returned last time, by query and batch id (updated in place). Batches
+    that ended before the first batch that is new or changed since (a task end that came late)
+    overlap nothing that changed: their records stand, and only the rest is swept again."""
     if len(queries) < 2:
         return {q.query_id: list(q.recent_batches) for q in queries}
-    phases = {q.query_id: _Phases(q.recent_batches) for q in queries}
-    everyone = _Spread(_Phases.joined(phases.values()))
+    known = {} if known is None else known
+    cutoff = math.inf
+    for q in queries:
+        before = known.get(q.query_id, {})
+        for b in q.recent_batches:
+            if not _same_batch(before.get(b.batch_id), b):
+                cutoff = min(cutoff, b.start)
+                break
+    # The batches swept again, and every batch whose phase reaches into theirs.
+    again = {q.query_id: [b for b in q.recent_batches if b.end > cutoff] for q in queries}
+    phases = {qid: _Phases(batches) for qid, batches in again.items()}
+    earliest = min((float(p.starts.min()) for p in phases.values() if p.starts.size), default=math.inf)
+    alongside = {q.query_id: _Phases([b for b in q.recent_batches if b.end > earliest]) for q in queries}
+    everyone = _Spread(_Phases.joined(alongside.values()))
     out: dict[str, list[BatchRecord]] = {}
     for q in queries:
+        before = known.get(q.query_id, {})
+        kept = [before[b.batch_id] for b in q.recent_batches if b.end <= cutoff]
         mine = phases[q.query_id]
-        if not mine.starts.size:
-            out[q.query_id] = list(q.recent_batches)
-            continue
-        beside = np.maximum(everyone.between(mine.starts, mine.ends)
-                            - _Spread(mine).between(mine.starts, mine.ends), 0.0)
-        before = known.setdefault(q.query_id, {}) if known is not None else {}
         enriched = []
-        for b, (task_s, tasks) in zip(q.recent_batches, beside.tolist(), strict=True):
-            task_s = task_s if task_s > _SPREAD_EPS else 0.0
-            tasks = round(tasks) if task_s else 0
-            seen = before.get(b.batch_id)
-            # A completed batch changes only by task ends that reach the listener late.
-            # (The sweep's sums move in the last digits as batches come and go: not a change.)
-            if (seen is None or not math.isclose(seen.concurrent_task_s, task_s, rel_tol=1e-6, abs_tol=1e-9)
-                    or seen.concurrent_tasks != tasks or seen.task_s != b.task_s or seen.tasks != b.tasks
-                    or seen.duration_s != b.duration_s):
-                seen = replace(b, concurrent_task_s=task_s, concurrent_tasks=tasks) if task_s else b
-            enriched.append(seen)
-        if known is not None:
-            known[q.query_id] = {b.batch_id: b for b in enriched}
-        out[q.query_id] = enriched
+        if mine.starts.size:
+            beside = np.maximum(everyone.between(mine.starts, mine.ends)
+                                - _Spread(alongside[q.query_id]).between(mine.starts, mine.ends), 0.0)
+            for b, (task_s, tasks) in zip(again[q.query_id], beside.tolist(), strict=True):
+                task_s = task_s if task_s > _SPREAD_EPS else 0.0
+                tasks = round(tasks) if task_s else 0
+                seen = before.get(b.batch_id)
+                # (The sweep's sums move in the last digits as batches come and go: not a change.)
+                if (not _same_batch(seen, b) or seen is None or seen.concurrent_tasks != tasks
+                        or not math.isclose(seen.concurrent_task_s, task_s, rel_tol=1e-6, abs_tol=1e-9)):
+                    seen = replace(b, concurrent_task_s=task_s, concurrent_tasks=tasks) if task_s else b
+                enriched.append(seen)
+        out[q.query_id] = kept + enriched
+        known[q.query_id] = {b.batch_id: b for b in out[q.query_id]}
     return out
+
+
+def _same_batch(seen: BatchRecord | None, b: BatchRecord) -> bool:
+    """The record kept is of this batch as it is now: a completed batch changes only by task ends
+    that reach the listener late."""
+    return (seen is not None and seen.task_s == b.task_s and seen.tasks == b.tasks
+            and seen.duration_s == b.duration_s and seen.task_wall_s == b.task_wall_s)
 
 
 # Below this many task-seconds the others' share is rounding noise of the sweep.

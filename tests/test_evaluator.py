@@ -316,3 +316,40 @@ def test_the_task_time_beside_a_batch_is_each_overlapping_batchs_share_of_its_ow
                     tasks += o.tasks * share
             assert got.concurrent_task_s == pytest.approx(task_s, abs=1e-6)
             assert got.concurrent_tasks == round(tasks) or abs(tasks - round(tasks)) > 0.499
+
+
+def test_batches_swept_again_each_tick_give_what_one_sweep_over_all_gives() -> None:
+    """Tick after tick (new batches, and a task end that came late to an earlier one), the records
+    kept from the last tick and the ones swept again are what sweeping every batch gives."""
+    import random
+
+    from sparkscale_listener.evaluator import with_concurrency
+
+    rng = random.Random(5)
+    series: list[list[BatchRecord]] = []
+    for _ in range(3):
+        batches, start = [], rng.uniform(0, 3)
+        for i in range(40):
+            duration = rng.uniform(0.5, 4.0)
+            batches.append(BatchRecord(batch_id=i, start=start, duration_s=duration, rows=100,
+                                       task_s=rng.uniform(0.1, 9.0), tasks=rng.randint(1, 8),
+                                       task_wall_s=duration * rng.uniform(0.3, 1.0)))
+            start += duration + rng.choice([0.0, rng.uniform(0, 2)])
+        series.append(batches)
+    known: dict[str, dict[int, BatchRecord]] = {}
+    for now in range(10, 120, 7):
+        queries = []
+        for n, batches in enumerate(series):
+            done = [b for b in batches if b.end <= now]
+            if now == 52 and len(done) > 5:  # a late task end raises an earlier batch's task time
+                late = replace(done[-5], task_s=(done[-5].task_s or 0.0) + 3.0)
+                series[n] = [late if b.batch_id == late.batch_id else b for b in batches]
+                done = [b for b in series[n] if b.end <= now]
+            queries.append(QueryMetrics(query_id=f"q{n}", recent_batches=tuple(done)))
+        swept = with_concurrency(queries, known)
+        everything = with_concurrency(queries)
+        for q in queries:
+            got = [(b.batch_id, round(b.concurrent_task_s, 6), b.concurrent_tasks) for b in swept[q.query_id]]
+            want = [(b.batch_id, round(b.concurrent_task_s, 6), b.concurrent_tasks)
+                    for b in everything[q.query_id]]
+            assert got == want, (now, q.query_id)
