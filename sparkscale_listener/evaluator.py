@@ -263,12 +263,24 @@ class MicroBatchEvaluator(MetricEvaluator):
             if running:
                 in_window, window_batches = arrivals[-2:], batches[-2:]
                 notes.append(f"a batch has been running for {last.time - batches[-1].end:.0f}s")
-        seconds = sum(a[2] for a in in_window)
-        window_rate = sum(a[1] for a in in_window) / seconds if seconds > 0 else 0.0
         latest = [a[1] / a[2] for a in arrivals[-2:]] if in_window else []
+        # A jump in the latest batch alone is not a step yet (noise, a burst): it counts neither
+        # for a scale-up nor allows a scale-down until the next batch confirms or denies it, so a
+        # step is sized in one action, on two batches.
+        sized_on = in_window
+        if len(latest) == 2 and len(in_window) >= 2:
+            before = sum(a[1] for a in in_window[:-1]) / max(sum(a[2] for a in in_window[:-1]), _EPS)
+            jump = (1.0 + RISING) * max(before, _EPS)
+            if latest[1] > jump >= latest[0]:
+                sized_on = in_window[:-1]
+                notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
+                             f"{readable.rate(before)}: sized once the next batch confirms it")
+        seconds = sum(a[2] for a in sized_on)
+        window_rate = sum(a[1] for a in sized_on) / seconds if seconds > 0 else 0.0
         # Two consecutive batches at a new rate confirm a step: size on the lower of them.
-        recent = min(latest) if len(latest) == 2 else window_rate
+        recent = min(latest) if len(latest) == 2 and sized_on is in_window else window_rate
         rate = max(window_rate, recent)
+        seconds = sum(a[2] for a in in_window)
         processed = sum(b.rows for b in window_batches) / seconds if seconds > 0 else 0.0
         durations = [b.duration_s for b in window_batches]
         batch_time = median(durations) if durations else None

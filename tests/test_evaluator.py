@@ -123,10 +123,12 @@ def test_arrivals_come_from_the_batches_and_the_size_from_the_model() -> None:
 
 def test_a_step_is_sized_once_two_batches_show_it_and_one_batch_only_blocks_scale_downs() -> None:
     step = Stream("a", lambda t: 500.0 if t < 200 else 5000.0)
-    # One batch of the new rate: the window's rate is sized on, but the load is rising.
+    # One batch of the new rate: not a step yet, sized on the window before it; but the load is
+    # rising (no scale-down).
     one = evaluate([step], until=215.0)
     assert one.rising and one.queries["a"].rising and "arrivals rising" in one.queries["a"].note
-    assert one.queries["a"].target_rate < 2500.0
+    assert "sized once the next batch confirms it" in one.queries["a"].note
+    assert one.queries["a"].target_rate == pytest.approx(500.0, rel=0.01)
     # Two: the lower of the two is the rate, whatever the window says.
     two = evaluate([step], until=225.0)
     assert two.queries["a"].target_rate == pytest.approx(5000.0, rel=0.01)
