@@ -76,12 +76,14 @@ class AutoscalerConfig:
     interval_s: float = option("interval", Duration(positive=True, at_most=10 * MINUTE), 10.0,
                                "Control-loop period: how often metrics are sampled and evaluated.")
     metrics_window_s: float = option("metricsWindow", Duration(positive=True, at_most=HOUR), 60.0,
-                                     "Rates are computed over this window of cumulative counters; long "
-                                     "enough to cover several micro-batches.")
+                                     "The window of batches the arrival rate and batch times are read "
+                                     "over (the latest two batches also count on their own: a step "
+                                     "shows within two batches); cover several micro-batches.")
     stabilization_interval_s: float = option(
         "stabilizationInterval", Duration(at_most=HOUR), 30.0,
-        "After a change, wait until requested executors registered plus this long before collecting "
-        "a new window; new executors need a batch or two to warm up.")
+        "After a change, wait until requested executors registered plus this long, then for two "
+        "batches at the new size, before deciding again (sooner when arrivals outgrow what the "
+        "change was sized for); new executors' first batch is slow.")
     utilization_target: float = option(
         "utilization.target", Number(0.0, 1.0, low_open=True), 0.7,
         "Size for batches that take this share of the trigger interval (for a query without a "
@@ -108,8 +110,9 @@ class AutoscalerConfig:
                                         "scale down: catching up needs the capacity.")
     ineffective_scale_up_threshold: float = option(
         "scaleUp.ineffectiveThreshold", Number(0.0, 1.0), 0.1,
-        "If a scale-up delivered less than this fraction of the throughput it promised, block "
-        "further scale-ups for that query. 0 disables.")
+        "If a scale-up shortened the query's batches by less than this fraction of what the model "
+        "predicted (measured on the new executors' warm batches, within the model's own error), "
+        "block further scale-ups for that query until its load moves by half. 0 disables.")
     excluded_periods: tuple[tuple[int, int], ...] = option(
         "excludedPeriods", DailyWindows(), (),
         "Daily HH:MM-HH:MM windows (local time, comma-separated) in which decisions are published "
