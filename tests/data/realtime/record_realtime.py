@@ -164,7 +164,7 @@ def main(workdir: Path) -> int:
                  .getOrCreate())
         spark.sparkContext.setLogLevel("WARN")
         conf = spark.conf
-        summary["conf_defaults"] = {k: conf.get(k, None) for k in (
+        summary["conf_defaults"] = {k: conf.get(k) for k in (  # no default given: Spark's own
             "spark.sql.streaming.realTimeMode.minBatchDuration",
             "spark.sql.streaming.realTimeMode.allowlistCheck",
             "spark.sql.streaming.realTimeMode.asyncProgressTrackingByDefault.enabled")}
