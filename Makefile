@@ -6,6 +6,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # Apache Kafka's broker for the Kafka tests, resolved by Maven (see its rule below).
 KAFKA_JARS := tests/kafka/target/lib/.resolved
+# Apache Hadoop's YARN daemons for the YARN tests (tests/yarn_cluster.py starts them).
+YARN_JARS := tests/yarn/target/lib/.resolved
 # One bridge jar per supported Spark line; sparkscale_listener/bridge_jars.py picks the one that fits.
 JAR := $(patsubst %,sparkscale_listener/jars/sparkscale-bridge-%.jar,spark3.5_2.12 spark3.5_2.13 spark4_2.13)
 JAVA_SOURCES := $(shell find jvm-bridge/src -type f 2>/dev/null) \
@@ -45,7 +47,7 @@ $(JAR) &: $(JAVA_SOURCES) | $(VENV)/.installed
 # Unit and simulator tests first (seconds), then each real-Spark file in its own process: a
 # driver JVM keeps the first session's settings as system properties, which later sessions in the
 # same process would inherit.
-test: $(JAR) browser promtool $(KAFKA_JARS)
+test: $(JAR) browser promtool $(KAFKA_JARS) $(YARN_JARS)
 	$(PY) -m pytest tests -m 'not spark'
 	@set -e; for f in tests/integration/test_*.py; do echo "== $$f"; $(PY) -m pytest $$f; done
 
@@ -56,6 +58,14 @@ $(KAFKA_JARS): tests/kafka/pom.xml
 	@$(MAKE) --no-print-directory check-java
 	rm -rf tests/kafka/target/lib
 	mvn --batch-mode --quiet -Dstyle.color=never -f tests/kafka/pom.xml dependency:copy-dependencies
+	@touch $@
+
+# Apache Hadoop's ResourceManager and NodeManager for the YARN tests (tests/yarn_cluster.py starts
+# them on loopback), copied by Maven from its cache into tests/yarn/target/lib.
+$(YARN_JARS): tests/yarn/pom.xml
+	@$(MAKE) --no-print-directory check-java
+	rm -rf tests/yarn/target/lib
+	mvn --batch-mode --quiet -Dstyle.color=never -f tests/yarn/pom.xml dependency:copy-dependencies
 	@touch $@
 
 # The UI test renders the Autoscaler tab in headless Chromium (Debian's package). Installed when
