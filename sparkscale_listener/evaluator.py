@@ -16,14 +16,14 @@ from __future__ import annotations
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import median
 
 import numpy as np
 
 from . import readable
-from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
+from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext, executors_for
 from .metrics import BatchRecord, MetricSample, QueryMetrics
 from .model import MIN_BATCHES, NONE_CONCURRENT, BatchCost, BatchCostLearner, Concurrent, Size, ops
 
@@ -138,7 +138,10 @@ class MicroBatchEvaluator(MetricEvaluator):
 
     def evaluate(self, history: Sequence[MetricSample], context: ScalingContext) -> Evaluation:
         last = history[-1]
-        active = [q for q in last.queries.values() if q.active]
+        active = [q for q in last.queries.values() if q.active and not q.real_time]
+        # Real-time-mode queries are not sized on their busy time (always 100 %): each of their
+        # batch's tasks holds a slot for the whole batch, so they need exactly those slots.
+        held = {q.query_id: q for q in last.queries.values() if q.active and q.real_time}
         self._forget(last)
         change = (context.last_scaling.time, context.window_start) if context.last_scaling else None
         demands: list[_Demand] = []
@@ -175,8 +178,8 @@ class MicroBatchEvaluator(MetricEvaluator):
                         if math.isinf(context.window_start) else stabilizing)
                 return self._not_ready(context, whys)
         if not active:
-            return self._size([], {}, history, context, "no active streaming query")
-        evaluation = self._size(demands, costs, history, context, "")
+            return self._size([], {}, history, context, "" if held else "no active streaming query", held)
+        evaluation = self._size(demands, costs, history, context, "", held)
         outcomes = self._outcomes(last, context, concurrent)
         return replace(evaluation, outcomes=outcomes) if outcomes else evaluation
 
@@ -381,10 +384,11 @@ class MicroBatchEvaluator(MetricEvaluator):
                         cost.task_time(d.target * finite, executors) / xp.maximum(finite, _EPS))
 
     def _size(self, demands: list[_Demand], costs: dict[str, BatchCost | None],
-              history: Sequence[MetricSample], context: ScalingContext, empty_reason: str) -> Evaluation:
+              history: Sequence[MetricSample], context: ScalingContext, empty_reason: str,
+              held: Mapping[str, QueryMetrics]) -> Evaluation:
         """Every size at once: per query its utilization at 1, 2, ... executors (arrays), the
-        application's the highest of them or what all their task time needs; the fewest within the
-        target."""
+        application's the highest of them or what all their task time needs (and the slots
+        real-time-mode queries hold); the fewest within the target."""
         last = history[-1]
         cfg = context.config
         target = cfg.utilization_target
@@ -394,6 +398,8 @@ class MicroBatchEvaluator(MetricEvaluator):
         # slots their tasks ask for; the most seen over the window, so a gap between stages frees nothing.
         other = float(max(s.cluster.other_tasks for s in history
                           if s.time >= last.time - context.config.metrics_window_s))
+        holding = {qid: held_slots(q) for qid, q in held.items()}
+        other += sum(holding.values())
         known = [(d, c) for d in demands if (c := costs.get(d.q.query_id)) is not None]
 
         # The sizes worth scanning. Beyond a slot for every task of a query and of the batches
@@ -448,11 +454,13 @@ class MicroBatchEvaluator(MetricEvaluator):
                 own_required, own_capped = _fewest(own, target)
             queries[d.q.query_id] = self._query_result(
                 d, cost, own_required, own_capped, live, None if own is None else float(own[live - 1]))
+        for qid, q in held.items():
+            queries[qid] = _real_time_result(q, holding[qid], spe)
         utilization = min(now_util, MAX_UTILIZATION)
         required_slots = float(required * spe)
         backlog_mode = any(q.backlog_mode for q in queries.values())
         headline, details = self._explain(demands, queries, costs, required, recommended, utilization, live,
-                                          capped, other, empty_reason)
+                                          capped, other, empty_reason, holding)
         return Evaluation(time=context.now, ready=True, current_executors=context.current_target,
                           recommended_executors=recommended, required_slots=required_slots,
                           utilization=utilization, backlog_mode=backlog_mode, queries=queries,
@@ -482,15 +490,27 @@ class MicroBatchEvaluator(MetricEvaluator):
     @staticmethod
     def _explain(demands: list[_Demand], queries: dict[str, QueryEvaluation],
                  costs: dict[str, BatchCost | None], required: int, recommended: int, utilization: float,
-                 live: int, capped: bool, other: float, empty: str) -> tuple[str, str]:
+                 live: int, capped: bool, other: float, empty: str,
+                 holding: Mapping[str, int]) -> tuple[str, str]:
         """(the headline: what the load needs and why, in one line; the figures behind it)."""
         details = [f"utilization {_fraction(utilization)} on {readable.executors(live)}"
                    + (f"; bounded to {recommended} by min/maxExecutors" if required != recommended else "")]
-        jobs = (f"other jobs' {other:.0f} pending or running tasks" if other else "")
-        if other:
-            details.append(f"other jobs (not streaming) have up to {other:.0f} pending or running tasks, "
-                           "a slot each")
+        held = sum(holding.values())
+        jobs_tasks = other - held
+        parts = []
+        if held:
+            parts.append(f"{held} real-time-mode tasks")
+            details.append(f"real-time mode: {held} tasks of "
+                           + ", ".join(readable.query(queries[q].name, q) for q in holding)
+                           + " hold a slot each for their whole batch")
+        if jobs_tasks:
+            parts.append(f"other jobs' {jobs_tasks:.0f} pending or running tasks")
+            details.append(f"other jobs (not streaming) have up to {jobs_tasks:.0f} pending or running "
+                           "tasks, a slot each")
+        jobs = " and ".join(parts)
         if not demands:
+            if held and not empty:
+                return f"{jobs} need {readable.executors(required)}", "; ".join(details)
             what = empty or "no active streaming query"
             need = (f"{jobs} need {readable.executors(required)}" if other
                     else f"{readable.executors(required)} do")
@@ -549,6 +569,24 @@ class MicroBatchEvaluator(MetricEvaluator):
                           recommended_executors=current, required_slots=0.0, utilization=None,
                           backlog_mode=False, headline=f"not ready: {whys[0]}{more}",
                           reason="; ".join(whys) if len(whys) > 1 else "")
+
+
+def held_slots(q: QueryMetrics) -> int:
+    """The slots a real-time-mode query holds: every task of its batch runs for the whole batch
+    (all its stages at once), so the most tasks a recent batch ran, or its widest stage so far."""
+    recent = max((b.tasks or 0 for b in q.recent_batches[-3:]), default=0)
+    return max(recent, q.max_stage_tasks or 0)
+
+
+def _real_time_result(q: QueryMetrics, slots: int, slots_per_executor: int) -> QueryEvaluation:
+    trigger_s = q.trigger_interval_ms / 1000.0 if q.trigger_interval_ms else None
+    return QueryEvaluation(
+        query_id=q.query_id, name=q.name, input_rate=q.processed_rate, backlog=q.backlog,
+        backlog_growth_rate=0.0, target_rate=q.input_rate, catch_up_rate=0.0, slot_seconds_per_row=None,
+        required_slots=float(slots), utilization=None, parallelism_cap=slots, capped=False,
+        backlog_mode=False, trigger_s=trigger_s,
+        note=f"real-time mode: its {slots} tasks hold a slot each for the whole batch; sized on them, "
+             "not on its busy time", required_executors=executors_for(slots, slots_per_executor))
 
 
 def _fewest(utilization: np.ndarray, target: float) -> tuple[int, bool]:

@@ -122,6 +122,9 @@ class QueryMetrics:
     processed_rate: float = 0.0  # last progress processedRowsPerSecond
     last_batch_duration_ms: float | None = None
     trigger_interval_ms: float | None = None  # None: default trigger (next batch at once)
+    # Spark's real-time mode (trigger(realTime=...)): each batch's tasks hold their slots for the
+    # whole batch (trigger_interval_ms is its duration), whatever the load.
+    real_time: bool = False
     last_progress_time: float | None = None  # seconds, same clock as MetricSample.time
     # --- from the JVM listener, attributed through the job property sql.streaming.queryId
     busy_ms: float = 0.0  # task time, finished tasks plus the elapsed part of running ones

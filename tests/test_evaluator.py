@@ -355,3 +355,46 @@ def test_batches_swept_again_each_tick_give_what_one_sweep_over_all_gives() -> N
             want = [(b.batch_id, round(b.concurrent_task_s, 6), b.concurrent_tasks)
                     for b in everything[q.query_id]]
             assert got == want, (now, q.query_id)
+
+
+def real_time_query(qid: str = "rt", partitions: int = 6, batch_s: float = 10.0, until: float = 300.0,
+                    rate: float = 50.0) -> QueryMetrics:
+    """A query in Spark 4's real-time mode, as recorded here (tests/data/realtime): a batch every
+    ``batch_s``, one task per partition running for the whole batch, whatever the load."""
+    batches = []
+    for i in range(int(until // (batch_s + 0.3))):
+        start = i * (batch_s + 0.3)
+        batches.append(BatchRecord(batch_id=i, start=start, duration_s=batch_s + 0.1,
+                                   rows=round(rate * batch_s), since_previous_s=batch_s + 0.3 if i else None,
+                                   task_s=partitions * batch_s, tasks=partitions, task_wall_s=batch_s,
+                                   executors_used=partitions, executors=4))
+    return QueryMetrics(query_id=qid, name=qid, trigger_interval_ms=batch_s * 1000, real_time=True,
+                        max_stage_tasks=partitions, input_rate=rate, processed_rate=rate,
+                        recent_batches=tuple(batches))
+
+
+def test_a_real_time_mode_query_needs_a_slot_per_task_whatever_its_busy_time() -> None:
+    """Its tasks are busy 100 % of the time at any load: sized on the slots they hold (6 tasks:
+    2 executors of 4 cores), never from busy time; no model to learn first."""
+    for rate in (5.0, 5000.0):
+        q = real_time_query(rate=rate)
+        history = [MetricSample(t, ClusterMetrics(4, CORES), {"rt": replace(
+            q, recent_batches=tuple(b for b in q.recent_batches if b.end <= t))})
+            for t in range(100, 310, 10)]
+        ev = MicroBatchEvaluator().evaluate(history, scaling_context(300.0, target=4, live=4))
+        assert ev.ready and ev.recommended_executors == 2, ev.headline
+        assert ev.queries["rt"].required_slots == 6 and "real-time mode" in ev.queries["rt"].note
+        assert "6 real-time-mode tasks need 2 executors" in ev.headline
+
+
+def test_a_micro_batch_query_beside_a_real_time_one_is_sized_as_usual_on_the_slots_left() -> None:
+    alone = evaluate([Stream("a", 2000.0)])
+    q = real_time_query(partitions=8)
+    streams = [Stream("a", 2000.0)]
+    history = history_of(streams, 300.0)
+    history = [replace(s, queries={**s.queries, "rt": replace(
+        q, recent_batches=tuple(b for b in q.recent_batches if b.end <= s.time))}) for s in history]
+    both = MicroBatchEvaluator().evaluate(history, scaling_context(300.0, target=4, live=4))
+    assert both.ready and both.queries["a"].required_executors == alone.queries["a"].required_executors
+    # Its task time at the target plus 8 held slots (2 executors of 4 cores) more than alone.
+    assert both.recommended_executors >= alone.recommended_executors + 2

@@ -255,6 +255,7 @@ class SparkMetricCollector(MetricCollector):
             processed_rate=p.processed_rate,
             last_batch_duration_ms=p.last_batch_duration_ms,
             trigger_interval_ms=p.trigger_interval_ms,
+            real_time=p.real_time,
             last_progress_time=p.last_progress_time,
             busy_ms=finite_float(jvm.get("busyMs")),
             tasks_finished=_i(jvm.get("tasksFinished")),
@@ -301,7 +302,7 @@ class SparkMetricCollector(MetricCollector):
                 query = self.spark.streams.get(qid)
                 if query is None:
                     continue
-                self.recorder.set_trigger_interval(qid, self.bridge.trigger_interval_ms(query))
+                self.recorder.set_trigger_interval(qid, *self.bridge.trigger_interval_ms(query))
                 found = True
             except Exception:  # not a processing-time trigger, Connect, or the query just ended
                 log.debug("no trigger interval for query %s", qid, exc_info=True)

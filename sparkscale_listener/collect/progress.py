@@ -91,6 +91,7 @@ class QueryProgress:
     last_batch_duration_ms: float | None = None
     last_progress_time: float | None = None  # progress or idle event: liveness
     trigger_interval_ms: float | None = None  # None: unknown, or the default trigger
+    real_time: bool = False  # trigger(realTime=...): trigger_interval_ms is its batch duration
     active: bool = True
     exception: str | None = None
     failed_batches: int = 0
@@ -119,6 +120,7 @@ class _QueryState:
     last_batch_duration_ms: float | None = None
     last_progress_time: float | None = None
     trigger_interval_ms: float | None = None
+    real_time: bool = False
     active: bool = True
     exception: str | None = None
     failed_batches: int = 0
@@ -135,7 +137,8 @@ class _QueryState:
             backlog_sources=self.backlog_sources, backlog_problem=self.backlog_problem,
             last_batch_duration_ms=self.last_batch_duration_ms,
             last_progress_time=self.last_progress_time, trigger_interval_ms=self.trigger_interval_ms,
-            active=self.active, exception=self.exception, failed_batches=self.failed_batches,
+            real_time=self.real_time, active=self.active, exception=self.exception,
+            failed_batches=self.failed_batches,
             started_time=self.started_time, terminated_time=self.terminated_time,
             recent_batches=tuple(self.recent_batches))
 
@@ -199,6 +202,7 @@ class ProgressRecorder(StreamingQueryListener):
             state.terminated_time = None
             state.last_progress_time = now
             state.trigger_interval_ms = None  # the new run may use another trigger
+            state.real_time = False
             self._queries.move_to_end(state.query_id)
 
     def rows_per_unit(self, query_id: str) -> dict[str, float]:
@@ -293,10 +297,13 @@ class ProgressRecorder(StreamingQueryListener):
         for query_id in terminated[:max(0, len(terminated) - MAX_TERMINATED_QUERIES)]:
             del self._queries[query_id]
 
-    def set_trigger_interval(self, query_id: str, ms: float | None) -> None:
-        """The query's processing-time trigger interval; 0 or None: the default trigger."""
+    def set_trigger_interval(self, query_id: str, ms: float | None, real_time: bool = False) -> None:
+        """The query's trigger interval (0 or None: the default trigger); ``real_time``: a
+        real-time-mode trigger, ``ms`` its batch duration."""
         with self._lock:
-            self._state(str(query_id)).trigger_interval_ms = float(ms) if ms else None
+            state = self._state(str(query_id))
+            state.trigger_interval_ms = float(ms) if ms else None
+            state.real_time = real_time
 
     def snapshot(self) -> dict[str, QueryProgress]:
         """Immutable copies of every known query's state, keyed by query id."""

@@ -242,10 +242,14 @@ class JvmBridge:
         return set(self._bridge().shuffleHolders())
 
     @staticmethod
-    def trigger_interval_ms(streaming_query: Any) -> float:
-        """The processing-time trigger interval of a pyspark ``StreamingQuery`` (not in its
-        progress JSON); raises for other triggers."""
-        return float(streaming_query._jsq.streamingQuery().trigger().intervalMs())
+    def trigger_interval_ms(streaming_query: Any) -> tuple[float, bool]:
+        """(the trigger interval in ms, real-time mode) of a pyspark ``StreamingQuery``: its
+        processing-time interval, or the batch duration of Spark 4's real-time mode (neither is
+        in the progress JSON); raises for other triggers."""
+        trigger = streaming_query._jsq.streamingQuery().trigger()
+        if trigger.getClass().getSimpleName() == "RealTimeTrigger":
+            return float(trigger.batchDurationMs()), True
+        return float(trigger.intervalMs()), False
 
     def context_stopped(self) -> bool:
         """The SparkContext is gone or stopped (the application ended)."""
