@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import sparkscale_listener
 from sparkscale_listener.spark import jars as bridge_jars
 from sparkscale_listener.spark.jars import (
     LINES,
@@ -130,8 +131,9 @@ def test_an_empty_or_absent_jar_directory_says_so(tmp_path: Path) -> None:
         jar_path("4.0.1", "2.13", tmp_path / "absent")
 
 
-def test_the_packaged_jar_directory_is_next_to_the_module() -> None:
-    assert bridge_jars.JARS_DIR == Path(bridge_jars.__file__).resolve().parent / "jars"
+def test_the_packaged_jar_directory_is_the_packages_jars_folder() -> None:
+    # Where make bridge, setup.py (the wheel) and MANIFEST.in put them: sparkscale_listener/jars.
+    assert bridge_jars.JARS_DIR == Path(sparkscale_listener.__file__).resolve().parent / "jars"
 
 
 # ---------------------------------------------------------------- detection from files

@@ -22,7 +22,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-JARS_DIR = Path(__file__).resolve().parent / "jars"
+# The package's jars folder, sparkscale_listener/jars: where make bridge, setup.py and MANIFEST.in put them.
+JARS_DIR = Path(__file__).resolve().parents[1] / "jars"
 JAR_PREFIX = "sparkscale-bridge-"
 
 # One entry per module of jvm-bridge/pom.xml: line name -> what it serves (for messages).
