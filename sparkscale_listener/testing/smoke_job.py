@@ -20,7 +20,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, udf
 from pyspark.sql.types import LongType
 
-from .. import autoscale, autoscaler
+# Absolute imports: this file runs as a script (``python smoke_job.py``), outside its package.
+from sparkscale_listener import autoscale, autoscaler
 
 _cost = {"value": 0.0, "checked": 0.0}
 

@@ -16,8 +16,15 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from .. import autoscale, autoscaler
-from .demo import DEMO_SPARKSCALE_CONF, StreamingJob, exactly_once, quiet_executor_removal_noise, wait_for
+# Absolute imports: spark-submit runs a copy of this file, outside the package (only the wheel is installed).
+from sparkscale_listener import autoscale, autoscaler
+from sparkscale_listener.testing.demo import (
+    DEMO_SPARKSCALE_CONF,
+    StreamingJob,
+    exactly_once,
+    quiet_executor_removal_noise,
+    wait_for,
+)
 
 
 def main(workdir: Path) -> int:
