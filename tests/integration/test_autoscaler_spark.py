@@ -95,7 +95,9 @@ def test_running_session_without_the_bridge_is_refused_with_the_fix() -> None:
 
 
 def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(cluster: SharedCluster) -> None:
-    scaler = cluster.scenario()
+    # Executors given back in one step, not halved tick by tick (that is the policy's unit tests' and
+    # test_rollback_spark's case 5): this is about whether the load's fall is answered.
+    scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0"})
     failed_before = cluster.tasks_failed()
     job = StreamingJob(cluster.spark, cluster.workdir, name="up-down", rows_per_second=30).start()
     wait_for(lambda: scaler.status()["live_executors"] == 1 and scaler.status()["target_executors"] == 1,

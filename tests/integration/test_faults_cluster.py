@@ -41,11 +41,12 @@ pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Short checker windows: a scaling is judged within about a minute, not minutes (executorFailures
-# watches for provisioningTimeout + interval: generous here, executor JVMs start slowly on a busy
-# machine, and one that is late must not look like a capacity limit).
+# Short checker windows: a scaling is judged within about half a minute, not minutes
+# (executorFailures watches for provisioningTimeout + interval: still generous here, an executor
+# JVM starts within 3-7 s on this machine under load, and one that is late must not look like a
+# capacity limit).
 FAST_CHECKERS: dict[str, str] = {
-    "spark.sparkscale.provisioningTimeout": "60s",
+    "spark.sparkscale.provisioningTimeout": "30s",
     "spark.sparkscale.checker.taskFailures.window": "20s",
     "spark.sparkscale.checker.executorFailures.window": "20s",
     "spark.sparkscale.checker.queryFailure.window": "20s",

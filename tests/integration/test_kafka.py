@@ -35,7 +35,7 @@ from sparkscale_listener.testing.demo import wait_for
 pytestmark = pytest.mark.spark
 
 COST_S = 0.01  # per record: one 1-core executor reads about 100 records/s
-MAX_OFFSETS = 1000  # per micro-batch: ten seconds of work for one executor
+MAX_OFFSETS = 500  # per micro-batch: five seconds of work for one executor
 # Every batch pays a fixed price per task (8 partitions: 8 tasks, each with a Python worker and a
 # file to write): a trigger of a few seconds keeps that small next to the records' own work.
 TRIGGER = "2 seconds"
