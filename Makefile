@@ -13,7 +13,8 @@ JAR := $(patsubst %,sparkscale_listener/jars/sparkscale-bridge-%.jar,spark3.5_2.
 JAVA_SOURCES := $(shell find jvm-bridge/src -type f 2>/dev/null) \
   $(wildcard jvm-bridge/pom.xml jvm-bridge/lines/*/pom.xml jvm-bridge/.mvn/*.config)
 
-.PHONY: env bridge test test-fast demo lint bench bench-decisions bench-real clean check-java browser promtool
+.PHONY: env bridge test test-fast demo lint bench bench-decisions bench-real clean check-java browser promtool \
+  spark-lines
 
 env: $(VENV)/.installed
 
@@ -44,12 +45,17 @@ $(JAR) &: $(JAVA_SOURCES) | $(VENV)/.installed
 	mvn --batch-mode --quiet -Dstyle.color=never -f jvm-bridge/pom.xml package
 	@touch $(JAR)
 
-# Unit and simulator tests first (seconds), then each real-Spark file in its own process: a
-# driver JVM keeps the first session's settings as system properties, which later sessions in the
-# same process would inherit.
-test: $(JAR) browser promtool $(KAFKA_JARS) $(YARN_JARS)
-	$(PY) -m pytest tests -m 'not spark'
-	@set -e; for f in tests/integration/test_*.py; do echo "== $$f"; $(PY) -m pytest $$f; done
+# Unit and simulator tests first (seconds), then each real-Spark file in its own process (a driver
+# JVM keeps the first session's settings as system properties, which later sessions in the same
+# process would inherit); a table of every file's result and seconds at the end.
+test: $(JAR) browser promtool $(KAFKA_JARS) $(YARN_JARS) spark-lines
+	$(PY) tests/run_suite.py
+
+# The older Spark lines' virtualenvs (.venv-spark/) and every line's Kafka connector (Maven), made
+# once before the tests, so their downloads are set-up time (tests/spark_lines.py; quick when done).
+spark-lines: $(KAFKA_JARS) | $(VENV)/.installed
+	@$(MAKE) --no-print-directory check-java
+	$(PY) tests/spark_lines.py
 
 # Apache Kafka's own broker and tools for the Kafka tests (tests/kafka_broker.py starts the broker),
 # copied by Maven from its cache into tests/kafka/target/lib; the tests resolve Spark's Kafka

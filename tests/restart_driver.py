@@ -13,14 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spark_cluster import fast_conf
+
 from sparkscale_listener import autoscaler
-from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, build_session, wait_for
 
 
 def session(workdir: Path, run: str) -> Any:
     """Both drivers' settings: the same SQLite state file and query checkpoint."""
-    conf = cluster_conf(workdir, extra={
-        "spark.ui.enabled": "false",
+    conf = fast_conf(workdir, extra={
         "spark.eventLog.dir": str(workdir / run),
         "spark.sparkscale.stateStore": "sqlite",
         "spark.sparkscale.stateStore.sqlite.path": str(workdir / "sparkscale.db"),

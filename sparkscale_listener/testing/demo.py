@@ -12,6 +12,7 @@ service, a database) scales with task slots, which is what an executor autoscale
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ..testing import source as testing_source
+
+log = logging.getLogger(__name__)
 
 # Fast settings for a demo: seconds where production defaults are minutes.
 DEMO_SPARKSCALE_CONF: dict[str, str] = {
@@ -148,12 +151,17 @@ def exactly_once(ids: Sequence[int]) -> bool:
 
 def read_event_log(events_dir: Path) -> list[dict[str, Any]]:
     """Every event of the (uncompressed) Spark event logs under ``events_dir``. Rolling logs are
-    folders, with hidden .crc and status files beside the logs."""
+    folders, with hidden .crc and status files beside the logs. The log of a running application
+    may end in a line still being written: that one is left out."""
     events = []
     for path in sorted(p for p in events_dir.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for i, line in enumerate(lines):
+            try:
                 events.append(json.loads(line))
+            except ValueError:
+                if i < len(lines) - 1 or not path.name.endswith(".inprogress"):
+                    raise
     return events
 
 
@@ -175,10 +183,13 @@ DEMO_STEPS: tuple[LoadStep, ...] = (
 def wait_for(condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.5,
              what: str = "condition") -> Any:
     """Poll until ``condition()`` is truthy; raise TimeoutError naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     while True:
         value = condition()
         if value:
+            # Where a scenario spends its time (``pytest -o log_cli=true`` shows it as it happens).
+            log.info("waited %.1fs for %s", time.monotonic() - started, what)
             return value
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")

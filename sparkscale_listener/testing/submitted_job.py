@@ -1,11 +1,12 @@
 """A streaming job as a user submits it: ``spark-submit --master spark://... submitted_job.py WORKDIR``.
 
 It has the user's one line and nothing else of ours on the command line: no ``--jars``, no
-``--conf spark.plugins``. The load steps low -> high -> low; the job prints each phase, then one
-line ``RESULT {json}`` with the applied actions and the exactly-once check. Each load phase lasts
-until the autoscaler answered it: a scale-down (what the Worker handed over at start is more than
-the low load needs), a scale-up, a scale-down after it. Used by the spark-submit test on a standalone
-Master and Worker started as separate daemons.
+``--conf spark.plugins``; settings after WORKDIR (``KEY=VALUE ...``) override the job's own. The
+load steps low -> high -> low; the job prints each phase, then one line ``RESULT {json}`` with the
+applied actions and the exactly-once check. Each load phase lasts until the autoscaler answered it:
+a scale-down (what the Worker handed over at start is more than the low load needs), a scale-up, a
+scale-down after it. Used by the spark-submit test on a standalone Master and Worker started as
+separate daemons.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from sparkscale_listener.testing.demo import (
 )
 
 
-def main(workdir: Path) -> int:
+def main(workdir: Path, settings: dict[str, str]) -> int:
     (workdir / "events").mkdir(parents=True, exist_ok=True)
     builder = (SparkSession.builder.appName("sparkscale-submitted")
                .config("spark.eventLog.enabled", "true")
@@ -41,6 +42,8 @@ def main(workdir: Path) -> int:
     # Three idle executors still pay every task's fixed cost (a Python worker, the sink's file), so
     # the recommendation at low load wavers; a short delay lets the scale-down through.
     builder = builder.config("spark.sparkscale.scaleDownInterval", "8s")
+    for key, value in settings.items():  # the caller's, after the job's own (a test's faster ones)
+        builder = builder.config(key, value)
     spark = autoscale(builder)  # the one line
     spark.sparkContext.setLogLevel("ERROR")
     quiet_executor_removal_noise(spark)
@@ -83,4 +86,4 @@ def main(workdir: Path) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(Path(sys.argv[1])))
+    raise SystemExit(main(Path(sys.argv[1]), dict(arg.split("=", 1) for arg in sys.argv[2:])))

@@ -6,28 +6,19 @@ generous deadlines."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
+from spark_cluster import SharedCluster, applied
 
 from sparkscale_listener import ConfigError, autoscale, autoscaler
-from sparkscale_listener.spark.bridge import BridgeNotInstalledError, JvmBridge
-from sparkscale_listener.testing.demo import (
-    StreamingJob,
-    build_session,
-    cluster_conf,
-    exactly_once,
-    read_event_log,
-    wait_for,
-)
+from sparkscale_listener.spark.bridge import BridgeNotInstalledError
+from sparkscale_listener.testing.demo import StreamingJob, exactly_once, wait_for
 
 pytestmark = pytest.mark.spark
-
-
-def applied(scaler, action: str) -> list[dict]:
-    return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
+# The scenarios on a cluster share one application (conftest.py's ``cluster``), each with its own
+# autoscaler: 3 one-core executors at most, 1 at the start.
+CLUSTER = {"workers": 3}
 
 
 @pytest.mark.parametrize(
@@ -103,87 +94,69 @@ def test_running_session_without_the_bridge_is_refused_with_the_fix() -> None:
         spark.stop()
 
 
-def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(tmp_path: Path) -> None:
-    spark = build_session("it-up-down", cluster_conf(tmp_path, extra={"spark.ui.enabled": "false"}))
-    scaler = autoscaler(spark)
-    job = StreamingJob(spark, tmp_path, rows_per_second=30).start()
-    try:
-        wait_for(lambda: scaler.status()["live_executors"] == 1 and scaler.status()["target_executors"] == 1,
-                 120, what="the baseline of 1 executor (initialExecutors=1)")
-        job.set_rate(220)  # > 2x what one executor can do: the backlog grows
-        wait_for(lambda: applied(scaler, "scale_up"), 120, what="a scale-up under growing backlog")
-        wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
-        job.set_rate(20)
-        wait_for(lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1, 180,
-                 what="scale-down back to 1 executor after the load fell")
-        up, down = applied(scaler, "scale_up")[0], applied(scaler, "scale_down")[-1]
-        assert up["to_executors"] > up["from_executors"] and "backlog" in up["reason"]
-        assert down["to_executors"] < down["from_executors"]
-        failed = JvmBridge(spark.sparkContext).snapshot()["totals"]["tasksFailed"]
-        assert failed == 0, "killing idle executors must not fail a task"
-        job.stop()
-        ids = job.written_ids()
-        assert ids, "the sink got rows"
-        assert exactly_once(ids), "every input row written exactly once"
-    finally:
-        job.stop()
-        spark.stop()
-    scaling = [e for e in read_event_log(tmp_path / "events") if e["Event"].endswith("ScalingEvent")]
+def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(cluster: SharedCluster) -> None:
+    # Executors given back in one step, not halved tick by tick (that is the policy's unit tests' and
+    # test_rollback_spark's case 5): this is about whether the load's fall is answered.
+    scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0"})
+    failed_before = cluster.tasks_failed()
+    job = StreamingJob(cluster.spark, cluster.workdir, name="up-down", rows_per_second=30).start()
+    wait_for(lambda: scaler.status()["live_executors"] == 1 and scaler.status()["target_executors"] == 1,
+             120, what="the baseline of 1 executor (initialExecutors=1)")
+    job.set_rate(220)  # > 2x what one executor can do: the backlog grows
+    wait_for(lambda: applied(scaler, "scale_up"), 120, what="a scale-up under growing backlog")
+    wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
+    job.set_rate(20)
+    wait_for(lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1, 180,
+             what="scale-down back to 1 executor after the load fell")
+    up, down = applied(scaler, "scale_up")[0], applied(scaler, "scale_down")[-1]
+    assert up["to_executors"] > up["from_executors"] and "backlog" in up["reason"]
+    assert down["to_executors"] < down["from_executors"]
+    assert cluster.tasks_failed() == failed_before, "killing idle executors must not fail a task"
+    job.stop()
+    ids = job.written_ids()
+    assert ids, "the sink got rows"
+    assert exactly_once(ids), "every input row written exactly once"
+    scaling = cluster.events("ScalingEvent")
     actions = {e["action"] for e in scaling}
     assert {"scale_up", "scale_down"} <= actions
     for e in scaling:
         assert {"fromExecutors", "toExecutors", "reason"} <= set(e)
 
 
-def test_steady_load_inside_the_band_takes_no_action(tmp_path: Path) -> None:
+def test_steady_load_inside_the_band_takes_no_action(cluster: SharedCluster) -> None:
     # A wide band: what a row really costs here (10 ms of work plus Spark's and Python's own
     # per-row and per-task overhead) depends on the machine, and the test is about holding still
     # under a steady load, not about where the band is.
-    conf = cluster_conf(tmp_path, workers=2, extra={"spark.ui.enabled": "false",
-                                                    "spark.sparkscale.initialExecutors": "2",
-                                                    "spark.sparkscale.maxExecutors": "2",
-                                                    "spark.sparkscale.utilization.target": "0.5",
-                                                    "spark.sparkscale.utilization.max": "0.98"})
-    spark = build_session("it-steady", conf)
-    scaler = autoscaler(spark)
-    # 2 slots, 10 ms of work per row, 50 rows/s: about a third of the slots busy.
-    job = StreamingJob(spark, tmp_path, rows_per_second=50).start()
-    try:
-        wait_for(lambda: sum("inside" in (d["reason"] or "") for d in scaler.decisions()) >= 8, 240,
-                 what="several evaluated decisions inside the utilization band")
-        assert not [d for d in scaler.decisions() if d["applied"]], scaler.decisions()[-3:]
-        assert scaler.status()["target_executors"] == 2
-        assert not scaler.status()["paused"]
-    finally:
-        job.stop()
-        spark.stop()
+    scaler = cluster.scenario(**{"initialExecutors": "2", "maxExecutors": "2",
+                                 "utilization.target": "0.5", "utilization.max": "0.98"})
+    # 10 ms of work per row, 100 rows/s: a slot busy at least the whole time, so one executor
+    # cannot keep within the target 0.5 and two (the most allowed) hold.
+    StreamingJob(cluster.spark, cluster.workdir, name="steady", rows_per_second=100).start()
+    wait_for(lambda: sum((d["reason"] or "").startswith("hold 2") for d in scaler.decisions()) >= 8, 240,
+             what="several evaluated decisions that hold the 2 executors")
+    assert not applied(scaler), scaler.decisions()[-3:]
+    assert scaler.status()["target_executors"] == 2
+    assert not scaler.status()["paused"]
 
 
-def test_two_concurrent_queries_get_one_combined_target(tmp_path: Path) -> None:
-    conf = cluster_conf(tmp_path, workers=4, extra={"spark.ui.enabled": "false",
-                                                    "spark.sparkscale.maxExecutors": "4"})
-    spark = build_session("it-two-queries", conf)
-    scaler = autoscaler(spark)
+def test_two_concurrent_queries_get_one_combined_target(cluster: SharedCluster) -> None:
+    scaler = cluster.scenario()
     # 10 ms per row: "orders" needs ~1.0 busy slot, "clicks" ~0.6. Alone, each would fit in 2
     # executors at 70 % utilization; together they need 3.
-    orders = StreamingJob(spark, tmp_path, name="orders", rows_per_second=100).start()
-    clicks = StreamingJob(spark, tmp_path, name="clicks", rows_per_second=60).start()
-    try:
-        def combined_scale_up() -> dict | None:
-            for d in applied(scaler, "scale_up"):
-                queries = d.get("queries") or {}
-                if len(queries) == 2 and all(q["required_slots"] > 0 for q in queries.values()):
-                    return d
-            return None
+    StreamingJob(cluster.spark, cluster.workdir, name="orders", rows_per_second=100).start()
+    StreamingJob(cluster.spark, cluster.workdir, name="clicks", rows_per_second=60).start()
 
-        decision = wait_for(combined_scale_up, 180, what="a scale-up driven by both queries")
-        per_query = {q["name"]: q["required_slots"] for q in decision["queries"].values()}
-        assert set(per_query) == {"orders", "clicks"}
-        assert decision["required_slots"] == pytest.approx(sum(per_query.values()), rel=1e-6)
-        wait_for(lambda: scaler.status()["target_executors"] >= 3, 180,
-                 what="a target covering both queries (3 or more executors)")
-        assert max(per_query.values()) < scaler.status()["target_executors"]
-    finally:
-        orders.stop()
-        clicks.stop()
-        spark.stop()
+    def combined_scale_up() -> dict | None:
+        for d in applied(scaler, "scale_up"):
+            queries = d.get("queries") or {}
+            if len(queries) == 2 and all(q["required_slots"] > 0 for q in queries.values()):
+                return d
+        return None
+
+    decision = wait_for(combined_scale_up, 180, what="a scale-up driven by both queries")
+    per_query = {q["name"]: q["required_slots"] for q in decision["queries"].values()}
+    assert set(per_query) == {"orders", "clicks"}
+    assert decision["required_slots"] == pytest.approx(sum(per_query.values()), rel=1e-6)
+    wait_for(lambda: scaler.status()["target_executors"] >= 3, 180,
+             what="a target covering both queries (3 executors)")
+    assert max(per_query.values()) < scaler.status()["target_executors"]

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_cluster import applied, fast_conf, free_port, rollbacks
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark.bridge import JvmBridge
-from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, exactly_once, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, build_session, exactly_once, wait_for
 from sparkscale_listener.testing.demo import wait_for_autoscaler as wait
 from sparkscale_listener.testing.sim import RecordingEventHandler
 
@@ -40,12 +41,12 @@ pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Short checker windows: a scaling is judged within about a minute, not minutes (executorFailures
-# watches for provisioningTimeout + interval: generous here, executor JVMs start slowly on a busy
-# machine, and one that is late must not look like a capacity limit).
-FAST: dict[str, str] = {
-    "spark.ui.enabled": "false",
-    "spark.sparkscale.provisioningTimeout": "60s",
+# Short checker windows: a scaling is judged within about half a minute, not minutes
+# (executorFailures watches for provisioningTimeout + interval: still generous here, an executor
+# JVM starts within 3-7 s on this machine under load, and one that is late must not look like a
+# capacity limit).
+FAST_CHECKERS: dict[str, str] = {
+    "spark.sparkscale.provisioningTimeout": "30s",
     "spark.sparkscale.checkers.taskFailures.window": "20s",
     "spark.sparkscale.checkers.executorFailures.window": "20s",
     "spark.sparkscale.checkers.queryFailure.window": "20s",
@@ -59,14 +60,6 @@ FAST: dict[str, str] = {
 # ------------------------------------------------------------------------------------------------
 # Helpers
 # ------------------------------------------------------------------------------------------------
-
-
-def applied(scaler: Any, action: str | None = None) -> list[dict]:
-    return [d for d in scaler.decisions() if d["applied"] and (action is None or d["action"] == action)]
-
-
-def rollbacks(scaler: Any) -> list[dict]:
-    return [d for d in scaler.decisions() if d["action"] == "rollback"]
 
 
 def live_ids(bridge: JvmBridge) -> set[str]:
@@ -145,7 +138,7 @@ def check_exact(job: StreamingJob, rows_in: int) -> int:
 
 
 def test_an_executor_killed_from_outside_is_replaced_and_not_blamed_on_the_scaling(tmp_path: Path) -> None:
-    spark = build_session("it-fault-killed-executor", cluster_conf(tmp_path, workers=3, extra=FAST | {
+    spark = build_session("it-fault-killed-executor", fast_conf(tmp_path, workers=3, extra=FAST_CHECKERS | {
         "spark.sparkscale.initialExecutors": "2",
         "spark.sparkscale.minExecutors": "2",
         "spark.sparkscale.maxExecutors": "3",
@@ -212,14 +205,6 @@ def test_an_executor_killed_from_outside_is_replaced_and_not_blamed_on_the_scali
 # ------------------------------------------------------------------------------------------------
 # Scenario 4: the standalone Master unavailable for a while
 # ------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _json(url: str) -> dict[str, Any] | None:
@@ -321,7 +306,7 @@ def request_failure(scaler: Any) -> dict[str, Any] | None:
 
 
 def test_the_master_unavailable_for_a_while(standalone: Standalone, tmp_path: Path) -> None:
-    spark = build_session("it-fault-master-down", cluster_conf(tmp_path, extra=FAST | {
+    spark = build_session("it-fault-master-down", fast_conf(tmp_path, extra=FAST_CHECKERS | {
         "spark.master": standalone.url,
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",

@@ -35,10 +35,11 @@ from typing import Any
 
 import pytest
 from browser import dump_dom
+from spark_cluster import fast_conf
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark import jars as bridge_jars
-from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, build_session, wait_for
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ class Job:
 def job(tmp_path_factory: pytest.TempPathFactory) -> Job:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     workdir = tmp_path_factory.mktemp("history-job")
-    conf = cluster_conf(workdir, workers=2, extra={
+    conf = fast_conf(workdir, workers=2, extra={
         "spark.ui.enabled": "false",
         "spark.eventLog.compress": "true",  # Spark 4's default (zstd), which the demo's settings turn off
         "spark.sparkscale.maxExecutors": "2",

@@ -3,8 +3,10 @@
 deciding from the topic's lag.
 
 Every record is ``k<id>`` -> ``<id>``; each scenario ends with every record in the file sink
-exactly once (count and distinct keys) and no failed task. Every wait is a condition with a
-generous deadline; nothing here depends on how fast the machine is beyond those deadlines.
+exactly once (count and distinct keys) and no failed task. The scenarios share one application with
+the connector (conftest.py's ``cluster``), each with an autoscaler of its own. Every wait is a
+condition with a generous deadline; nothing here depends on how fast the machine is beyond those
+deadlines. (The older Spark lines read Kafka in their smoke tests, test_spark_versions.py.)
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -21,35 +24,21 @@ from typing import Any
 import pyspark
 import pytest
 from kafka_broker import KafkaBroker, KeyedProducer, connector_jars
-from test_spark_versions import REPO, python_with_pyspark
+from spark_cluster import SharedCluster, applied
+from spark_lines import REPO
 
-from examples.kafka_job import build_session, enrich, read_topic, start_query
-from sparkscale_listener import autoscaler
+from examples.kafka_job import enrich, read_topic, start_query
 from sparkscale_listener.collect.backlog import kafka_lag
-from sparkscale_listener.spark.bridge import JvmBridge
 from sparkscale_listener.spark.jars import installed_versions
-from sparkscale_listener.testing.demo import (
-    cluster_conf,
-    quiet_executor_removal_noise,
-    read_event_log,
-    wait_for,
-)
+from sparkscale_listener.testing.demo import wait_for
 
 pytestmark = pytest.mark.spark
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the cluster stays on loopback, like the broker
 
 COST_S = 0.01  # per record: one 1-core executor reads about 100 records/s
-MAX_OFFSETS = 1000  # per micro-batch: ten seconds of work for one executor
+MAX_OFFSETS = 500  # per micro-batch: five seconds of work for one executor
 # Every batch pays a fixed price per task (8 partitions: 8 tasks, each with a Python worker and a
 # file to write): a trigger of a few seconds keeps that small next to the records' own work.
 TRIGGER = "2 seconds"
-SMOKE_JOB = REPO / "tests" / "kafka" / "smoke_job.py"
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    with KafkaBroker(tmp_path_factory.mktemp("kafka")).start() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +50,16 @@ def connector() -> list[Path]:
     return jars
 
 
-def session(name: str, workdir: Path, jars: list[Path], **keys: str) -> Any:
-    extra = {"spark.ui.enabled": "false", "spark.sql.streaming.numRecentProgressUpdates": "1000",
-             **{f"spark.sparkscale.{k}": v for k, v in keys.items()}}
-    spark = build_session(name, connector_jars=jars, conf=cluster_conf(workdir, extra=extra))
-    spark.sparkContext.setLogLevel("ERROR")
-    quiet_executor_removal_noise(spark)
-    return spark
+@pytest.fixture(scope="module")
+def cluster(connector: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedCluster]:
+    """The scenarios' one application, with the connector on its class path (as examples/kafka_job.py
+    puts it there: spark.jars)."""
+    conf = {"spark.jars": ",".join(str(j) for j in connector),
+            "spark.sql.streaming.numRecentProgressUpdates": "1000",
+            # Four 2-second batches in a window: the per-batch cost of 8 tasks averages out.
+            "spark.sparkscale.metricsWindow": "8s"}
+    with SharedCluster(tmp_path_factory.mktemp("kafka-cluster"), "it-kafka", conf=conf) as shared:
+        yield shared
 
 
 def start_job(spark: Any, broker: KafkaBroker, topic: str, workdir: Path, **options: str) -> Any:
@@ -96,33 +88,26 @@ def consumed(query: Any) -> int:
     return int(sum(sum(partitions.values()) for partitions in (end or {}).values()))
 
 
-def applied(scaler: Any, action: str) -> list[dict[str, Any]]:
-    return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
-
-
 def query_evaluation(decision: dict[str, Any], name: str) -> dict[str, Any]:
     return next(q for q in (decision.get("queries") or {}).values() if q["name"] == name)
 
 
-def finish(spark: Any, query: Any, producer: KeyedProducer, workdir: Path, topic: str) -> None:
+def finish(cluster: SharedCluster, query: Any, producer: KeyedProducer, workdir: Path, topic: str,
+           failed_before: int) -> None:
     """Stop producing, let the query read everything, stop it; then every record is in the sink
-    exactly once and no task failed. (Records of a topic are k0, k1, ...: a producer that
-    continued another one's ids ends at the topic's total.)"""
+    exactly once and no task failed since ``failed_before``. (Records of a topic are k0, k1, ...: a
+    producer that continued another one's ids ends at the topic's total.)"""
     producer.close()
     sent = producer.next_id
     wait_for(lambda: consumed(query) >= sent or query.exception(), 300,
              what=f"the query to read all {sent} records")
     assert query.exception() is None, query.exception()
     query.stop()
-    sink = spark.read.json(str(workdir / f"{topic}-out"))
+    sink = cluster.spark.read.json(str(workdir / f"{topic}-out"))
     keys = {row.key for row in sink.select("key").collect()}
     assert sink.count() == sent, "each record written once"
     assert keys == {f"k{i}" for i in range(sent)}, "every record written"
-    assert JvmBridge(spark.sparkContext).snapshot()["totals"]["tasksFailed"] == 0
-
-
-def scaling_events(workdir: Path) -> list[dict[str, Any]]:
-    return [e for e in read_event_log(workdir / "events") if e["Event"].endswith("ScalingEvent")]
+    assert cluster.tasks_failed() == failed_before
 
 
 def lag_timeline(query: Any) -> list[tuple[float, float]]:
@@ -137,12 +122,11 @@ def lag_timeline(query: Any) -> list[tuple[float, float]]:
     return out
 
 
-def tear_down(spark: Any, scaler: Any, query: Any, producer: KeyedProducer) -> None:
-    """After a scenario, passed or not: its story in the log, then producer, query and session stopped."""
+def tear_down(scaler: Any, query: Any, producer: KeyedProducer) -> None:
+    """After a scenario, passed or not: its story in the log, then producer and query stopped."""
     show(scaler, query)
     producer.__exit__(None, None, None)
     query.stop()
-    spark.stop()
 
 
 def show(scaler: Any, query: Any) -> None:
@@ -156,12 +140,12 @@ def show(scaler: Any, query: Any) -> None:
 
 
 def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
-        broker: KafkaBroker, connector: list[Path], tmp_path: Path) -> None:
+        broker: KafkaBroker, cluster: SharedCluster, tmp_path: Path) -> None:
     topic = "orders8"
     broker.create_topic(topic, 8)
     # Executors given back in one step, not halved tick by tick: the test is about whether, not how.
-    spark = session("kafka-steps", tmp_path, connector, **{"scaleDown.maxFactor": "1.0"})
-    scaler = autoscaler(spark)
+    scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0"})
+    spark, failed_before = cluster.spark, cluster.tasks_failed()
     producer = broker.producer(topic)
     producer.set_rate(20)
     query = start_job(spark, broker, topic, tmp_path)
@@ -192,16 +176,18 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
                  what="executors given back after the load fell")
         down = applied(scaler, "scale_down")[-1]
         assert down["time"] > up["time"] and down["to_executors"] < down["from_executors"]
-        finish(spark, query, producer, tmp_path, topic)
+        finish(cluster, query, producer, tmp_path, topic, failed_before)
     finally:
-        tear_down(spark, scaler, query, producer)
-    events = scaling_events(tmp_path)
+        tear_down(scaler, query, producer)
+    events = cluster.events("ScalingEvent")
     assert any(e["action"] == "scale_up" and "backlog" in e["reason"] for e in events), events
     assert any(e["action"] == "scale_down" for e in events), events
 
 
 def test_a_waiting_backlog_is_sized_from_the_lag_and_holds_executors_while_above_the_threshold(
-        broker: KafkaBroker, connector: list[Path], tmp_path: Path) -> None:
+        broker: KafkaBroker, cluster: SharedCluster, tmp_path: Path) -> None:
+    scaler = cluster.scenario()
+    spark, failed_before, config = cluster.spark, cluster.tasks_failed(), scaler.config
     topic = "backfill"
     broker.create_topic(topic, 8)
     with broker.producer(topic) as backlog:  # a consumer that was stopped while these arrived
@@ -209,9 +195,6 @@ def test_a_waiting_backlog_is_sized_from_the_lag_and_holds_executors_while_above
     producer = broker.producer(topic, first_id=4000)
     rate = 20.0
     producer.set_rate(rate)
-    spark = session("kafka-backlog", tmp_path, connector)
-    scaler = autoscaler(spark)
-    config = scaler.config
     query = start_job(spark, broker, topic, tmp_path)
     try:
         up = wait_for(lambda: next(iter(applied(scaler, "scale_up")), None), 180,
@@ -236,22 +219,22 @@ def test_a_waiting_backlog_is_sized_from_the_lag_and_holds_executors_while_above
                 f"scale-down at lag {seen[-1] if seen else None} > {threshold:.0f} rows "
                 f"({config.backlog_threshold_s:g}s of input): {down['reason']}")
         producer.set_rate(0)
-        finish(spark, query, producer, tmp_path, topic)
+        finish(cluster, query, producer, tmp_path, topic, failed_before)
     finally:
-        tear_down(spark, scaler, query, producer)
-    assert any(e["action"] == "scale_up" for e in scaling_events(tmp_path))
+        tear_down(scaler, query, producer)
+    assert any(e["action"] == "scale_up" for e in cluster.events("ScalingEvent"))
 
 
 def test_a_two_partition_topic_never_gets_more_slots_than_it_can_use(
-        broker: KafkaBroker, connector: list[Path], tmp_path: Path) -> None:
+        broker: KafkaBroker, cluster: SharedCluster, tmp_path: Path) -> None:
+    scaler = cluster.scenario()
+    spark, failed_before = cluster.spark, cluster.tasks_failed()
     topic = "narrow"
     broker.create_topic(topic, 2)
     with broker.producer(topic) as backlog:
         backlog.send(2000)
     producer = broker.producer(topic, first_id=2000)
     producer.set_rate(100)  # with the waiting records, more than two 1-core executors can read
-    spark = session("kafka-narrow", tmp_path, connector)
-    scaler = autoscaler(spark)
     query = start_job(spark, broker, topic, tmp_path)
     try:
         def capped_decisions() -> list[dict[str, Any]]:
@@ -268,45 +251,42 @@ def test_a_two_partition_topic_never_gets_more_slots_than_it_can_use(
                 assert evaluation["parallelism_cap"] in (None, 2), evaluation
         assert "capped at 2 parallel tasks" in capped_decisions()[-1]["reason"]
         producer.set_rate(0)
-        finish(spark, query, producer, tmp_path, topic)
+        finish(cluster, query, producer, tmp_path, topic, failed_before)
     finally:
-        tear_down(spark, scaler, query, producer)
+        tear_down(scaler, query, producer)
 
 
 def test_kafka_errors_are_the_querys_own_and_the_autoscaler_carries_on(
-        broker: KafkaBroker, connector: list[Path], tmp_path: Path) -> None:
+        broker: KafkaBroker, cluster: SharedCluster, tmp_path: Path) -> None:
     broker.create_topic("short", 2)
     with broker.producer("short") as records:
         records.send(50)
-    spark = session("kafka-bad-input", tmp_path, connector)
-    scaler = autoscaler(spark)
-    try:
-        # Offsets out of range: the query asks for offsets the log never had.
-        frame = read_topic(spark, broker.bootstrap, "short", MAX_OFFSETS,
-                           starting_offsets=json.dumps({"short": {"0": 5000, "1": 5000}}))
-        beyond = start_query(frame, tmp_path / "beyond-out", tmp_path / "beyond-checkpoint", name="beyond",
-                             trigger="1 second")
-        wait_for(lambda: not beyond.isActive, 120, what="the out-of-range query to fail")
-        assert "Some data may have been lost" in str(beyond.exception())
+    scaler = cluster.scenario()
+    spark = cluster.spark
+    # Offsets out of range: the query asks for offsets the log never had.
+    frame = read_topic(spark, broker.bootstrap, "short", MAX_OFFSETS,
+                       starting_offsets=json.dumps({"short": {"0": 5000, "1": 5000}}))
+    beyond = start_query(frame, tmp_path / "beyond-out", tmp_path / "beyond-checkpoint", name="beyond",
+                         trigger="1 second")
+    wait_for(lambda: not beyond.isActive, 120, what="the out-of-range query to fail")
+    assert "Some data may have been lost" in str(beyond.exception())
 
-        # The topic deleted under a running query.
-        doomed = start_job(spark, broker, "short", tmp_path)
-        wait_for(lambda: consumed(doomed) >= 50, 120, what="the query to read the topic")
-        broker.delete_topic("short")
-        wait_for(lambda: not doomed.isActive, 180, what="the query to fail on the deleted topic")
-        assert "UnknownTopicOrPartition" in str(doomed.exception())
+    # The topic deleted under a running query.
+    doomed = start_job(spark, broker, "short", tmp_path)
+    wait_for(lambda: consumed(doomed) >= 50, 120, what="the query to read the topic")
+    broker.delete_topic("short")
+    wait_for(lambda: not doomed.isActive, 180, what="the query to fail on the deleted topic")
+    assert "UnknownTopicOrPartition" in str(doomed.exception())
 
-        # The autoscaler kept deciding, with no error of its own and no backlog from either.
-        decided = len(scaler.decisions())
-        wait_for(lambda: len(scaler.decisions()) >= decided + 2, 60, what="two more decisions")
-        status = scaler.status()
-        assert status["errors"] == 0 and status["last_error"] is None, status
-        assert not [d for d in scaler.decisions() if d["action"] != "none"], scaler.decisions()[-3:]
-        for d in scaler.decisions():
-            for q in (d.get("queries") or {}).values():
-                assert not q["backlog_mode"] and not q["catch_up_rate"], q
-    finally:
-        spark.stop()
+    # The autoscaler kept deciding, with no error of its own and no backlog from either.
+    decided = len(scaler.decisions())
+    wait_for(lambda: len(scaler.decisions()) >= decided + 2, 60, what="two more decisions")
+    status = scaler.status()
+    assert status["errors"] == 0 and status["last_error"] is None, status
+    assert not [d for d in scaler.decisions() if d["action"] != "none"], scaler.decisions()[-3:]
+    for d in scaler.decisions():
+        for q in (d.get("queries") or {}).values():
+            assert not q["backlog_mode"] and not q["catch_up_rate"], q
 
 
 def test_a_job_without_the_connector_fails_with_sparks_own_message(tmp_path: Path) -> None:
@@ -323,60 +303,8 @@ def test_a_job_without_the_connector_fails_with_sparks_own_message(tmp_path: Pat
         "print('STATUS', autoscaler(spark).status()['errors'])\n"
         "spark.stop()\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    run = subprocess.run([python_with_pyspark(None), "-c", script], cwd=tmp_path, env=env,
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "ERROR AnalysisException" in run.stdout and "kafka" in run.stdout.lower(), run.stdout
     assert "STATUS 0" in run.stdout
-
-
-# The oldest tested release of each older line, with its Scala (pip's 3.5 is built for 2.12).
-OLDER_LINES = (("3.5.7", "2.12"), ("4.0.1", "2.13"))
-
-
-def test_older_spark_lines_read_kafka_and_scale_for_its_lag(broker: KafkaBroker, tmp_path: Path) -> None:
-    """Each older line in its own virtualenv and driver; the two run side by side (their work is
-    mostly sleeping tasks), each on a topic of its own with a backlog waiting at start."""
-    records = 3000
-    runs = {}
-    for version, scala in OLDER_LINES:
-        python = python_with_pyspark(version)
-        jars_dir = Path(python).parents[1] / "lib" / "python3.11" / "site-packages" / "pyspark" / "jars"
-        connector_version, jars = connector_jars(version, scala, jars_dir)
-        topic = f"smoke-{version.replace('.', '-')}"
-        broker.create_topic(topic, 8)
-        with broker.producer(topic) as backlog:
-            backlog.send(records)
-        env = {**os.environ, "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1"}
-        env.pop("SPARK_HOME", None)
-        workdir = tmp_path / version
-        workdir.mkdir()
-        out = open(workdir / "stdout", "w+", encoding="utf-8")  # closed in the finally below
-        err = open(workdir / "stderr", "w+", encoding="utf-8")
-        process = subprocess.Popen([python, str(SMOKE_JOB), str(workdir / "work"), broker.bootstrap, topic,
-                                    str(records), ",".join(map(str, jars))],
-                                   cwd=workdir, env=env, stdout=out, stderr=err, text=True)
-        runs[version] = (process, out, err, connector_version)
-    try:
-        for version, (process, out, err, connector_version) in runs.items():
-            process.wait(timeout=600)
-            out.seek(0)
-            err.seek(0)
-            stdout, stderr = out.read(), err.read()
-            lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
-            assert lines, f"{version}: exit {process.returncode}\n{stdout[-2000:]}\n{stderr[-4000:]}"
-            result = json.loads(lines[-1][len("RESULT "):])
-            print(f"Spark {version}, connector {connector_version}:", result)
-            assert result["spark"] == version
-            ups = [reason for action, reason in result["applied"] if action == "scale_up"]
-            assert ups and re.search(r"backlog [1-9]\d* rows", ups[0]), result["applied"]
-            assert result["count"] == records and result["distinct"] == records, result
-            assert result["failed_tasks"] == 0, result
-            assert any(e["action"] == "scale_up" for e in result["scaling_events"]), result
-    finally:
-        for process, out, err, _ in runs.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait(60)
-            out.close()
-            err.close()

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_cluster import fast_conf
 
 from sparkscale_listener import autoscaler
-from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, build_session, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -44,8 +45,7 @@ def events(path: Path) -> list[dict[str, Any]]:
 
 def test_dropped_listener_events_are_reported_and_no_decision_rests_on_them(tmp_path: Path) -> None:
     jsonl = tmp_path / "sparkscale-events.jsonl"
-    spark = build_session("it-overload", cluster_conf(tmp_path, workers=2, extra={
-        "spark.ui.enabled": "false",
+    spark = build_session("it-overload", fast_conf(tmp_path, workers=2, extra={
         "spark.scheduler.listenerbus.eventqueue.sparkscale.capacity": str(QUEUE_CAPACITY),
         "spark.sparkscale.eventHandlers": "logging,listenerBus,jsonl",
         "spark.sparkscale.eventHandlers.jsonl.path": str(jsonl),

@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_cluster import applied, fast_conf
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark.bridge import JvmBridge
-from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, build_session, wait_for
 
 pytestmark = pytest.mark.spark
-
-
-def applied(scaler: Any, action: str) -> list[dict]:
-    return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
 
 
 def sleepy(seconds: float) -> Any:
@@ -34,8 +31,7 @@ def sleepy(seconds: float) -> Any:
 
 
 def test_a_batch_job_keeps_the_executors_its_tasks_need(tmp_path: Path) -> None:
-    spark = build_session("it-mixed", cluster_conf(tmp_path, extra={
-        "spark.ui.enabled": "false",
+    spark = build_session("it-mixed", fast_conf(tmp_path, extra={
         "spark.sparkscale.initialExecutors": "2",
     }))
     scaler = autoscaler(spark)

@@ -6,6 +6,9 @@ scaling is paused with a reason, that the query still runs where it can, and tha
 row reached the file sink exactly once. A cluster without room for more executors is not a
 fault of the scaling: that case checks it is reported as a capacity limit instead.
 
+The cases share two applications (each case with an autoscaler of its own): one that retries a
+failed task on another executor (cases 1 and 5, executors that fail what they run), one with
+Spark's defaults on 2 workers (cases 2 and 3: the cluster's room, a query that fails everywhere).
 Every wait is a condition with a generous deadline; nothing depends on how fast this machine is.
 """
 
@@ -16,19 +19,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from spark_cluster import SharedCluster, applied, live_executor_ids, rollbacks
 
-from sparkscale_listener import autoscaler
 from sparkscale_listener.testing import source as testing_source
-from sparkscale_listener.testing.demo import (
-    StreamingJob,
-    build_session,
-    cluster_conf,
-    exactly_once,
-    read_event_log,
-)
+from sparkscale_listener.testing.demo import StreamingJob, exactly_once, wait_for
 from sparkscale_listener.testing.demo import wait_for_autoscaler as wait
 
 logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, shown on failure
@@ -36,8 +33,6 @@ logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, sh
 # Short checker windows so that a scaling is judged within seconds, not minutes. Every checker's
 # window is set: the guard watches a scaling for the longest of them.
 FAST_CHECKERS: dict[str, str] = {
-    "spark.ui.enabled": "false",
-    "spark.eventLog.compress": "false",  # Spark 4 compresses event logs (zstd) by default
     "spark.sparkscale.checkers.taskFailures.window": "30s",
     "spark.sparkscale.checkers.executorFailures.window": "30s",
     "spark.sparkscale.checkers.queryFailure.window": "30s",
@@ -50,54 +45,15 @@ FAST_CHECKERS: dict[str, str] = {
 
 # A failed task is retried on another executor (excludeOnFailure's per-task rule), never twice
 # on the failing one; the failing executor itself is never excluded, so it goes on failing the
-# first attempt of every task it gets until the rollback removes it.
+# first attempt of every task it gets until the rollback removes it. (A query whose every task
+# fails, case 3, needs Spark's defaults instead: with one executor left, excludeOnFailure would
+# make its retries unschedulable rather than failed.)
 RETRY_ON_ANOTHER_EXECUTOR: dict[str, str] = {
     "spark.excludeOnFailure.enabled": "true",
     "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": "100000",
     "spark.excludeOnFailure.application.maxFailedTasksPerExecutor": "100000",
     "spark.task.maxFailures": "8",
 }
-
-
-# Keys some case sets that another case must not inherit (see _forget_earlier_sessions).
-CASE_KEYS = ("spark.task.maxFailures", "spark.excludeOnFailure.enabled",
-             "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor",
-             "spark.excludeOnFailure.application.maxFailedTasksPerExecutor")
-
-
-def _forget_earlier_sessions(conf: dict[str, str]) -> None:
-    """PySpark launches the JVM once per process, with the first session's conf as JVM system
-    properties; every later SparkConf loads them as defaults. autoscale() clears stale
-    spark.sparkscale.* keys itself; the Spark keys a case sets (excludeOnFailure) are cleared
-    here unless the new conf sets them."""
-    from pyspark import SparkContext
-
-    if SparkContext._jvm is None:
-        return
-    system = SparkContext._jvm.java.lang.System
-    names = system.getProperties().stringPropertyNames().toArray()
-    for name in (str(n) for n in names):
-        if name in CASE_KEYS and name not in conf:
-            system.clearProperty(name)
-
-
-def session(name: str, tmp_path: Path, workers: int, extra: dict[str, str]) -> Any:
-    conf = cluster_conf(tmp_path, workers=workers, extra=FAST_CHECKERS | extra)
-    _forget_earlier_sessions(conf)
-    return build_session(name, conf)
-
-
-def applied(scaler: Any, action: str) -> list[dict]:
-    return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
-
-
-def rollbacks(scaler: Any) -> list[dict]:
-    return [d for d in scaler.decisions() if d["action"] == "rollback"]
-
-
-def live_executor_ids(spark: Any) -> list[int]:
-    text = spark.sparkContext._jsc.sc().getExecutorIds().mkString(",")
-    return sorted(int(e) for e in text.split(",") if e)
 
 
 def assert_exactly_once(job: StreamingJob) -> list[int]:
@@ -107,9 +63,9 @@ def assert_exactly_once(job: StreamingJob) -> list[int]:
     return ids
 
 
-def logged_rollbacks(events_dir: Path) -> list[dict]:
-    return [e for e in read_event_log(events_dir)
-            if e["Event"].endswith("ScalingEvent") and e["action"] == "rollback"]
+def logged_rollbacks(cluster: SharedCluster) -> list[dict]:
+    """The scenario's rollbacks in the event log (Spark writes our events to it as they come)."""
+    return [e for e in cluster.events("ScalingEvent") if e["action"] == "rollback"]
 
 
 def assert_paused(scaler: Any, checker: str) -> dict:
@@ -141,22 +97,23 @@ def test_executor_id_is_found_in_an_ancestor_command_line() -> None:
 
 
 @pytest.mark.spark
-def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(tmp_path: Path) -> None:
-    """Case 1: the executors a scale-up adds fail every task. Spark retries the tasks on the
-    baseline executor (so no row is lost); taskFailures rolls back to the last healthy target and
-    the failing executors are removed."""
-    spark = session("it-rollback-task-failures", tmp_path, workers=2, extra={
-        "spark.sparkscale.maxExecutors": "2",
-        "spark.sparkscale.rollback.target": "last",
-        "spark.sparkscale.rollback.maxRollbacks": "1",
-    } | RETRY_ON_ANOTHER_EXECUTOR)
-    scaler = autoscaler(spark)
-    job = None
-    try:
+class TestExecutorsThatFailTheirTasks:
+    """Cases 1 and 5: a failed task is retried on another executor, so no row is lost."""
+
+    CLUSTER: ClassVar = {"workers": 3, "conf": FAST_CHECKERS | RETRY_ON_ANOTHER_EXECUTOR}
+
+    def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(
+            self, class_cluster: SharedCluster) -> None:
+        """Case 1: the executors a scale-up adds fail every task. Spark retries the tasks on the
+        baseline executor (so no row is lost); taskFailures rolls back to the last healthy target
+        and the failing executors are removed."""
+        cluster, spark = class_cluster, class_cluster.spark
+        scaler = cluster.scenario(**{"maxExecutors": "2", "rollback.target": "last",
+                                     "rollback.maxRollbacks": "1"})
         wait(scaler, lambda: scaler.status()["target_executors"] == 1 and len(live_executor_ids(spark)) == 1,
              120, "the baseline of 1 executor (initialExecutors=1)")
         good = max(live_executor_ids(spark))
-        job = StreamingJob(spark, tmp_path, rows_per_second=220,
+        job = StreamingJob(spark, cluster.workdir, name="task-failures", rows_per_second=220,
                            source_options={"failOnExecutorsAbove": str(good)}).start()
         wait(scaler, lambda: applied(scaler, "scale_up"), 150, "a scale-up under growing backlog")
         up = applied(scaler, "scale_up")[0]
@@ -171,8 +128,7 @@ def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(t
         # Case 4: maxRollbacks=1 within rollback.window -> stopped until resume().
         assert status["stopped"] and "rollback.maxRollbacks=1" in status["pause_reason"], status
         # The failing executor was removed; the baseline one stays.
-        wait(scaler, lambda: live_executor_ids(spark) == [good], 120,
-             f"only the good executor {good} left")
+        wait(scaler, lambda: live_executor_ids(spark) == [good], 120, f"only the good executor {good} left")
         assert job.query.isActive and job.query.exception() is None
         # The query goes on: new batches complete on the good executor.
         done = job.query.lastProgress["batchId"]
@@ -184,85 +140,36 @@ def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(t
         assert not status["stopped"] and not status["paused"] and status["pause_reason"] is None, status
         job.stop()
         assert_exactly_once(job)
-    finally:
-        if job is not None:
-            job.stop()
-        spark.stop()
-    events = read_event_log(tmp_path / "events")
-    kinds = [e.get("kind") for e in events if e["Event"].endswith("AutoscalerEvent")]
-    assert "stopped" in kinds and "resume" in kinds and kinds.index("stopped") < kinds.index("resume")
-    logged = logged_rollbacks(tmp_path / "events")
-    assert len(logged) == 1 and "taskFailures" in logged[0]["reason"], logged
-    assert (logged[0]["fromExecutors"], logged[0]["toExecutors"]) == (2, 1), logged
-    # The failures on the executor the rollback was removing do not count against the rollback.
-    failed_rollback = [e for e in read_event_log(tmp_path / "events")
-                       if e["Event"].endswith("AutoscalerEvent") and "after the rollback" in e["reason"]]
-    assert not failed_rollback, failed_rollback
 
+        def kinds() -> list[str]:
+            return [e.get("kind") for e in cluster.events("AutoscalerEvent")]
 
-@pytest.mark.spark
-def test_a_cluster_without_room_is_a_capacity_limit_not_a_failed_scaling(tmp_path: Path) -> None:
-    """Case 2: the cluster has room for 2 executors (a full queue, a quota); a scale-up asks for
-    more. The missing ones never register: no rollback and no pause, but a capacity event, the
-    target held at the 2 the cluster gave, and the query served by them."""
-    spark = session("it-capacity-limit", tmp_path, workers=2, extra={
-        "spark.sparkscale.maxExecutors": "4",
-        "spark.sparkscale.provisioningTimeout": "20s",
-    })
-    scaler = autoscaler(spark)
-    job = None
-    try:
-        wait(scaler, lambda: scaler.status()["target_executors"] == 1 and len(live_executor_ids(spark)) == 1,
-             120, "the baseline of 1 executor (initialExecutors=1)")
-        # 1 slot does ~100 rows/s at 10 ms a row: 400 rows/s asks for more than 2 executors. The
-        # autoscaler may get there in one step or through 2.
-        job = StreamingJob(spark, tmp_path, rows_per_second=400).start()
-        wait(scaler, lambda: [d for d in applied(scaler, "scale_up") if d["to_executors"] > 2], 210,
-             "a scale-up beyond the 2 executors the cluster can run")
-        wait(scaler, lambda: scaler.status()["capacity_limit"], 150,
-             "a capacity limit once the requested executors did not register within provisioningTimeout")
-        status = scaler.status()
-        assert status["capacity_limit"]["executors"] == 2, status
-        assert status["target_executors"] == 2 and not status["paused"] and not status["stopped"], status
-        assert not rollbacks(scaler), rollbacks(scaler)
-        wait(scaler, lambda: len(live_executor_ids(spark)) == 2 and scaler.status()["pending_executors"] == 0,
-             90, "2 live executors, nothing left pending")
-        assert job.query.isActive and job.query.exception() is None
-        job.stop()
-        assert_exactly_once(job)
-    finally:
-        if job is not None:
-            job.stop()
-        spark.stop()
-    events = [e for e in read_event_log(tmp_path / "events") if e["Event"].endswith("AutoscalerEvent")]
-    capacity = [e for e in events if e.get("kind") == "capacity"]
-    assert capacity and "gave 2 of" in capacity[0]["reason"], capacity
-    assert not [e for e in events if e.get("kind") in ("rollback", "pause", "stopped")]
-    assert not logged_rollbacks(tmp_path / "events")
+        wait_for(lambda: "resume" in kinds(), 30, what="the resume event in the event log")
+        assert "stopped" in kinds() and kinds().index("stopped") < kinds().index("resume")
+        logged = logged_rollbacks(cluster)
+        assert len(logged) == 1 and "taskFailures" in logged[0]["reason"], logged
+        assert (logged[0]["fromExecutors"], logged[0]["toExecutors"]) == (2, 1), logged
+        # The failures on the executor the rollback was removing do not count against the rollback.
+        failed_rollback = [e for e in cluster.events("AutoscalerEvent")
+                           if "after the rollback" in e["reason"]]
+        assert not failed_rollback, failed_rollback
 
-
-@pytest.mark.spark
-def test_a_bad_scale_up_after_quick_scale_downs_is_undone(tmp_path: Path) -> None:
-    """Case 5: 3 executors at the start; a quiet load scales them down 3 -> 2 -> 1, each watch
-    cut short by the next action; then the load rises, the autoscaler scales up, and the new
-    executors fail every task. The last target *confirmed* by a full watch is 3, the current one:
-    the rollback must undo the judged scale-up (back to 1), not merely pause at 3."""
-    watched = {f"spark.sparkscale.checkers.{c}.window": "120s" for c in
-               ("taskFailures", "executorFailures", "queryFailure", "throughputRegression",
-                "gcPressure", "heapUsage")}
-    spark = session("it-rollback-after-scale-downs", tmp_path, workers=3, extra=watched | {
-        "spark.sparkscale.initialExecutors": "3",
-        "spark.sparkscale.maxExecutors": "3",
-        "spark.sparkscale.rollback.target": "last",
-    } | RETRY_ON_ANOTHER_EXECUTOR)
-    scaler = autoscaler(spark)
-    job = None
-    try:
+    def test_a_bad_scale_up_after_quick_scale_downs_is_undone(self, class_cluster: SharedCluster) -> None:
+        """Case 5: 3 executors at the start; a quiet load scales them down 3 -> 2 -> 1, each watch
+        cut short by the next action; then the load rises, the autoscaler scales up, and the new
+        executors fail every task. The last target *confirmed* by a full watch is 3, the current one:
+        the rollback must undo the judged scale-up (back to 1), not merely pause at 3."""
+        cluster, spark = class_cluster, class_cluster.spark
+        watched = {f"checkers.{c}.window": "120s" for c in
+                   ("taskFailures", "executorFailures", "queryFailure", "throughputRegression",
+                    "gcPressure", "heapUsage")}
+        scaler = cluster.scenario(**watched, **{"initialExecutors": "3", "maxExecutors": "3",
+                                                "rollback.target": "last"})
         wait(scaler, lambda: scaler.status()["target_executors"] == 3 and len(live_executor_ids(spark)) == 3,
              120, "the baseline of 3 executors (initialExecutors=3)")
         first = max(live_executor_ids(spark))  # executors added later get higher ids and fail
-        job = StreamingJob(spark, tmp_path, rows_per_second=10, partitions=2, trigger_s=2.0,
-                           source_options={"failOnExecutorsAbove": str(first)}).start()
+        job = StreamingJob(spark, cluster.workdir, name="after-scale-downs", rows_per_second=10, partitions=2,
+                           trigger_s=2.0, source_options={"failOnExecutorsAbove": str(first)}).start()
         wait(scaler, lambda: (len(applied(scaler, "scale_down")) >= 2
                               and scaler.status()["target_executors"] == 1),
              240, "scale-downs 3 -> 2 -> 1 under a quiet load")
@@ -280,36 +187,66 @@ def test_a_bad_scale_up_after_quick_scale_downs_is_undone(tmp_path: Path) -> Non
         assert max(live_executor_ids(spark)) <= first, "the surviving executor is an original one"
         job.stop()
         assert_exactly_once(job)
-    finally:
-        if job is not None:
-            job.stop()
-        spark.stop()
-    logged = logged_rollbacks(tmp_path / "events")
-    assert len(logged) == 1 and logged[0]["toExecutors"] == 1, logged
+        logged = wait_for(lambda: logged_rollbacks(cluster), 30, what="the rollback in the event log")
+        assert len(logged) == 1 and logged[0]["toExecutors"] == 1, logged
 
 
 @pytest.mark.spark
-def test_query_failure_after_a_scale_down_rolls_back_to_the_initial_target(tmp_path: Path) -> None:
-    """Case 3: the query fails after a scale-down (a marker file makes every task fail once the
-    test saw the scale-down). queryFailure rolls back to the initial target (rollback.target=
-    initial); the rows committed before the failure are in the sink exactly once."""
-    marker = tmp_path / "fail-now"
-    spark = session("it-rollback-query-failure", tmp_path, workers=2, extra={
-        "spark.sparkscale.initialExecutors": "2",
-        "spark.sparkscale.maxExecutors": "2",
-        "spark.sparkscale.rollback.target": "initial",
-        # The failed task attempts before the query gives up must not fire taskFailures first:
-        # this case is about the query failing.
-        "spark.sparkscale.checkers.taskFailures.maxFailures": "1000",
-    })
-    scaler = autoscaler(spark)
-    job = None
-    try:
+class TestSparksDefaultsOnTwoWorkers:
+    """Cases 2 and 3: a cluster with room for 2 executors, and a query that fails everywhere."""
+
+    CLUSTER: ClassVar = {"workers": 2, "conf": FAST_CHECKERS}
+
+    def test_a_cluster_without_room_is_a_capacity_limit_not_a_failed_scaling(
+            self, class_cluster: SharedCluster) -> None:
+        """Case 2: the cluster has room for 2 executors (a full queue, a quota); a scale-up asks for
+        more. The missing ones never register: no rollback and no pause, but a capacity event, the
+        target held at the 2 the cluster gave, and the query served by them."""
+        cluster, spark = class_cluster, class_cluster.spark
+        scaler = cluster.scenario(maxExecutors="4", provisioningTimeout="20s")
+        wait(scaler, lambda: scaler.status()["target_executors"] == 1 and len(live_executor_ids(spark)) == 1,
+             120, "the baseline of 1 executor (initialExecutors=1)")
+        # 1 slot does ~100 rows/s at 10 ms a row: 400 rows/s asks for more than 2 executors. The
+        # autoscaler may get there in one step or through 2.
+        job = StreamingJob(spark, cluster.workdir, name="capacity", rows_per_second=400).start()
+        wait(scaler, lambda: [d for d in applied(scaler, "scale_up") if d["to_executors"] > 2], 210,
+             "a scale-up beyond the 2 executors the cluster can run")
+        wait(scaler, lambda: scaler.status()["capacity_limit"], 150,
+             "a capacity limit once the requested executors did not register within provisioningTimeout")
+        status = scaler.status()
+        assert status["capacity_limit"]["executors"] == 2, status
+        assert status["target_executors"] == 2 and not status["paused"] and not status["stopped"], status
+        assert not rollbacks(scaler), rollbacks(scaler)
+        wait(scaler, lambda: len(live_executor_ids(spark)) == 2 and scaler.status()["pending_executors"] == 0,
+             90, "2 live executors, nothing left pending")
+        assert job.query.isActive and job.query.exception() is None
+        job.stop()
+        assert_exactly_once(job)
+        capacity = wait_for(lambda: [e for e in cluster.events("AutoscalerEvent")
+                                     if e.get("kind") == "capacity"], 30,
+                            what="the capacity event in the event log")
+        assert "gave 2 of" in capacity[0]["reason"], capacity
+        events = cluster.events("AutoscalerEvent")
+        assert not [e for e in events if e.get("kind") in ("rollback", "pause", "stopped")]
+        assert not logged_rollbacks(cluster)
+
+    def test_query_failure_after_a_scale_down_rolls_back_to_the_initial_target(
+            self, class_cluster: SharedCluster, tmp_path: Path) -> None:
+        """Case 3: the query fails after a scale-down (a marker file makes every task fail once the
+        test saw the scale-down). queryFailure rolls back to the initial target (rollback.target=
+        initial); the rows committed before the failure are in the sink exactly once."""
+        cluster, spark = class_cluster, class_cluster.spark
+        marker = tmp_path / "fail-now"
+        scaler = cluster.scenario(**{
+            "initialExecutors": "2", "maxExecutors": "2", "rollback.target": "initial",
+            # The failed task attempts before the query gives up must not fire taskFailures first:
+            # this case is about the query failing.
+            "checkers.taskFailures.maxFailures": "1000"})
         wait(scaler, lambda: scaler.status()["target_executors"] == 2 and len(live_executor_ids(spark)) == 2,
              120, "the baseline of 2 executors (initialExecutors=2)")
         # Few rows in few tasks (each task's fixed cost counts as busy time): 2 slots mostly idle.
-        job = StreamingJob(spark, tmp_path, rows_per_second=10, partitions=2, trigger_s=2.0,
-                           source_options={"failIfFileExists": str(marker)}).start()
+        job = StreamingJob(spark, cluster.workdir, name="query-failure", rows_per_second=10, partitions=2,
+                           trigger_s=2.0, source_options={"failIfFileExists": str(marker)}).start()
         wait(scaler, lambda: applied(scaler, "scale_down"), 150, "a scale-down under low load")
         down = applied(scaler, "scale_down")[0]
         assert (down["from_executors"], down["to_executors"]) == (2, 1), down
@@ -326,10 +263,6 @@ def test_query_failure_after_a_scale_down_rolls_back_to_the_initial_target(tmp_p
         assert not status["stopped"], status
         wait(scaler, lambda: len(live_executor_ids(spark)) == 2, 90, "2 live executors again")
         assert_exactly_once(job)
-    finally:
-        if job is not None:
-            job.stop()
-        spark.stop()
-    logged = logged_rollbacks(tmp_path / "events")
-    assert len(logged) == 1 and "queryFailure" in logged[0]["reason"], logged
-    assert (logged[0]["fromExecutors"], logged[0]["toExecutors"]) == (1, 2), logged
+        logged = wait_for(lambda: logged_rollbacks(cluster), 30, what="the rollback in the event log")
+        assert len(logged) == 1 and "queryFailure" in logged[0]["reason"], logged
+        assert (logged[0]["fromExecutors"], logged[0]["toExecutors"]) == (1, 2), logged

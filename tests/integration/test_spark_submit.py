@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from spark_cluster import FAST, free_port
 
 from sparkscale_listener.testing.demo import read_event_log, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER_CORES = 3
 pytestmark = pytest.mark.spark
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +136,7 @@ def test_submitted_job_from_the_installed_wheel_scales_down_up_and_down(
     run = subprocess.run([str(wheel_venv / "bin" / "spark-submit"), "--master", standalone.master_url,
                           "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",
                           "--conf", "spark.sparkscale.minExecutors=2",  # a setting from the command line
-                          str(job), str(work)],
+                          str(job), str(work), *(f"{k}={v}" for k, v in FAST.items())],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     print(run.stdout[-4000:])
     result_lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]

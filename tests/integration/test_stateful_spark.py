@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_cluster import fast_conf
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark.bridge import JvmBridge
 from sparkscale_listener.testing import source as testing_source
 from sparkscale_listener.testing.demo import (
     build_session,
-    cluster_conf,
     read_event_log,
     wait_for,
     wait_for_autoscaler,
@@ -103,8 +103,7 @@ def check_exact(query: StatefulQuery) -> int:
 def test_stateful_queries_with_shuffles_scale_up_and_down_with_exact_results(tmp_path: Path) -> None:
     # Two shuffle partitions: each task of a stateful operator opens a state store, a fixed cost
     # that would otherwise keep a second executor busy at the low load.
-    spark = build_session("it-stateful", cluster_conf(tmp_path, extra={
-        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}))
+    spark = build_session("it-stateful", fast_conf(tmp_path, extra={"spark.sql.shuffle.partitions": "2"}))
     scaler = autoscaler(spark)
     queries = [StatefulQuery(spark, tmp_path, store).start() for store in STORES]
     started = time.monotonic()

@@ -1,0 +1,47 @@
+"""Fixtures of the real-Spark files (their helpers: tests/spark_cluster.py).
+
+Each file runs in a pytest process of its own (tests/run_suite.py, ``make test``): pyspark launches
+one driver JVM per process with the first session's settings as system properties, which later
+sessions of the process would read as defaults. Within a file, scenarios share one application
+where Spark's own settings allow: ``cluster`` for a file (its module-level ``CLUSTER`` says how the
+application is made), ``class_cluster`` for the tests of a class (the class's ``CLUSTER``), where a
+file needs two applications with different Spark settings (one SparkContext per process at a time).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from kafka_broker import KafkaBroker
+from spark_cluster import SharedCluster
+
+# Every cluster, broker and server of the tests stays on loopback.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedCluster]:
+    """The file's one local-cluster application; each scenario starts with ``cluster.scenario(**keys)``."""
+    with SharedCluster(tmp_path_factory.mktemp("cluster"), f"it-{request.module.__name__}",
+                       **getattr(request.module, "CLUSTER", {})) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="class")
+def class_cluster(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedCluster]:
+    """The application of a test class's scenarios, made as the class's ``CLUSTER`` says."""
+    assert request.cls is not None, "class_cluster serves the tests of a class"
+    with SharedCluster(tmp_path_factory.mktemp("cluster"), f"it-{request.cls.__name__}",
+                       **getattr(request.cls, "CLUSTER", {})) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A real Kafka broker (tests/kafka_broker.py), started once for the file's scenarios."""
+    with KafkaBroker(tmp_path_factory.mktemp("kafka")).start() as running:
+        yield running
