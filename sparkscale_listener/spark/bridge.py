@@ -211,12 +211,15 @@ class JvmBridge:
         (a query's jobs run in the job group of its run id): what a batch or ML job sharing the
         application needs slots for, counted as Spark's own dynamic allocation counts it."""
         tracker = self._sc.statusTracker()
+        # The active jobs first, their groups after: a batch's job that starts in between is then
+        # in its query's group (the other order counted it as another job's tasks).
+        active_jobs = tracker.getActiveJobsIds()
+        active_stages = set(tracker.getActiveStageIds())
         streaming: set[int] = set()
         for run_id in streaming_run_ids:
             streaming.update(tracker.getJobIdsForGroup(run_id))
-        active_stages = set(tracker.getActiveStageIds())
         total = 0
-        for job_id in tracker.getActiveJobsIds():
+        for job_id in active_jobs:
             info = tracker.getJobInfo(job_id)
             if job_id in streaming or info is None:
                 continue
