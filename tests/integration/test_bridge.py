@@ -49,7 +49,9 @@ def live(snapshot: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def bridge_jar() -> Path:
     """The packaged jar of the installed Spark (``make test`` builds them first)."""
     jar = bridge_jars.bridge_jar()
-    sources = [*(REPO / "jvm-bridge" / "src").rglob("*.java"), *(REPO / "jvm-bridge").rglob("pom.xml")]
+    src = REPO / "jvm-bridge" / "src"
+    sources = [*(p for p in src.rglob("*.java") if src / "test" not in p.parents),
+               *(REPO / "jvm-bridge").rglob("pom.xml")]
     assert not any(s.stat().st_mtime > jar.stat().st_mtime for s in sources), \
         f"{jar} is older than the Java sources: run `make bridge`"
     return jar
