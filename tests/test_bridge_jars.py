@@ -130,8 +130,10 @@ def test_an_empty_or_absent_jar_directory_says_so(tmp_path: Path) -> None:
         jar_path("4.0.1", "2.13", tmp_path / "absent")
 
 
-def test_the_packaged_jar_directory_is_next_to_the_module() -> None:
-    assert bridge_jars.JARS_DIR == Path(bridge_jars.__file__).resolve().parent / "jars"
+def test_the_packaged_jar_directory_is_where_maven_and_setup_py_write_the_jars() -> None:
+    package = Path(bridge_jars.__file__).resolve().parents[1]
+    assert package.name == "sparkscale_listener"
+    assert bridge_jars.JARS_DIR == package / "jars"
 
 
 # ---------------------------------------------------------------- detection from files

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-JARS_DIR = Path(__file__).resolve().parent / "jars"
+JARS_DIR = Path(__file__).resolve().parent.parent / "jars"  # sparkscale_listener/jars (pom.xml, setup.py)
 JAR_PREFIX = "sparkscale-bridge-"
 
 # One entry per module of jvm-bridge/pom.xml: line name -> what it serves (for messages).
