@@ -157,7 +157,7 @@ class SparkscaleListenerTest {
     assertEquals(2, q.get("tasksFinished").asLong());
     assertEquals(900.0, q.get("runMs").asDouble());
     assertEquals(3, q.get("maxStageTasks").asInt());
-    assertEquals(1_000.0, q.get("batches").get("0").asDouble());
+    assertEquals(1_000.0, q.get("batches").get("0").get("busyMs").asDouble());
     JsonNode totals = snap.get("totals");
     assertEquals(1_500.0, totals.get("busyMs").asDouble());
     assertEquals(2, totals.get("tasksFinished").asLong());
@@ -166,10 +166,59 @@ class SparkscaleListenerTest {
 
     events.taskSucceeded(10, c, T0 + 3_000).stageCompleted(stage, T0 + 3_000).jobEnd(5, T0 + 3_000);
     snap = snapshot(T0 + 9_000);
-    assertEquals(2_000.0, snap.get("queries").get(Q1).get("batches").get("0").asDouble());
+    assertEquals(2_000.0, snap.get("queries").get(Q1).get("batches").get("0").get("busyMs").asDouble());
     assertEquals(2_000.0, snap.get("queries").get(Q1).get("busyMs").asDouble());
     assertEquals(2_000.0, snap.get("totals").get("busyMs").asDouble()); // nothing runs: no growth
     assertEquals(0, executor(snap, "1").get("runningTasks").asInt());
+  }
+
+  @Test
+  void eachBatchTellsItsTasksExecutorsStagesAndSpan() {
+    events.executorAdded("1", 2, T0).executorAdded("2", 2, T0).executorAdded("3", 2, T0);
+    // Batch 4 of Q1: a map stage of 3 tasks on executors 1 and 2, then a reduce stage of 1 task on 2.
+    Properties batch4 = Events.microBatch(Q1, "4");
+    StageInfo map = Events.stage(20, 0, 3);
+    StageInfo reduce = Events.stage(21, 0, 1);
+    events.jobStart(9, T0, batch4, map, reduce).stageSubmitted(map, batch4);
+    TaskInfo m1 = events.taskStart(20, 1, 0, "1", T0 + 1_000);
+    TaskInfo m2 = events.taskStart(20, 2, 1, "2", T0 + 1_050);
+    JsonNode started = snapshot(T0 + 1_100).get("queries").get(Q1).get("batches").get("4");
+    assertEquals(T0 + 1_000, started.get("firstLaunchMs").asLong());
+    assertTrue(started.get("lastEndMs").isNull()); // no task ended yet
+    assertEquals(0, started.get("tasks").asLong());
+    assertEquals(2, started.get("executors").asInt()); // where its tasks run, ended or not
+    TaskInfo m3 = events.taskStart(20, 3, 2, "1", T0 + 1_200);
+    events.taskEnd(20, "ShuffleMapTask", Events.success(), m1, T0 + 1_300, Events.metrics(250, 0))
+        .taskEnd(20, "ShuffleMapTask", Events.failed(), m2, T0 + 1_350, null)
+        .taskEnd(20, "ShuffleMapTask", Events.success(), m3, T0 + 1_500, Events.metrics(250, 0))
+        .stageCompleted(map, T0 + 1_500)
+        .stageSubmitted(reduce, batch4);
+    TaskInfo r = events.taskStart(21, 4, 0, "2", T0 + 1_600);
+    events.taskSucceeded(21, r, T0 + 1_900).stageCompleted(reduce, T0 + 1_900).jobEnd(9, T0 + 1_900);
+    // Batch 5 runs on executor 3 alone; a job of Q1 outside any batch counts for no batch.
+    Properties batch5 = Events.microBatch(Q1, "5");
+    StageInfo next = Events.stage(22, 0, 1);
+    events.jobStart(10, T0 + 2_000, batch5, next).stageSubmitted(next, batch5);
+    events.taskSucceeded(22, events.taskStart(22, 5, 0, "3", T0 + 2_000), T0 + 2_100);
+    Properties noBatch = Events.microBatch(Q1, null);
+    StageInfo other = Events.stage(23, 0, 1);
+    events.jobStart(11, T0 + 2_000, noBatch, other).stageSubmitted(other, noBatch);
+    events.taskSucceeded(23, events.taskStart(23, 6, 0, "3", T0 + 2_000), T0 + 2_500);
+
+    JsonNode q = snapshot(T0 + 3_000).get("queries").get(Q1);
+    JsonNode b4 = q.get("batches").get("4");
+    assertEquals(300.0 + 300.0 + 300.0 + 300.0, b4.get("busyMs").asDouble());
+    assertEquals(4, b4.get("tasks").asLong()); // the failed one too: its time is in busyMs
+    assertEquals(2, b4.get("executors").asInt());
+    assertEquals(T0 + 1_000, b4.get("firstLaunchMs").asLong());
+    assertEquals(T0 + 1_900, b4.get("lastEndMs").asLong());
+    assertEquals(2, b4.get("stages").asInt());
+    JsonNode b5 = q.get("batches").get("5");
+    assertEquals(100.0, b5.get("busyMs").asDouble());
+    assertEquals(1, b5.get("executors").asInt());
+    assertEquals(1, b5.get("stages").asInt());
+    assertEquals(Set.of("4", "5"), fieldNames(q.get("batches")));
+    assertEquals(1_200.0 + 100.0 + 500.0, q.get("busyMs").asDouble());
   }
 
   @Test
@@ -195,7 +244,7 @@ class SparkscaleListenerTest {
     events.jobEnd(3, T0 + 100).taskSucceeded(3, t, T0 + 300);
     JsonNode q = snapshot(T0 + 1_000).get("queries").get(Q1);
     assertEquals(300.0, q.get("busyMs").asDouble());
-    assertEquals(300.0, q.get("batches").get("7").asDouble());
+    assertEquals(300.0, q.get("batches").get("7").get("busyMs").asDouble());
   }
 
   @Test
