@@ -10,10 +10,10 @@ KAFKA_JARS := tests/kafka/target/lib/.resolved
 YARN_JARS := tests/yarn/target/lib/.resolved
 # One bridge jar per supported Spark line; sparkscale_listener/bridge_jars.py picks the one that fits.
 JAR := $(patsubst %,sparkscale_listener/jars/sparkscale-bridge-%.jar,spark3.5_2.12 spark3.5_2.13 spark4_2.13)
-JAVA_SOURCES := $(shell find jvm-bridge/src -type f 2>/dev/null) \
+JAVA_SOURCES := $(shell find jvm-bridge/src -path jvm-bridge/src/test -prune -o -type f -print 2>/dev/null) \
   $(wildcard jvm-bridge/pom.xml jvm-bridge/lines/*/pom.xml jvm-bridge/.mvn/*.config)
 
-.PHONY: env bridge test test-fast demo lint bench bench-decisions bench-real clean check-java browser promtool \
+.PHONY: env bridge test test-jvm test-fast demo lint bench bench-decisions bench-real clean check-java browser promtool \
   spark-lines
 
 env: $(VENV)/.installed
@@ -45,10 +45,19 @@ $(JAR) &: $(JAVA_SOURCES) | $(VENV)/.installed
 	mvn --batch-mode --quiet -Dstyle.color=never -f jvm-bridge/pom.xml package
 	@touch $(JAR)
 
-# Unit and simulator tests first (seconds), then each real-Spark file in its own process (a driver
+# The JVM listener's unit tests (JUnit 5 through Maven: synthetic scheduler events, no cluster), for the
+# spark4_2.13 line, run against the pip pyspark's jars (jvm-bridge/pom.xml, profile jvm-tests, says why).
+PYSPARK_JARS = $(shell $(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+
+test-jvm: $(JAR)
+	mvn --batch-mode --quiet -Dstyle.color=never -f jvm-bridge/pom.xml -P jvm-tests -pl lines/spark4_2.13 test \
+	  -Dmaven.test.additionalClasspath=$$(ls $(PYSPARK_JARS)/*.jar | paste -sd, -)
+
+# The JVM listener's unit tests (test-jvm) first, then Python's unit and simulator tests (seconds),
+# then each real-Spark file in its own process (a driver
 # JVM keeps the first session's settings as system properties, which later sessions in the same
 # process would inherit); a table of every file's result and seconds at the end.
-test: $(JAR) browser promtool $(KAFKA_JARS) $(YARN_JARS) spark-lines
+test: $(JAR) browser promtool $(KAFKA_JARS) $(YARN_JARS) spark-lines test-jvm
 	$(PY) tests/run_suite.py
 
 # The older Spark lines' virtualenvs (.venv-spark/) and every line's Kafka connector (Maven), made

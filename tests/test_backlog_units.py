@@ -30,6 +30,7 @@ from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.evaluator import MicroBatchEvaluator
 from sparkscale_listener.metrics import SourceBacklog, finite_float
+from sparkscale_listener.spark.bridge import BridgeSnapshot
 
 QID = "41978ea5-ea75-496e-8bd4-b9ad11de5454"
 
@@ -315,9 +316,11 @@ class _Bridge:
     def __init__(self) -> None:
         self.batches: dict[str, float] = {}
 
-    def snapshot(self) -> dict[str, Any]:
+    def poll(self) -> BridgeSnapshot:
         busy = sum(self.batches.values())
-        return {"timeMs": 0, "coresPerExecutor": 4,
-                "executors": {"1": {"cores": 4, "addedMs": 0}},
-                "totals": {"busyMs": busy},
-                "queries": {QID: {"busyMs": busy, "batches": dict(self.batches), "maxStageTasks": 8}}}
+        return BridgeSnapshot.from_json({
+            "timeMs": 0, "coresPerExecutor": 4,
+            "executors": {"1": {"cores": 4, "addedMs": 0}},
+            "totals": {"busyMs": busy},
+            "queries": {QID: {"busyMs": busy, "maxStageTasks": 8,
+                              "batches": {b: {"busyMs": ms} for b, ms in self.batches.items()}}}})

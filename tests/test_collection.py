@@ -20,6 +20,7 @@ from sparkscale_listener.collect.progress import MAX_BATCH_IDS, ProgressRecorder
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.metrics import MetricSample, SourceBacklog
+from sparkscale_listener.spark.bridge import BridgeSnapshot
 from sparkscale_listener.testing.source import ArrivalClock, _parse_control
 
 QID = "76067d42-123f-41a8-8582-9c401264d7c2"
@@ -233,6 +234,7 @@ def test_trigger_interval() -> None:
 
 def snapshot(time_ms: float = 1_000_000.0, batches: dict[str, float] | None = None,
              **overrides: Any) -> dict[str, Any]:
+    """A snapshot in the JVM's JSON; ``batches``: busy ms by batch id."""
     snap = {
         "timeMs": time_ms, "appId": "app-1", "coresPerExecutor": 2,
         "executors": {
@@ -253,20 +255,24 @@ def snapshot(time_ms: float = 1_000_000.0, batches: dict[str, float] | None = No
         },
         "totals": {"slotMs": 5000.0, "busyMs": 1234.0, "tasksFinished": 40, "tasksFailed": 2, "gcMs": 20.0,
                    "runMs": 1100.0, "executorsAdded": 5, "executorsRemoved": 2},
-        "recentTaskFailures": [{"timeMs": 995_000.0, "executorId": "2", "queryId": QID, "reason": "OOM"}],
         "queries": {QID: {"busyMs": 900.0, "tasksFinished": 30, "tasksFailed": 1, "runMs": 800.0,
-                          "jobsFailed": 0, "maxStageTasks": 8, "batches": batches or {}}},
+                          "jobsFailed": 0, "maxStageTasks": 8,
+                          "batches": {b: {"busyMs": ms, "tasks": 4, "executors": 2, "firstLaunchMs": 990_000,
+                                          "lastEndMs": 991_000, "stages": 1}
+                                      for b, ms in (batches or {}).items()}}},
     }
     snap.update(overrides)
     return snap
 
 
 class FakeBridge:
+    """The JVM bridge's poll() over a snapshot written as the JVM's JSON."""
+
     def __init__(self, snap: dict[str, Any]) -> None:
         self.snap = snap
 
-    def snapshot(self) -> dict[str, Any]:
-        return self.snap
+    def poll(self) -> BridgeSnapshot:
+        return BridgeSnapshot.from_json(self.snap)
 
 
 def make_collector(snap: dict[str, Any]) -> tuple[SparkMetricCollector, ProgressRecorder, FakeBridge]:

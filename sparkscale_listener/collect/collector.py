@@ -3,8 +3,9 @@
 :class:`MetricCollector` is the pluggable interface; :class:`SparkMetricCollector` is the built-in
 implementation. It merges two sources that are each cheap to read from the control-loop thread:
 
-* the JVM listener's aggregate snapshot (``JvmBridge.snapshot()``): executors, task time, per-query
-  and per-batch busy time, attributed through the job property ``sql.streaming.queryId``;
+* the JVM listener's aggregate snapshot (``JvmBridge.poll()``, a typed
+  :class:`~sparkscale_listener.spark.bridge.BridgeSnapshot`): executors, task time, per-query and
+  per-batch task figures, attributed through the job property ``sql.streaming.queryId``;
 * the :class:`~sparkscale_listener.collect.progress.ProgressRecorder`: batches, rows, durations and
   backlog from the streaming progress events.
 
@@ -32,7 +33,6 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from ..config.plugins import PluginContext
 from ..metrics import (
@@ -43,6 +43,7 @@ from ..metrics import (
     executor_id_order,
     finite_float,
 )
+from ..spark.bridge import BatchTasks, BridgeSnapshot, ExecutorSnapshot, QuerySnapshot
 from .batches import batch_records
 from .progress import ProgressRecorder, QueryProgress
 
@@ -78,31 +79,19 @@ class MetricCollector(ABC):
         """Release whatever the collector registered. Default: nothing."""
 
 
-def _i(value: Any, default: int = 0) -> int:
-    number = finite_float(value, math.nan)
-    return default if math.isnan(number) else int(number)
-
-
-def _seconds(ms: Any) -> float | None:
-    number = finite_float(ms, math.nan)
-    return None if math.isnan(number) else number / 1000.0
-
-
-def _heap_ratio(executor: Mapping[str, Any]) -> float | None:
-    used = finite_float(executor.get("heapUsedBytes"), -1.0)
-    peak = finite_float(executor.get("heapMaxBytes"), -1.0)
-    if used < 0 or peak <= 0:
+def _heap_ratio(executor: ExecutorSnapshot) -> float | None:
+    if executor.heap_used_bytes < 0 or executor.heap_max_bytes <= 0:
         return None  # not reported yet (the JVM uses -1)
-    return used / peak
+    return executor.heap_used_bytes / executor.heap_max_bytes
 
 
 class SparkMetricCollector(MetricCollector):
     """The built-in collector: the JVM bridge's snapshot plus the progress recorder.
 
     Constructed like every plugin, from a :class:`~sparkscale_listener.config.plugins.PluginContext`:
-    ``context.bridge`` is anything with ``snapshot() -> dict`` in the JVM bridge's schema (epoch
-    ms); ``context.recorder`` (a new one if None) is attached to ``spark.streams`` here if it is
-    not already, and detached by :meth:`close`.
+    ``context.bridge`` is anything with ``poll() -> BridgeSnapshot`` (epoch ms), as
+    :class:`~sparkscale_listener.spark.bridge.JvmBridge` has; ``context.recorder`` (a new one if
+    None) is attached to ``spark.streams`` here if it is not already, and detached by :meth:`close`.
     """
 
     def __init__(self, context: PluginContext) -> None:
@@ -118,7 +107,6 @@ class SparkMetricCollector(MetricCollector):
         # (query id, run id) pairs whose trigger interval was looked up, so a failing lookup
         # (e.g. an AvailableNow trigger) is tried once per run, not every tick.
         self._trigger_looked_up: set[tuple[str, str | None]] = set()
-        self._last_snapshot: Mapping[str, Any] = {}
         # Per query: the backlog problem last logged, so each change is logged once, not every tick.
         self._backlog_problems: dict[str, str | None] = {}
         if spark is not None and not recorder.attached:
@@ -129,8 +117,7 @@ class SparkMetricCollector(MetricCollector):
     def collect(self, now: float) -> MetricSample:
         """Read the bridge and the recorder. A failing bridge raises: a stale sample would read
         as an idle cluster, so the caller should skip the tick instead."""
-        snapshot = self.bridge.snapshot() or {}
-        self._last_snapshot = snapshot
+        snapshot: BridgeSnapshot = self.bridge.poll()
         progress = self.recorder.snapshot()
         if self._fill_trigger_intervals(progress):
             progress = self.recorder.snapshot()
@@ -142,8 +129,8 @@ class SparkMetricCollector(MetricCollector):
         self._report_backlog_problems(progress)
         cluster = replace(self._cluster(snapshot), other_tasks=self._other_tasks(progress),
                           events_lost=self._events_lost(snapshot))
-        jvm_queries = snapshot.get("queries") or {}
-        queries = {qid: self._query(p, jvm_queries.get(qid) or {}, cluster.executors)
+        no_jobs = QuerySnapshot()
+        queries = {qid: self._query(p, snapshot.queries.get(qid, no_jobs), cluster.executors)
                    for qid, p in progress.items()}
         return MetricSample(time=now, cluster=cluster, queries=queries,
                             external=self._external(now))
@@ -153,43 +140,43 @@ class SparkMetricCollector(MetricCollector):
 
     # --- pieces ------------------------------------------------------------------------------
 
-    def _cluster(self, snapshot: Mapping[str, Any]) -> ClusterMetrics:
-        now_s = _seconds(snapshot.get("timeMs"))
+    def _cluster(self, snapshot: BridgeSnapshot) -> ClusterMetrics:
+        # The age of a removal is measured on the snapshot's clock (unknown without a snapshot).
+        now_ms = snapshot.time_ms or None
+        retention_ms = REMOVED_EXECUTOR_RETENTION_S * 1000.0
         executors = []
-        for executor_id, e in (snapshot.get("executors") or {}).items():
-            if not isinstance(e, Mapping):
-                continue
-            removed = _seconds(e.get("removedMs"))
-            if removed is not None and now_s is not None and now_s - removed > REMOVED_EXECUTOR_RETENTION_S:
+        for executor_id, e in snapshot.executors.items():
+            removed = e.removed_ms
+            if removed is not None and now_ms is not None and now_ms - removed > retention_ms:
                 continue
             executors.append(ExecutorInfo(
-                executor_id=str(executor_id),
-                host=str(e.get("host") or ""),
-                cores=_i(e.get("cores"), 1),
-                running_tasks=_i(e.get("runningTasks")),
-                added_time=_seconds(e.get("addedMs")) or 0.0,
-                removed_time=removed,
-                removed_reason=e.get("removedReason"),
-                tasks_failed=_i(e.get("tasksFailed")),
+                executor_id=executor_id,
+                host=e.host,
+                cores=e.cores,
+                running_tasks=e.running_tasks,
+                added_time=e.added_ms / 1000.0,
+                removed_time=None if removed is None else removed / 1000.0,
+                removed_reason=e.removed_reason,
+                tasks_failed=e.tasks_failed,
                 heap_used_ratio=_heap_ratio(e)))
         live = [e for e in executors if e.removed_time is None]
-        cores = _i(snapshot.get("coresPerExecutor"))
+        cores = snapshot.cores_per_executor
         if cores <= 0:  # unknown in the conf (e.g. standalone default: all worker cores)
             cores = max((e.cores for e in live), default=1)
         ratios = [e.heap_used_ratio for e in live if e.heap_used_ratio is not None]
-        totals = snapshot.get("totals") or {}
+        totals = snapshot.totals
         return ClusterMetrics(
             live_executors=len(live),
             cores_per_executor=cores,
             executors=tuple(sorted(executors, key=lambda e: executor_id_order(e.executor_id))),
-            slot_ms=finite_float(totals.get("slotMs")),
-            busy_ms=finite_float(totals.get("busyMs")),
-            tasks_finished=_i(totals.get("tasksFinished")),
-            tasks_failed=_i(totals.get("tasksFailed")),
-            executors_added=_i(totals.get("executorsAdded")),
-            executors_removed=_i(totals.get("executorsRemoved")),
-            gc_ms=finite_float(totals.get("gcMs")),
-            run_ms=finite_float(totals.get("runMs")),
+            slot_ms=totals.slot_ms,
+            busy_ms=totals.busy_ms,
+            tasks_finished=totals.tasks_finished,
+            tasks_failed=totals.tasks_failed,
+            executors_added=totals.executors_added,
+            executors_removed=totals.executors_removed,
+            gc_ms=totals.gc_ms,
+            run_ms=totals.run_ms,
             heap_used_ratio=max(ratios) if ratios else None)
 
     def _other_tasks(self, progress: Mapping[str, QueryProgress]) -> int:
@@ -205,10 +192,10 @@ class SparkMetricCollector(MetricCollector):
             log.debug("counting the tasks of other jobs failed", exc_info=True)
             return 0
 
-    def _events_lost(self, snapshot: Mapping[str, Any]) -> int:
+    def _events_lost(self, snapshot: BridgeSnapshot) -> int:
         """Listener events known lost so far: dropped by Spark's listener bus, plus tasks the
         bridge aged out because their end never came."""
-        lost = _i((snapshot.get("totals") or {}).get("tasksAgedOut"))
+        lost = snapshot.totals.tasks_aged_out
         dropped = getattr(self.bridge, "dropped_listener_events", None)
         if dropped is not None:
             try:
@@ -217,16 +204,17 @@ class SparkMetricCollector(MetricCollector):
                 log.debug("reading the listener bus's dropped events failed", exc_info=True)
         return lost
 
-    def _batch_busy(self, progress: QueryProgress, jvm_batches: Mapping[str, Any]) -> float:
+    def _batch_busy(self, progress: QueryProgress, jvm_batches: Mapping[str, BatchTasks]) -> float:
         """Running total of the JVM busy time of batches the recorder has seen complete."""
         qid = progress.query_id
         added = self._batch_busy_added.setdefault(qid, {})
         total = self._batch_busy_total.get(qid, 0.0)
         window = set(progress.batch_ids)
         for batch_id in progress.batch_ids:
-            busy = finite_float(jvm_batches.get(str(batch_id)), math.nan)
-            if math.isnan(busy):
+            batch = jvm_batches.get(str(batch_id))
+            if batch is None:
                 continue
+            busy = batch.busy_ms
             # The JVM listener queue can lag the streams queue: a batch's last task ends may land
             # after its progress. Add what grew since the last tick, never subtract.
             grew = busy - added.get(batch_id, 0.0)
@@ -238,15 +226,13 @@ class SparkMetricCollector(MetricCollector):
         self._batch_busy_total[qid] = total
         return total
 
-    def _query(self, p: QueryProgress, jvm: Mapping[str, Any],
-               executors: Sequence[ExecutorInfo]) -> QueryMetrics:
-        max_stage = jvm.get("maxStageTasks")
+    def _query(self, p: QueryProgress, jvm: QuerySnapshot, executors: Sequence[ExecutorInfo]) -> QueryMetrics:
         return QueryMetrics(
             query_id=p.query_id,
             name=p.name,
             batches=p.batches,
             input_rows=p.input_rows,
-            batch_busy_ms=self._batch_busy(p, jvm.get("batches") or {}),
+            batch_busy_ms=self._batch_busy(p, jvm.batches),
             batch_duration_ms=p.batch_duration_ms,
             backlog=p.backlog,
             backlog_sources=p.backlog_sources,
@@ -257,14 +243,14 @@ class SparkMetricCollector(MetricCollector):
             trigger_interval_ms=p.trigger_interval_ms,
             real_time=p.real_time,
             last_progress_time=p.last_progress_time,
-            busy_ms=finite_float(jvm.get("busyMs")),
-            tasks_finished=_i(jvm.get("tasksFinished")),
-            tasks_failed=_i(jvm.get("tasksFailed")),
-            max_stage_tasks=_i(max_stage) if _i(max_stage) > 0 else None,
+            busy_ms=jvm.busy_ms,
+            tasks_finished=jvm.tasks_finished,
+            tasks_failed=jvm.tasks_failed,
+            max_stage_tasks=jvm.max_stage_tasks if jvm.max_stage_tasks > 0 else None,
             active=p.active,
             exception=p.exception,
             failed_batches=p.failed_batches,
-            recent_batches=batch_records(p.recent_batches, jvm.get("batches") or {}, executors))
+            recent_batches=batch_records(p.recent_batches, jvm.batches, executors))
 
     def _report_backlog_problems(self, progress: Mapping[str, QueryProgress]) -> None:
         """Say once, on the control-loop thread, when a query's sources stop giving a usable backlog

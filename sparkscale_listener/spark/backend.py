@@ -18,10 +18,7 @@ class SparkClusterBackend(ClusterBackend):
         return list(self._bridge.executor_ids())
 
     def running_tasks(self) -> dict[str, int]:
-        snapshot = self._bridge.snapshot()
-        return {eid: int(info.get("runningTasks", 0))
-                for eid, info in snapshot.get("executors", {}).items()
-                if info.get("removedMs") is None}
+        return {eid: e.running_tasks for eid, e in self._bridge.poll().executors.items() if e.live}
 
     def request_total(self, total: int) -> bool:
         return bool(self._bridge.request_total_executors(total))

@@ -12,32 +12,183 @@ Classpath caveat: pyspark starts ONE driver JVM per Python process. When it star
 start it before the user's code; an earlier session may have left it), ``spark.jars`` only reaches the
 executors, so :meth:`JvmBridge.add_to_driver_classpath` adds the jar to the driver's class loader first.
 
-Snapshot schema (times epoch ms, durations ms, counters cumulative since the driver started)::
-
-    {"timeMs", "appId", "coresPerExecutor",
-     "executors": {id: {"host", "cores", "addedMs", "removedMs", "removedReason", "runningTasks", "busyMs",
-                        "tasksFinished", "tasksFailed", "gcMs", "runMs", "heapUsedBytes", "heapMaxBytes"}},
-     "totals": {"slotMs", "busyMs", "tasksFinished", "tasksFailed", "gcMs", "runMs",
-                "executorsAdded", "executorsRemoved"},
-     "queries": {queryId: {"busyMs", "tasksFinished", "tasksFailed", "runMs", "jobsFailed",
-                           "maxStageTasks", "batches": {batchId: busyMs}}}}
-
-``busyMs`` includes the elapsed part of running tasks; ``executors`` keeps removed executors (the last 200)
-with ``removedMs`` set; ``heapUsedBytes`` is -1 until a heartbeat or task end reports it.
+The snapshot: :meth:`JvmBridge.poll` returns it as a :class:`BridgeSnapshot` of frozen records
+(:class:`ExecutorSnapshot`, :class:`ListenerTotals`, :class:`QuerySnapshot`, :class:`BatchTasks`).
+Its objects, fields, types and meanings are declared once, in
+``jvm-bridge/src/main/resources/io/sparkscale/bridge/snapshot-schema.json`` (packaged in every bridge
+jar); a JUnit test holds the JVM's JSON to it and ``tests/test_bridge_snapshot.py`` these records.
+A record's attribute is the JSON field in snake case (``busyMs`` -> ``busy_ms``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import pathlib
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+import types
+import typing
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from py4j.java_gateway import JavaClass
 
 PLUGIN_CLASS = "io.sparkscale.bridge.SparkscalePlugin"
 BRIDGE_CLASS = "io.sparkscale.bridge.SparkscaleBridge"
+# Where the snapshot's declaration is: in each bridge jar, and in the source tree under jvm-bridge/.
+SNAPSHOT_SCHEMA = "io/sparkscale/bridge/snapshot-schema.json"
+
+
+# --- the snapshot's records (declared in SNAPSHOT_SCHEMA; the defaults stand for absent fields) ---------
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSnapshot:
+    """One executor, live or removed."""
+
+    host: str = ""
+    cores: int = 1
+    added_ms: int = 0
+    removed_ms: int | None = None  # None while it lives
+    removed_reason: str | None = None
+    running_tasks: int = 0
+    live_shuffle_jobs: int = 0  # running jobs whose shuffle map output it holds
+    busy_ms: float = 0.0  # ended tasks plus the elapsed part of running ones
+    tasks_finished: int = 0
+    tasks_failed: int = 0
+    gc_ms: float = 0.0
+    run_ms: float = 0.0
+    heap_used_bytes: int = -1  # -1 before any heartbeat or task end reported it
+    heap_max_bytes: int = -1
+
+    @property
+    def live(self) -> bool:
+        return self.removed_ms is None
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerTotals:
+    """Counters over every executor the listener saw, removed ones included."""
+
+    slot_ms: float = 0.0
+    busy_ms: float = 0.0
+    tasks_finished: int = 0
+    tasks_failed: int = 0
+    tasks_killed: int = 0
+    tasks_aged_out: int = 0  # running tasks whose end event was lost
+    gc_ms: float = 0.0
+    run_ms: float = 0.0
+    executors_added: int = 0
+    executors_removed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BatchTasks:
+    """What the tasks of one micro-batch did."""
+
+    busy_ms: float = 0.0  # task time of its ended tasks
+    tasks: int = 0  # its ended tasks (succeeded, failed or killed)
+    executors: int = 0  # distinct executors its tasks ran on
+    first_launch_ms: int | None = None  # None before its first task launched
+    last_end_ms: int | None = None  # None before its first task ended
+    stages: int = 0  # stage attempts submitted for it
+
+
+@dataclass(frozen=True, slots=True)
+class QuerySnapshot:
+    """One streaming query's jobs (attributed through the job property ``sql.streaming.queryId``)."""
+
+    busy_ms: float = 0.0  # ended tasks plus the elapsed part of running ones
+    tasks_finished: int = 0
+    tasks_failed: int = 0
+    run_ms: float = 0.0
+    jobs_failed: int = 0
+    max_stage_tasks: int = 0  # widest of its latest submitted stages; 0 before any
+    batches: Mapping[str, BatchTasks] = field(default_factory=dict)  # its latest batches, by batch id
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeSnapshot:
+    """The listener's counters at one instant (times epoch ms, durations ms, counters cumulative)."""
+
+    time_ms: int = 0  # 0: no snapshot (the plugin is not running)
+    app_id: str = ""
+    cores_per_executor: int = 0
+    executors: Mapping[str, ExecutorSnapshot] = field(default_factory=dict)  # by executor id
+    totals: ListenerTotals = field(default_factory=ListenerTotals)
+    queries: Mapping[str, QuerySnapshot] = field(default_factory=dict)  # by query id
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> BridgeSnapshot:
+        """The records of a snapshot as the JVM sends it (``{}`` gives the empty snapshot). Absent
+        fields take the records' defaults and unknown ones are ignored, so a mismatch shows in the
+        contract tests rather than as a failing tick."""
+        return _parse(cls, document)
+
+
+R = TypeVar("R")
+
+
+def json_name(attribute: str) -> str:
+    """The JSON field of a record attribute: ``first_launch_ms`` -> ``firstLaunchMs``."""
+    head, *rest = attribute.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def record_fields(record: type) -> dict[str, Any]:
+    """A record's JSON fields and their Python types (resolved annotations)."""
+    hints = typing.get_type_hints(record)
+    return {json_name(f.name): hints[f.name] for f in dataclasses.fields(record)}
+
+
+def _converter(kind: Any) -> Callable[[Any], Any]:
+    """From a JSON value to a value of the annotated type; None (null or absent) is left to the caller."""
+    if kind is int:
+        return lambda v: int(v) if isinstance(v, int) else int(_number(v))
+    if kind is float:
+        return _number
+    if kind is str:
+        return str
+    origin = typing.get_origin(kind)
+    if origin in (types.UnionType, typing.Union):  # X | None
+        (inner,) = [a for a in typing.get_args(kind) if a is not type(None)]
+        return _converter(inner)
+    if origin is not None and issubclass(origin, Mapping):  # Mapping[str, Record]
+        _, value = typing.get_args(kind)
+        parse = _converter(value)
+        return lambda v: {str(k): parse(x) for k, x in v.items() if isinstance(x, Mapping)} \
+            if isinstance(v, Mapping) else {}
+    if dataclasses.is_dataclass(kind):
+        return lambda v: _parse(kind, v) if isinstance(v, Mapping) else kind()
+    raise TypeError(f"no JSON conversion for {kind!r}")
+
+
+def _number(value: Any) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {value!r}")
+    return number
+
+
+_PLANS: dict[type, list[tuple[str, str, Callable[[Any], Any]]]] = {}
+
+
+def _parse(record: type[R], document: Mapping[str, Any]) -> R:
+    plan = _PLANS.get(record)
+    if plan is None:
+        plan = _PLANS[record] = [(f.name, json_name(f.name), _converter(t))
+                                 for f, t in zip(dataclasses.fields(record),  # type: ignore[arg-type]
+                                                 record_fields(record).values(), strict=True)]
+    values = {}
+    for attribute, key, convert in plan:
+        value = document.get(key)
+        if value is not None:
+            try:
+                values[attribute] = convert(value)
+            except (TypeError, ValueError):
+                pass  # a value of the wrong type: the default, as for an absent field
+    return record(**values)
 
 
 class BridgeNotInstalledError(RuntimeError):
@@ -116,8 +267,15 @@ class JvmBridge:
         """The class is on the driver classpath AND the plugin initialised with a live SparkContext."""
         return self._cls is not None and bool(self._cls.isInstalled())
 
+    def poll(self) -> BridgeSnapshot:
+        """The listener's counters, typed; empty (``time_ms == 0``) when the class is loaded but the
+        plugin is not running."""
+        return BridgeSnapshot.from_json(self.snapshot())
+
     def snapshot(self) -> dict[str, Any]:
-        """The counters (schema above); ``{}`` when the class is loaded but the plugin is not running."""
+        """The counters as the JVM's JSON (declared in ``SNAPSHOT_SCHEMA``); ``{}`` when the class is
+        loaded but the plugin is not running. For tests and diagnostics: the collector reads
+        :meth:`poll`."""
         return json.loads(self._bridge().snapshotJson())
 
     def request_total_executors(self, total: int) -> bool:

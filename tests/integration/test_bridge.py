@@ -21,7 +21,7 @@ from py4j.java_gateway import JavaClass
 
 from sparkscale_listener.spark import bridge as bridge_module
 from sparkscale_listener.spark import jars as bridge_jars
-from sparkscale_listener.spark.bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
+from sparkscale_listener.spark.bridge import PLUGIN_CLASS, BridgeNotInstalledError, BridgeSnapshot, JvmBridge
 
 pytestmark = pytest.mark.spark
 
@@ -49,7 +49,9 @@ def live(snapshot: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def bridge_jar() -> Path:
     """The packaged jar of the installed Spark (``make test`` builds them first)."""
     jar = bridge_jars.bridge_jar()
-    sources = [*(REPO / "jvm-bridge" / "src").rglob("*.java"), *(REPO / "jvm-bridge").rglob("pom.xml")]
+    src = REPO / "jvm-bridge" / "src"
+    sources = [*(p for p in src.rglob("*.java") if src / "test" not in p.parents),
+               *(REPO / "jvm-bridge").rglob("pom.xml")]
     assert not any(s.stat().st_mtime > jar.stat().st_mtime for s in sources), \
         f"{jar} is older than the Java sources: run `make bridge`"
     return jar
@@ -170,19 +172,24 @@ def test_streaming_query_attributed_per_query_and_batch(env: Env) -> None:
     done = {str(p["batchId"]) for p in query.recentProgress}
     query_id = str(query.id)
 
-    def batches_seen(s: dict[str, Any]) -> bool:
-        q = s["queries"].get(query_id)
-        return q is not None and done <= set(q["batches"])
+    def batches_seen(s: BridgeSnapshot) -> bool:
+        q = s.queries.get(query_id)
+        return q is not None and done <= set(q.batches) and all(q.batches[b].tasks > 0 for b in done)
 
-    snap = wait_for(env.bridge.snapshot, batches_seen, f"batches {sorted(done)} of query {query_id}")
-    q = snap["queries"][query_id]
-    assert q["busyMs"] > 0
-    assert q["runMs"] > 0
-    assert q["tasksFinished"] >= len(done)  # at least one task per batch (an empty batch writes 1 partition)
-    assert q["maxStageTasks"] == 2  # numPartitions of the rate source
-    assert all(int(b) <= max(int(d) for d in done) + 1 for b in q["batches"])
-    assert sum(q["batches"].values()) <= q["busyMs"]
-    assert snap["totals"]["busyMs"] >= q["busyMs"]
+    snap = wait_for(env.bridge.poll, batches_seen, f"batches {sorted(done)} of query {query_id}")
+    q = snap.queries[query_id]
+    assert q.busy_ms > 0
+    assert q.run_ms > 0
+    assert q.tasks_finished >= len(done)  # at least one task per batch (an empty batch writes 1 partition)
+    assert q.max_stage_tasks == 2  # numPartitions of the rate source
+    assert all(int(b) <= max(int(d) for d in done) + 1 for b in q.batches)
+    assert sum(b.busy_ms for b in q.batches.values()) <= q.busy_ms
+    assert snap.totals.busy_ms >= q.busy_ms
+    for batch_id in done:
+        batch = q.batches[batch_id]
+        assert batch.stages >= 1 and 1 <= batch.executors <= 2
+        assert batch.first_launch_ms is not None and batch.last_end_ms is not None
+        assert batch.first_launch_ms <= batch.last_end_ms <= snap.time_ms
 
 
 def test_failing_streaming_query_reports_task_and_job_failures(env: Env) -> None:

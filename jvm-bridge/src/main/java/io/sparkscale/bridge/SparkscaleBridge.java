@@ -120,15 +120,19 @@ public final class SparkscaleBridge {
     return c != null && listener != null && !c.isStopped();
   }
 
-  /** The listener's counters as one JSON object (schema in the listener / bridge.py), "{}" when not installed. */
+  /** The listener's counters as one JSON object (declared in snapshot-schema.json), "{}" when not installed. */
   public static String snapshotJson() {
     SparkscaleListener l = listener;
     SparkContext c = sc;
     if (l == null || c == null) {
       return "{}";
     }
+    return toJson(l.snapshot(c.applicationId()));
+  }
+
+  static String toJson(Map<String, Object> snapshot) {
     try {
-      return MAPPER.writeValueAsString(l.snapshot(c.applicationId()));
+      return MAPPER.writeValueAsString(snapshot);
     } catch (JsonProcessingException e) {
       throw new IllegalStateException("cannot serialize the sparkscale snapshot", e);
     }

@@ -1,6 +1,7 @@
 package io.sparkscale.bridge;
 
 import java.util.ArrayDeque;
+import java.util.BitSet;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -54,6 +55,7 @@ public class SparkscaleListener extends SparkListener {
   static final long AGE_OUT_MS = 30_000L;
 
   static final class Executor {
+    final int index; // dense, for the per-batch sets of executors
     String host;
     int cores;
     long addedMs;
@@ -66,6 +68,20 @@ public class SparkscaleListener extends SparkListener {
     double gcMs;
     double runMs;
     long heapUsedBytes = -1;
+
+    Executor(int index) {
+      this.index = index;
+    }
+  }
+
+  /** One micro-batch of a query: what its tasks did (see BatchTasks in snapshot-schema.json). */
+  static final class Batch {
+    double busyMs;
+    long tasks;
+    final BitSet executors = new BitSet();
+    long firstLaunchMs = -1;
+    long lastEndMs = -1;
+    int stages;
   }
 
   static final class Query {
@@ -76,12 +92,16 @@ public class SparkscaleListener extends SparkListener {
     long jobsFailed;
     final int[] stageTasks = new int[MAX_STAGES_PER_QUERY]; // ring buffer of numTasks of submitted stages
     int stagesSeen;
-    final LinkedHashMap<String, Double> batches = new LinkedHashMap<>() {
+    final LinkedHashMap<String, Batch> batches = new LinkedHashMap<>() {
       @Override
-      protected boolean removeEldestEntry(Map.Entry<String, Double> eldest) {
+      protected boolean removeEldestEntry(Map.Entry<String, Batch> eldest) {
         return size() > MAX_BATCHES_PER_QUERY;
       }
     };
+
+    Batch batch(String batchId) {
+      return batches.computeIfAbsent(batchId, b -> new Batch());
+    }
   }
 
   /**
@@ -103,6 +123,7 @@ public class SparkscaleListener extends SparkListener {
   private final long heapMaxBytes;
   private final int confCoresPerExecutor; // 0 when spark.executor.cores is unset
   private int firstExecutorCores;
+  private int executorsSeen; // the next Executor.index
 
   private final LinkedHashMap<String, Executor> executors = new LinkedHashMap<>();
   private final ArrayDeque<String> removedOrder = new ArrayDeque<>();
@@ -160,7 +181,7 @@ public class SparkscaleListener extends SparkListener {
     if (DRIVER_ID.equals(event.executorId())) {
       return;
     }
-    Executor e = new Executor();
+    Executor e = new Executor(executorsSeen++);
     e.host = event.executorInfo().executorHost();
     e.cores = event.executorInfo().totalCores();
     e.addedMs = event.time();
@@ -253,6 +274,9 @@ public class SparkscaleListener extends SparkListener {
     Query q = query(tag.queryId());
     q.stageTasks[q.stagesSeen % MAX_STAGES_PER_QUERY] = info.numTasks();
     q.stagesSeen++;
+    if (tag.batchId() != null) {
+      q.batch(tag.batchId()).stages++;
+    }
   }
 
   // ---------------------------------------------------------------- tasks
@@ -266,8 +290,16 @@ public class SparkscaleListener extends SparkListener {
     Executor e = executor(info.executorId(), info.host(), info.launchTime());
     e.runningTasks++;
     // The tag travels with the task: its end may arrive after the job has ended (e.g. speculative copies).
-    running.put(info.taskId(), new RunningTask(info.executorId(), info.launchTime(), stageTags.get(event.stageId()),
+    Tag tag = stageTags.get(event.stageId());
+    running.put(info.taskId(), new RunningTask(info.executorId(), info.launchTime(), tag,
         stageKey(event.stageId(), event.stageAttemptId())));
+    if (tag != null && tag.batchId() != null) {
+      Batch b = query(tag.queryId()).batch(tag.batchId());
+      b.executors.set(e.index);
+      if (b.firstLaunchMs < 0 || info.launchTime() < b.firstLaunchMs) {
+        b.firstLaunchMs = info.launchTime();
+      }
+    }
   }
 
   @Override
@@ -342,7 +374,11 @@ public class SparkscaleListener extends SparkListener {
         q.tasksFailed++;
       }
       if (tag.batchId() != null) {
-        q.batches.merge(tag.batchId(), busy, Double::sum);
+        Batch b = q.batch(tag.batchId());
+        b.busyMs += busy;
+        b.tasks++;
+        b.executors.set(e.index);
+        b.lastEndMs = Math.max(b.lastEndMs, finish);
       }
     }
   }
@@ -445,7 +481,11 @@ public class SparkscaleListener extends SparkListener {
         x.put("runMs", q.runMs);
         x.put("jobsFailed", q.jobsFailed);
         x.put("maxStageTasks", maxStageTasks);
-        x.put("batches", new LinkedHashMap<>(q.batches));
+        Map<String, Object> batches = new LinkedHashMap<>();
+        for (Map.Entry<String, Batch> b : q.batches.entrySet()) {
+          batches.put(b.getKey(), batchView(b.getValue()));
+        }
+        x.put("batches", batches);
         qs.put(entry.getKey(), x);
       }
 
@@ -468,6 +508,17 @@ public class SparkscaleListener extends SparkListener {
   }
 
   // ---------------------------------------------------------------- helpers
+
+  private static Map<String, Object> batchView(Batch b) {
+    Map<String, Object> x = new LinkedHashMap<>();
+    x.put("busyMs", b.busyMs);
+    x.put("tasks", b.tasks);
+    x.put("executors", b.executors.cardinality());
+    x.put("firstLaunchMs", b.firstLaunchMs < 0 ? null : b.firstLaunchMs);
+    x.put("lastEndMs", b.lastEndMs < 0 ? null : b.lastEndMs);
+    x.put("stages", b.stages);
+    return x;
+  }
 
   /** A running task ended at the latest when its stage completed or its executor was removed. */
   private long lastPossibleEnd(RunningTask rt, long now) {
@@ -536,7 +587,7 @@ public class SparkscaleListener extends SparkListener {
   private Executor executor(String id, String host, long seenMs) {
     Executor e = executors.get(id);
     if (e == null) {
-      e = new Executor();
+      e = new Executor(executorsSeen++);
       e.host = host;
       e.cores = coresPerExecutor();
       e.addedMs = seenMs;

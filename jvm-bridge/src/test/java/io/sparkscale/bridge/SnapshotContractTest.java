@@ -1,0 +1,127 @@
+package io.sparkscale.bridge;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeSet;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.scheduler.StageInfo;
+import org.apache.spark.scheduler.TaskInfo;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The JVM's side of the snapshot contract: the JSON Python receives has exactly the objects and fields that
+ * snapshot-schema.json (packaged in the jar) declares, each of its declared type. Python's side is
+ * tests/test_bridge_snapshot.py.
+ */
+class SnapshotContractTest {
+  static final long T0 = 1_700_000_000_000L;
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  static JsonNode schema() throws IOException {
+    try (InputStream in = SparkscaleListener.class.getResourceAsStream("snapshot-schema.json")) {
+      assertTrue(in != null, "snapshot-schema.json is not on the classpath next to SparkscaleListener");
+      return JSON.readTree(in);
+    }
+  }
+
+  /** A snapshot in which every object of the schema occurs, with nullable fields both null and set. */
+  static JsonNode everyObject() throws IOException {
+    SparkscaleListener listener = new SparkscaleListener(new SparkConf(false));
+    Events events = new Events(listener);
+    events.executorAdded("1", 2, T0).executorAdded("2", 2, T0).executorRemoved("2", T0 + 10, "lost");
+    Properties props = Events.microBatch("q", "0");
+    StageInfo stage = Events.stage(1, 0, 2);
+    events.jobStart(1, T0, props, stage).stageSubmitted(stage, props);
+    TaskInfo done = events.taskStart(1, 1, 0, "1", T0);
+    events.taskSucceeded(1, done, T0 + 5);
+    Properties next = Events.microBatch("q", "1");
+    StageInfo running = Events.stage(2, 0, 1);
+    events.jobStart(2, T0, next, running).stageSubmitted(running, next); // batch 1: no task yet
+    return JSON.readTree(SparkscaleBridge.toJson(listener.snapshot("app", T0 + 20)));
+  }
+
+  @Test
+  void theSnapshotHasExactlyTheDeclaredFieldsOfTheDeclaredTypes() throws IOException {
+    JsonNode schema = schema();
+    JsonNode objects = schema.get("objects");
+    Set<String> seen = new HashSet<>();
+    Set<String> nullsSeen = new HashSet<>();
+    check(everyObject(), schema.get("root").asText(), objects, "snapshot", seen, nullsSeen);
+    assertEquals(names(objects), seen, "every declared object occurs in the test's snapshot");
+    Set<String> nullable = new TreeSet<>();
+    objects.fields().forEachRemaining(o -> o.getValue().fields().forEachRemaining(f -> {
+      if (f.getValue().get("type").asText().endsWith("?")) {
+        nullable.add(o.getKey() + "." + f.getKey());
+      }
+    }));
+    assertEquals(nullable, new TreeSet<>(nullsSeen), "every nullable field occurs null at least once");
+  }
+
+  @Test
+  void everyDeclaredFieldHasATypeAndAMeaning() throws IOException {
+    JsonNode objects = schema().get("objects");
+    for (Iterator<Map.Entry<String, JsonNode>> it = objects.fields(); it.hasNext(); ) {
+      Map.Entry<String, JsonNode> object = it.next();
+      object.getValue().fields().forEachRemaining(f -> {
+        String where = object.getKey() + "." + f.getKey();
+        String type = f.getValue().path("type").asText("");
+        String base = type.replace("map of ", "").replace("?", "");
+        assertTrue(Set.of("integer", "number", "string").contains(base) || objects.has(base),
+            where + ": unknown type '" + type + "'");
+        assertTrue(!f.getValue().path("meaning").asText("").isBlank(), where + ": no meaning");
+      });
+    }
+  }
+
+  private static void check(JsonNode value, String object, JsonNode objects, String path, Set<String> seen,
+                            Set<String> nullsSeen) {
+    JsonNode fields = objects.get(object);
+    assertTrue(value.isObject(), path + " is a " + object + " object");
+    seen.add(object);
+    assertEquals(names(fields), names(value), path + ": the fields of " + object);
+    fields.fields().forEachRemaining(f -> {
+      String type = f.getValue().get("type").asText();
+      JsonNode v = value.get(f.getKey());
+      String where = path + "." + f.getKey();
+      if (v.isNull()) {
+        assertTrue(type.endsWith("?"), where + " is null but declared " + type);
+        nullsSeen.add(object + "." + f.getKey());
+        return;
+      }
+      String base = type.endsWith("?") ? type.substring(0, type.length() - 1) : type;
+      if (base.startsWith("map of ")) {
+        assertTrue(v.isObject(), where + " is a map");
+        v.fields().forEachRemaining(e -> check(e.getValue(), base.substring(7), objects, where + "[" + e.getKey() + "]",
+            seen, nullsSeen));
+      } else if (objects.has(base)) {
+        check(v, base, objects, where, seen, nullsSeen);
+      } else {
+        switch (base) {
+          case "integer" -> assertTrue(v.isIntegralNumber(), where + " is an integer: " + v);
+          case "number" -> assertTrue(v.isNumber(), where + " is a number: " + v);
+          case "string" -> assertTrue(v.isTextual(), where + " is a string: " + v);
+          default -> fail(where + ": unknown type " + type);
+        }
+      }
+    });
+  }
+
+  private static Set<String> names(JsonNode node) {
+    Set<String> out = new TreeSet<>();
+    node.fieldNames().forEachRemaining(out::add);
+    return out;
+  }
+}
