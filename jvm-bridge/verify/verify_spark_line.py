@@ -262,7 +262,7 @@ def session_checks(jar: Path, ui_port: int, workdir: Path) -> None:
         code, body = wait_for(page, lambda r: '"ticks":2' in r[1], 30)
         check(f"GET {url} serves the Autoscaler page with the document built from both ticks",
               code == 200 and 'id="sparkscale-page"' in body and "verify-query" in body
-              and "verify: scale up 1 -> 2 \\u003cscript\\u003e" in body and "2 <script>" not in body
+              and "verify: scale up 1 -\\u003e 2 \\u003cscript\\u003e" in body and "2 <script>" not in body
               and "/static/d3.min.js" in body and '"ticks":2' in body and "<html" in body.lower(),
               f"HTTP {code}, {len(body)} bytes")
         code_d3, _ = http_get(f"http://127.0.0.1:{ui_port}/static/d3.min.js")
