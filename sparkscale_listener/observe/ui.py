@@ -8,7 +8,7 @@ summaries (``io.sparkscale.bridge.AutoscalerTick``), the ScalingEvents and the A
 the driver has a UI, so the live chart has every tick; :class:`TickSummaries` decides which of them
 the event log keeps: the first, every one that changed the executors (live or target) or the pause
 state, and otherwise one per ``spark.sparkscale.events.tickInterval``. The others are posted "live
-only" (the JVM event's ``logEvent`` is false), so the event log grows by about 1.2 MB a day whatever
+only" (the JVM event's ``logEvent`` is false), so the event log grows by about 1 MB a day whatever
 the control interval.
 
 A summary's fields are declared once, as ``$defs/tick`` in

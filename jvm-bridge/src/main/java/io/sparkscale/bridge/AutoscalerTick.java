@@ -15,7 +15,7 @@ import org.apache.spark.scheduler.SparkListenerEvent;
  * some of them go to the event log, where the History Server rebuilds the same tab from them: the first, every one
  * that changed the executors or the pause state, and otherwise one per {@code spark.sparkscale.events.tickInterval}
  * (Python's {@code TickSummaries} decides). The others are {@link #liveOnly}: {@link #logEvent} keeps them out of the
- * event log, which so grows by about 1.2 MB a day whatever the control interval. The fields are declared in
+ * event log, which so grows by about 1 MB a day whatever the control interval. The fields are declared in
  * {@code autoscaler-tab.schema.json} ({@code $defs/tick}) beside the page's script. Same event-log conventions as
  * {@link ScalingEvent}.
  *
