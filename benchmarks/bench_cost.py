@@ -202,10 +202,7 @@ class CountingSink:
     def publish_metrics(self, text: str) -> None:
         self._call(text)
 
-    def publish_status(self, json_text: str) -> None:
-        self._call(json_text)
-
-    def post_tick_event(self, summary_json: str) -> None:
+    def post_tick_event(self, summary_json: str, logged: bool) -> None:
         self._call(summary_json)
 
 

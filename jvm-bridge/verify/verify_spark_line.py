@@ -11,10 +11,11 @@ Without --jar it picks the jar with sparkscale_listener.spark.jars for the Spark
 2. starts a local-cluster[2,1,1024] session with spark.jars=<jar>, spark.plugins=SparkscalePlugin, an event
    log and the UI on a free port, runs a small job, and checks through py4j: the plugin is installed, the
    snapshot has both executors and the job's tasks, the py4j version probe picks the same jar, the Autoscaler
-   tab serves HTML at /autoscaler/ with the published status, gauges, requestTotalExecutors,
-   decommissionExecutors and killExecutors answer;
-3. stops the session and finds the posted ScalingEvent and AutoscalerEvent in the event log file, and reads
-   one back with Spark's own JsonProtocol (what the history server does).
+   tab serves HTML at /autoscaler/ with the document built from two posted ticks, gauges,
+   requestTotalExecutors, decommissionExecutors and killExecutors answer;
+3. stops the session and finds the posted ScalingEvent and AutoscalerEvent in the event log file, and of the
+   two ticks only the one to keep (the other's logEvent is false), and reads one back with Spark's own
+   JsonProtocol (what the history server does).
 
 Exit status 0 when every check passed. Needs `javap` (a JDK) for step 1 and network access to nothing.
 """
@@ -165,22 +166,18 @@ def static_linkage(jar: Path, jars_dir: Path, workdir: Path) -> None:
 # ---------------------------------------------------------------- 2 and 3. a real session
 
 
-def status_document() -> str:
-    now = time.time()
+def tick_summary(t: float, live: int) -> str:
+    """A tick summary as the UI publisher posts it ($defs/tick in the tab's schema)."""
     return json.dumps({
-        "published": now,
-        "config": {"interval_s": 10, "utilization_min": 0.4, "utilization_max": 1.0,
-                   "utilization_target": 0.7, "min_executors": 1, "max_executors": 3},
-        "status": {"mode": "autoscale", "target_executors": 2, "live_executors": 2, "pending_executors": 0,
-                   "paused": False, "provisioning_time_s": 5.5, "errors": 0},
-        "timeline": [{"t": now - 20, "live": 1, "target": 1, "input_rate": 8.0, "processed_rate": 8.0,
-                      "arrival_rate": 8.0, "queries": {"verify-query": 0.9}},
-                     {"t": now - 10, "live": 2, "target": 2, "input_rate": 10.0, "processed_rate": 9.5,
-                      "arrival_rate": 10.0, "queries": {"verify-query": 0.8}}],
-        "decisions": [{"time": now - 10, "action": "scale_up", "from_executors": 1, "to_executors": 2,
-                       "applied": True, "reason": "verify <script>"}],
-        "queries": [{"id": "q-1", "name": "verify-query", "utilization": 0.8, "backlog": 12,
-                     "input_rate": 10.0, "processed_rate": 9.5, "arrival_rate": 10.0, "required_slots": 1.6}],
+        "point": {"t": t, "live": live, "target": live, "input_rate": 10.0, "processed_rate": 9.5,
+                  "arrival_rate": 10.0, "backlog": 12.0, "utilization": 0.8},
+        "decision": {"action": "none", "count": 1, "first_time": t, "time": t, "executors": live,
+                     "reason": "within the band"},
+        "status": {"mode": "autoscale", "pending_executors": 0, "provisioning_time_s": 5.5},
+        "queries": [{"name": "verify-query", "id": "q-1", "backlog": 12.0, "input_rate": 10.0,
+                     "processed_rate": 9.5, "arrival_rate": 10.0, "utilization": 0.8, "required_slots": 1.6}],
+        "config": {"interval_s": 10, "min_executors": 1, "max_executors": 3, "utilization_max": 1.0,
+                   "utilization_target": 0.7},
     })
 
 
@@ -248,19 +245,28 @@ def session_checks(jar: Path, ui_port: int, workdir: Path) -> None:
               f"executors {sorted(snap.get('executors', {}))}, "
               f"tasksFinished {snap['totals']['tasksFinished']}")
 
-        bridge.postScalingEvent("scale_up", 1, 2, "verify: scale up 1 -> 2", True, "autoscale",
+        bridge.postScalingEvent("scale_up", 1, 2, "verify: scale up 1 -> 2 <script>", True, "autoscale",
                                 '{"query": "verify", "utilization": 1.5, "ratio": NaN}')
         bridge.postAutoscalerEvent("notice", "info", "verify: a notice", '{"note": "hello"}')
         bridge.setGauge("utilization", 0.5)
         bridge.setGauge("backlog.verify", 12.0)
         check("UI tab attached", bool(bridge.uiTabAttached()))
-        bridge.publishStatus(status_document())
+        now = time.time()
+        bridge.postTickEvent(tick_summary(now - 10, 1), True)  # kept by the event log
+        bridge.postTickEvent(tick_summary(now, 2), False)  # the live tab's only
         url = f"http://127.0.0.1:{ui_port}/autoscaler/"
-        code, body = http_get(url)
-        check(f"GET {url} serves the Autoscaler page", code == 200 and 'id="sparkscale-page"' in body
-              and "verify-query" in body and "verify &lt;script&gt;" in body and "<svg" in body
-              and "/autoscaler/" in body and "<html" in body.lower(),
+
+        def page() -> tuple[int, str]:
+            return http_get(url)
+
+        code, body = wait_for(page, lambda r: '"ticks":2' in r[1], 30)
+        check(f"GET {url} serves the Autoscaler page with the document built from both ticks",
+              code == 200 and 'id="sparkscale-page"' in body and "verify-query" in body
+              and "verify: scale up 1 -\\u003e 2 \\u003cscript\\u003e" in body and "2 <script>" not in body
+              and "/static/d3.min.js" in body and '"ticks":2' in body and "<html" in body.lower(),
               f"HTTP {code}, {len(body)} bytes")
+        code_d3, _ = http_get(f"http://127.0.0.1:{ui_port}/static/d3.min.js")
+        check("Spark serves the d3 the page loads", code_d3 == 200, f"HTTP {code_d3}")
         code_root, body_root = http_get(f"http://127.0.0.1:{ui_port}/jobs/")
         check("the Jobs page lists the Autoscaler tab", code_root == 200 and "Autoscaler" in body_root,
               f"HTTP {code_root}")
@@ -293,6 +299,10 @@ def session_checks(jar: Path, ui_port: int, workdir: Path) -> None:
           and scaling[0].get("details", {}).get("utilization") == 1.5
           and scaling[0].get("details", {}).get("ratio") == "NaN" and scaling[0].get("timestampMs", 0) > 0)
     check("ScalingEvent in the event log", ok, json.dumps(scaling[0] if scaling else None)[:300])
+    ticks = [e for e in events if e.get("Event") == "io.sparkscale.bridge.AutoscalerTick"]
+    check("only the AutoscalerTick to keep in the event log (logEvent false for the live-only one)",
+          len(ticks) == 1 and ticks[0].get("point", {}).get("live") == 1 and "liveOnly" not in ticks[0],
+          json.dumps(ticks)[:300])
     check("AutoscalerEvent in the event log",
           len(other) == 1 and other[0].get("details") == {"note": "hello"},
           json.dumps(other[0] if other else None)[:300])

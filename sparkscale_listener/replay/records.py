@@ -158,8 +158,8 @@ class RecordedAutoscalerEvent:
 
 @dataclass(frozen=True)
 class RecordedTick:
-    """An ``io.sparkscale.bridge.AutoscalerTick``: one control tick's summary (schema in
-    ``sparkscale_listener/observe/ui.py``)."""
+    """An ``io.sparkscale.bridge.AutoscalerTick``: one control tick's summary (schema: ``$defs/tick``
+    in ``jvm-bridge/src/main/resources/io/sparkscale/bridge/tab/autoscaler-tab.schema.json``)."""
 
     time: float
     point: Mapping[str, Any]

@@ -311,10 +311,10 @@ class JvmBridge:
         """Post an ``io.sparkscale.bridge.AutoscalerEvent`` on the listener bus."""
         self._bridge().postAutoscalerEvent(kind, severity, reason, _to_json(details))
 
-    def post_tick_event(self, summary_json: str) -> None:
-        """Post an ``io.sparkscale.bridge.AutoscalerTick`` (a tick summary for the event log; schema
-        in :mod:`sparkscale_listener.observe.ui`) on the listener bus."""
-        self._bridge().postTickEvent(summary_json)
+    def post_tick_event(self, summary_json: str, logged: bool) -> None:
+        """Post an ``io.sparkscale.bridge.AutoscalerTick`` (a tick summary; see
+        :mod:`sparkscale_listener.observe.ui`) on the listener bus; ``logged``: the event log keeps it."""
+        self._bridge().postTickEvent(summary_json, bool(logged))
 
     def set_gauge(self, name: str, value: float) -> None:
         """Set a driver metric gauge; unknown names (e.g. ``query.<name>.backlogRows``) are registered on
@@ -334,15 +334,10 @@ class JvmBridge:
         """The text last given to :meth:`publish_metrics` ("" before the first)."""
         return str(self._bridge().latestMetrics())
 
-    def publish_status(self, json_text: str) -> None:
-        """Hand the Autoscaler UI tab its latest document (see :mod:`sparkscale_listener.observe.ui`); the JVM
-        keeps
-        only the newest one and renders it when the page is opened."""
-        self._bridge().publishStatus(json_text)
-
-    def latest_status(self) -> str | None:
-        """The document last given to :meth:`publish_status` (None before the first)."""
-        text = self._bridge().latestStatus()
+    def tab_document(self) -> str | None:
+        """The live Autoscaler tab's document (JSON, built in the JVM from the autoscaler's events), or
+        None without a tab or before the first event."""
+        text = self._bridge().tabDocument()
         return None if text is None else str(text)
 
     def ui_tab_attached(self) -> bool:

@@ -1,7 +1,8 @@
 """The Autoscaler tab of the driver UI and the gauges, on a real scaling job.
 
 One local-cluster session serves every Spark test in this module (starting one costs ~20 s on 2 cores): a
-streaming job whose load steps up until the autoscaler scales up; then the tests read the UI over HTTP, scrape
+streaming job whose load steps up until the autoscaler scales up; then the tests read the UI over HTTP (the
+document the page carries, checked against the tab's schema), scrape
 ``/metrics/prometheus`` (Spark's servlet) and ``/autoscaler/metrics`` (ours, checked with ``promtool check
 metrics``), open the page in headless Chromium (dumped DOM, a screenshot, and a page driven over the DevTools
 protocol that must refresh itself), stop the query (its gauges must go), and stop the session (the open page
@@ -9,8 +10,9 @@ must say it stopped refreshing). The last test checks that a session without a U
 working.
 
 Every wait is a condition with a deadline. ``SPARKSCALE_UI_SCREENSHOT=docs/autoscaler-tab.png`` keeps the
-screenshot (that is how the README's picture is made). The publisher's own tests (no Spark) are in
-tests/test_ui.py and tests/test_gauges.py; the History Server's tab is in test_history_server.py.
+screenshot (that is how the README's picture is made). The tick summaries' own tests (no Spark) are in
+tests/test_ui.py, the document builder's in jvm-bridge/src/test (JUnit), the gauges' in tests/test_gauges.py;
+the History Server's tab is in test_history_server.py.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tab_schema
 from browser import DevToolsPage, dump_dom
 
 from sparkscale_listener.observe.gauges import GAUGES
@@ -80,6 +83,13 @@ def _get(url: str, timeout: float = 30.0) -> str:
         return response.read().decode("utf-8")
 
 
+def embedded_document(page: str) -> dict[str, Any]:
+    """The document the page's script renders, as the page carries it (JSON data in a script element)."""
+    match = re.search(r'<script type="application/json" id="sparkscale-document">(.*?)</script>', page, re.S)
+    assert match, "the page carries no document"
+    return json.loads(match.group(1))
+
+
 def _applied(scaler: Any, action: str) -> list[dict[str, Any]]:
     return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
 
@@ -119,10 +129,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         job.set_rate(220)  # > 2x what one executor does: the backlog grows and the autoscaler scales up
         ups = wait_for(lambda: _applied(scaler, "scale_up"), 150, what="a scale-up under growing backlog")
         wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
-        # A few more ticks, so the chart shows the executors arriving, and the published document has them.
-        wait_for(lambda: len(json.loads(bridge.latest_status() or "{}").get("timeline", [])) >= 12
-                 and json.loads(bridge.latest_status())["status"]["live_executors"] >= 2, 60,
-                 what="published status with the new executors")
+        # A few more ticks, so the chart shows the executors arriving, and the tab's document has them.
+        wait_for(lambda: len(json.loads(bridge.tab_document() or "{}").get("timeline", [])) >= 12
+                 and json.loads(bridge.tab_document())["status"]["live_executors"] >= 2, 60,
+                 what="the tab's document with the new executors")
         yield Env(spark, scaler, bridge, job, f"http://127.0.0.1:{port}", workdir, ups[0])
     finally:
         for j in (job, hostile):
@@ -137,8 +147,12 @@ def test_tab_is_in_the_navigation_bar_and_serves_the_status(env: Env) -> None:
     jobs = _get(f"{env.base_url}/jobs/")
     assert re.search(r'href="[^"]*/autoscaler/"[^>]*>Autoscaler</a>', jobs), "no tab in the nav bar"
     page = _get(f"{env.base_url}/autoscaler/")
-    assert 'id="sparkscale-page"' in page and 'id="sparkscale-chart-executors"' in page
-    assert env.scale_up["reason"] in html.unescape(page)
+    assert 'id="sparkscale-page" data-source="live"' in page and "/static/d3.min.js" in page
+    document = embedded_document(page)
+    assert tab_schema.errors(document, "document") == []
+    assert env.scale_up["reason"] in [d["reason"] for d in document["decisions"] if d["action"] == "scale_up"]
+    # Every tick reaches the live tab, not only the ones the event log keeps (one a minute, and the changes).
+    assert document["counts"]["ticks"] >= 12 and document["source"] == "live"
 
 
 @pytest.mark.spark
@@ -196,10 +210,15 @@ def test_the_autoscaler_metrics_endpoint_passes_promtool(env: Env) -> None:
 
 
 @pytest.mark.spark
-def test_a_hostile_query_name_is_escaped_in_the_page_and_the_metrics(env: Env) -> None:
+def test_a_hostile_query_name_is_escaped_in_the_page_and_the_metrics(env: Env, tmp_path: Path) -> None:
     page = _get(f"{env.base_url}/autoscaler/")
     assert "<script>alert(" not in page and HOSTILE not in page, "the query name reached the page raw"
-    assert HOSTILE in html.unescape(page), "the query is not on the page"
+    names = [q["name"] for q in embedded_document(page)["queries"]]
+    assert HOSTILE in names, "the query is not in the document"
+    # Rendered by the page's script: as text, not as an element.
+    dom = dump_dom(tmp_path / "profile", f"{env.base_url}/autoscaler/")
+    table = re.search(r'<table[^>]*id="sparkscale-queries".*?</table>', dom, re.S)
+    assert table and "<script>alert(" not in table.group(0) and HOSTILE in html.unescape(table.group(0))
     label = HOSTILE.replace("\\", "\\\\").replace('"', '\\"')  # Prometheus label escaping
     wait_for(lambda: f'{{query="{label}"}}' in _metrics(env)[1], 60,
              what="the hostile query's labelled series")
@@ -222,10 +241,13 @@ def test_page_renders_in_chromium(env: Env, tmp_path: Path) -> None:
     assert mode and mode.group(1) == env.scaler.status()["mode"] == "autoscale"
     chart = re.search(r'<svg id="sparkscale-chart-executors".*?</svg>', dom, re.S)
     assert chart, "no executors chart"
-    live = re.search(r'<polyline class="series-live" data-points="(\d+)"[^>]* points="([^"]+)"',
-                     chart.group(0))
-    assert live and int(live.group(1)) >= 3 and len(live.group(2).split()) == int(live.group(1))
+    # Drawn by d3 (Spark's own copy): the live executors' step line through every tick, the scale-up marked.
+    live = re.search(r'<path class="series series-live" data-points="(\d+)" d="M[^"]+"', chart.group(0))
+    assert live and int(live.group(1)) >= 12, "no line of live executors"
     assert 'class="marker marker-scale_up"' in chart.group(0), "the scale-up is not marked on the chart"
+    assert re.search(r'<svg id="sparkscale-chart-backlog".*?class="series series-backlog"', dom, re.S)
+    rows = re.findall(r'<tr class="sparkscale-decision sparkscale-(\w+)', dom)
+    assert "scale_up" in rows, rows
 
 
 @pytest.mark.spark
@@ -248,8 +270,13 @@ def test_the_open_page_refreshes_itself_and_shows_the_last_tick(env: Env, tmp_pa
         assert int(age.split()[0]) < 60, age
         assert env.scale_up["reason"] in html.unescape(page.evaluate("document.body.innerHTML"))
 
-        # The picture in the README: the top of the page (summary and charts), kept small.
-        shot = page.screenshot(tmp_path / "autoscaler.png", 1100, 1000)
+        # The picture in the README: the page down to the end of the queries table, at a width the
+        # README shows without shrinking the text much (Spark's scroll buttons hidden: they float over it).
+        page.screenshot(tmp_path / "autoscaler.png", 1000, 900)  # lay the page out at that width
+        page.evaluate("document.querySelectorAll('.scroll-btn-container').forEach(e => e.remove())")
+        bottom = page.evaluate("Math.ceil(document.getElementById('sparkscale-queries')"
+                               ".getBoundingClientRect().bottom + window.scrollY) + 12")
+        shot = page.screenshot(tmp_path / "autoscaler.png", 1000, int(bottom))
         assert shot[:8] == b"\x89PNG\r\n\x1a\n" and len(shot) > 10_000
         keep = os.environ.get("SPARKSCALE_UI_SCREENSHOT")
         if keep:

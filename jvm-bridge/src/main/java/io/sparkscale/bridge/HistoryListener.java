@@ -43,7 +43,7 @@ final class HistoryListener extends SparkListener {
   public void onOtherEvent(SparkListenerEvent event) {
     if (event instanceof AutoscalerTick t) {
       write(HistoryRecord.TICK, new AutoscalerTick(object(t.point()), object(t.decision()), object(t.status()),
-          list(t.queries()), object(t.config()), t.timestampMs()));
+          list(t.queries()), object(t.config()), t.timestampMs(), t.liveOnly()));
     } else if (event instanceof ScalingEvent e) {
       write(HistoryRecord.SCALING, new ScalingEvent(e.action(), e.fromExecutors(), e.toExecutors(), e.reason(),
           e.applied(), e.mode(), object(e.details()), e.timestampMs()));

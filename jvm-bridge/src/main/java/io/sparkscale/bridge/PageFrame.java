@@ -1,8 +1,12 @@
 package io.sparkscale.bridge;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
+import java.nio.charset.StandardCharsets;
 
 import org.apache.spark.ui.SparkUITab;
 import org.apache.spark.ui.UIUtils;
@@ -34,79 +38,17 @@ final class PageFrame {
 
   private static volatile Header header;
 
-  /**
-   * The live page refreshes itself: every {@code data-refresh-ms} (the control-loop interval) it fetches its own URL
-   * and swaps in the new {@code #sparkscale-page} (the first one, for a page opened before the first tick), so the
-   * scroll position and the rest of Spark's frame stay put; the age of the last tick counts up every second in
-   * between. Three failed fetches in a row (the driver is gone once the application ends) stop it, with a note
-   * saying so. Plain inline script: no external asset, works offline.
-   */
-  static final String SELF_REFRESH = "<p id=\"sparkscale-refresh-note\" class=\"text-muted\"></p><script>\n"
-      + "(function () {\n"
-      + "  var refreshes = 0, failures = 0;\n"
-      + "  function page() { return document.getElementById('sparkscale-page'); }\n"
-      + "  function every() {\n"
-      + "    var p = page(), ms = p ? Number(p.getAttribute('data-refresh-ms')) : 0;\n"
-      + "    return ms > 0 ? ms : 5000;\n"
-      + "  }\n"
-      + "  function showAge() {\n"
-      + "    var el = document.getElementById('sparkscale-tick-age');\n"
-      + "    if (!el) { return; }\n"
-      + "    if (!el.hasAttribute('data-shown-at')) { el.setAttribute('data-shown-at', String(Date.now())); }\n"
-      + "    var age = Number(el.getAttribute('data-age-s'))\n"
-      + "        + Math.floor((Date.now() - Number(el.getAttribute('data-shown-at'))) / 1000);\n"
-      + "    el.textContent = age + ' s ago';\n"
-      + "  }\n"
-      + "  function note(text) { document.getElementById('sparkscale-refresh-note').textContent = text; }\n"
-      + "  function refresh() {\n"
-      + "    if (document.hidden) { setTimeout(refresh, every()); return; }\n"
-      + "    fetch(window.location.href, {cache: 'no-store', credentials: 'same-origin'})\n"
-      + "      .then(function (r) { if (!r.ok) { throw new Error('HTTP ' + r.status); } return r.text(); })\n"
-      + "      .then(function (text) {\n"
-      + "        var next = new DOMParser().parseFromString(text, 'text/html').getElementById('sparkscale-page');\n"
-      + "        var current = page() || document.getElementById('sparkscale-no-status');\n"
-      + "        if (next && current) {\n"
-      + "          refreshes += 1;\n"
-      + "          next.setAttribute('data-refreshes', String(refreshes));\n"
-      + "          current.replaceWith(next);\n"
-      + "        }\n"
-      + "        failures = 0;\n"
-      + "        note('');\n"
-      + "        showAge();\n"
-      + "        setTimeout(refresh, every());\n"
-      + "      })\n"
-      + "      .catch(function (err) {\n"
-      + "        failures += 1;\n"
-      + "        if (failures >= 3) {\n"
-      + "          note('This page stopped refreshing: the driver does not answer (' + err.message\n"
-      + "              + '); the application may have ended. Its History Server shows the same tab.');\n"
-      + "          return;\n"
-      + "        }\n"
-      + "        setTimeout(refresh, every());\n"
-      + "      });\n"
-      + "  }\n"
-      + "  showAge();\n"
-      + "  setInterval(showAge, 1000);\n"
-      + "  setTimeout(refresh, every());\n"
-      + "})();\n"
-      + "</script>";
-
   private PageFrame() {
   }
 
   static Seq<Node> render(Object request, AutoscalerTab tab) {
     String html;
     try {
-      html = tab.html(System.currentTimeMillis());
+      html = body(tab.content(), staticUri(request, "/static/d3.min.js"), cspNonce(), System.currentTimeMillis());
     } catch (RuntimeException e) {
-      // A malformed document must cost a message on the page, never a 500 from the UI.
-      html = "<div class=\"alert alert-danger\">The autoscaler status could not be rendered: "
-          + StatusPage.esc(e.toString()) + "</div>";
-    }
-    if (tab.live()) {
-      String nonce = cspNonce();
-      html = html + SELF_REFRESH.replace("<script>", nonce == null ? "<script>"
-          : "<script nonce=\"" + StatusPage.esc(nonce) + "\">");
+      // A store that cannot be read must cost a message on the page, never a 500 from the UI.
+      html = "<div class=\"alert alert-danger\">The autoscaler status could not be read: "
+          + escape(e.toString()) + "</div>";
     }
     // Unparsed is a Node, and a Node is a Seq<Node>: the ready HTML goes into Spark's page frame as it is.
     Seq<Node> content = new Unparsed(html);
@@ -123,17 +65,96 @@ final class PageFrame {
       Seq<Node> page = (Seq<Node>) h.method().invoke(null, args);
       return page;
     } catch (InvocationTargetException e) {
-      Throwable cause = e.getCause();
-      if (cause instanceof RuntimeException r) {
-        throw r;
-      }
-      if (cause instanceof Error err) {
-        throw err;
-      }
-      throw new IllegalStateException("UIUtils.headerSparkPage failed", cause);
+      throw unwrap(e, "UIUtils.headerSparkPage");
     } catch (IllegalAccessException e) {
       throw new IllegalStateException("UIUtils.headerSparkPage is not accessible", e);
     }
+  }
+
+  /**
+   * The page's own part: its stylesheet, an empty {@code #sparkscale-page} the script fills, the document as JSON
+   * data (never executed, and with {@code <}, {@code >} and {@code &} escaped, so no text in it can close the
+   * element), d3 from Spark's own static files (3.x in Spark 3.5, 7.x in Spark 4: the script takes either), and
+   * the script. The live page's script fetches this page again once per control interval and renders the new
+   * document in place. Scripts carry the request's CSP nonce where Spark sets one (4.3 and later).
+   */
+  static String body(AutoscalerTab.Content content, String d3Uri, String nonce, long nowMs) {
+    String json = content.json();
+    String nonceAttribute = nonce == null ? "" : " nonce=\"" + escape(nonce) + "\"";
+    return "<style>" + Assets.CSS + "</style>"
+        + "<div id=\"sparkscale-page\" data-source=\"" + (content.live() ? "live" : "event-log")
+        + "\" data-server-ms=\"" + nowMs + "\"><noscript>The Autoscaler page needs JavaScript.</noscript></div>"
+        + "<p id=\"sparkscale-refresh-note\" class=\"text-muted\"></p>"
+        + "<script type=\"application/json\" id=\"sparkscale-document\">" + (json == null ? "null" : jsonData(json))
+        + "</script>"
+        + "<script src=\"" + escape(d3Uri) + "\"" + nonceAttribute + "></script>"
+        + "<script" + nonceAttribute + ">" + Assets.SCRIPT + "</script>";
+  }
+
+  /** JSON text safe inside a script element: {@code <}, {@code >} and {@code &} as \\u escapes (JSON reads them
+   * back the same), so no string in it can end the element or open a comment. */
+  static String jsonData(String json) {
+    return json.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026");
+  }
+
+  /** HTML-escapes text for element content and quoted attribute values. */
+  static String escape(String text) {
+    if (text == null) {
+      return "";
+    }
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\"", "&quot;")
+        .replace("'", "&#39;");
+  }
+
+  /** The page's stylesheet and script, from the jar's resources (io/sparkscale/bridge/tab/), read once. */
+  static final class Assets {
+    static final String CSS = read("autoscaler-tab.css");
+    static final String SCRIPT = read("autoscaler-tab.js");
+
+    private static String read(String name) {
+      try (InputStream in = PageFrame.class.getResourceAsStream("tab/" + name)) {
+        if (in == null) {
+          throw new IllegalStateException("the bridge jar lacks its resource io/sparkscale/bridge/tab/" + name);
+        }
+        // Inside a script or style element, "</" would end it early: the files never hold one.
+        return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+    }
+  }
+
+  /**
+   * {@code path} under the UI's root, as Spark links its own static files: {@code UIUtils.prependBaseUri(request,
+   * path, "")} honours a reverse proxy's prefix ({@code spark.ui.proxyBase}, {@code X-Forwarded-Context}). By
+   * reflection, as the request's type differs between Spark lines; the path itself when there is no such method.
+   */
+  static String staticUri(Object request, String path) {
+    for (Method m : UIUtils.class.getMethods()) {
+      Class<?>[] p = m.getParameterTypes();
+      if (m.getName().equals("prependBaseUri") && Modifier.isStatic(m.getModifiers()) && p.length == 3
+          && p[0].isInstance(request) && p[1] == String.class && p[2] == String.class) {
+        try {
+          return (String) m.invoke(null, request, path, "");
+        } catch (InvocationTargetException e) {
+          throw unwrap(e, "UIUtils.prependBaseUri");
+        } catch (IllegalAccessException e) {
+          break;
+        }
+      }
+    }
+    return path;
+  }
+
+  private static RuntimeException unwrap(InvocationTargetException e, String what) {
+    Throwable cause = e.getCause();
+    if (cause instanceof RuntimeException r) {
+      return r;
+    }
+    if (cause instanceof Error err) {
+      throw err;
+    }
+    return new IllegalStateException(what + " failed", cause);
   }
 
   /**

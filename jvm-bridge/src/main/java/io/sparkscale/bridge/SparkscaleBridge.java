@@ -49,9 +49,6 @@ public final class SparkscaleBridge {
   // Values outlive registration so a gauge set before the plugin starts still reports it.
   private static final ConcurrentHashMap<String, Double> GAUGE_VALUES = new ConcurrentHashMap<>();
   private static final ConcurrentHashMap<String, Boolean> REGISTERED = new ConcurrentHashMap<>();
-  // The latest document Python published for the UI tab; replaced whole, so readers never see a partial one.
-  private static volatile String status;
-  private static volatile long statusMs;
   private static volatile AutoscalerTab tab;
   // The gauges in the Prometheus text format, as Python rendered them last; served at /autoscaler/metrics.
   private static volatile String metricsText = "";
@@ -68,8 +65,6 @@ public final class SparkscaleBridge {
     registry = metrics;
     GAUGE_VALUES.clear();
     REGISTERED.clear();
-    status = null;
-    statusMs = 0;
     metricsText = "";
     for (String name : DEFAULT_GAUGES) {
       register(name);
@@ -153,26 +148,16 @@ public final class SparkscaleBridge {
     return metricsText;
   }
 
-  /** The latest document given to {@link #publishStatus}, or null before the first one. */
-  public static String latestStatus() {
-    return status;
-  }
-
-  /** When the latest document arrived (epoch ms), 0 before the first one. */
-  public static long latestStatusMs() {
-    return statusMs;
+  /**
+   * The live Autoscaler tab's document as JSON (what the page renders; schema in autoscaler-tab.schema.json), or
+   * null without a tab or before the first autoscaler event. For tests and diagnostics.
+   */
+  public static String tabDocument() {
+    AutoscalerTab t = tab;
+    return t == null ? null : t.content().json();
   }
 
   // ---------------------------------------------------------------- actions
-
-  /**
-   * Stores the autoscaler's status document (JSON, schema in sparkscale_listener/ui.py) for the UI tab. Kept as text
-   * and parsed only when someone opens the page: publishing costs one reference swap.
-   */
-  public static void publishStatus(String json) {
-    statusMs = System.currentTimeMillis();
-    status = json;
-  }
 
   /** Stores the gauges in the Prometheus text format (rendered by sparkscale_listener/gauges.py) for the endpoint. */
   public static void publishMetrics(String text) {
@@ -308,10 +293,11 @@ public final class SparkscaleBridge {
   }
 
   /**
-   * Posts a tick summary for the event log (an {@link AutoscalerTick}); {@code json} is one object with the parts
-   * "point", "decision", "status", "queries" and "config" (schema in sparkscale_listener/ui.py).
+   * Posts a tick summary (an {@link AutoscalerTick}); {@code json} is one object with the parts "point", "decision",
+   * "status", "queries" and "config" ({@code $defs/tick} in autoscaler-tab.schema.json). {@code logged}: the event
+   * log keeps it; otherwise only the live tab sees it (and any listener on the bus).
    */
-  public static void postTickEvent(String json) {
+  public static void postTickEvent(String json, boolean logged) {
     SparkContext c = activeContext();
     if (c == null) {
       return;
@@ -319,7 +305,7 @@ public final class SparkscaleBridge {
     Map<String, Object> parts = parseDetails(json);
     c.listenerBus().post(new AutoscalerTick(object(parts.get("point")), object(parts.get("decision")),
         object(parts.get("status")), list(parts.get("queries")), object(parts.get("config")),
-        System.currentTimeMillis()));
+        System.currentTimeMillis(), !logged));
   }
 
   /** Sets a gauge value; a name seen for the first time (e.g. "query.orders.backlogRows") gets its gauge registered. */
