@@ -27,7 +27,14 @@ from .decisions import Decision, Evaluation, ScalingContext, decision_to_dict
 from .evaluator import MetricEvaluator
 from .executor import ScalingExecutor
 from .metrics import MetricSample, processed_rates
-from .observe.events import AutoscalerEvent, EventDispatcher
+from .observe.events import (
+    AutoscalerEvent,
+    EventDispatcher,
+    concurrent_run_event,
+    events_lost_event,
+    outcome_event,
+    resume_event,
+)
 from .observe.gauges import GaugePublisher
 from .policy import ScalingPolicy
 from .realize.provisioning import ProvisioningTracker
@@ -131,16 +138,9 @@ class Autoscaler:
         with self._lock:
             now = self.clock()
             was = self.executor.resume(now)
-            self.events.emit(AutoscalerEvent(
-                now, "resume", "automatic scaling resumed by the user" if was else
-                "resume() called, but nothing was paused", situation="resume",
-                details=self.executor.details()))
+            self.events.emit(resume_event(now, was, self.executor.details()))
             self.state.flush()
             return was
-
-    def provisioning_time_s(self) -> float:
-        """The learned request -> registered time (Flink's restart time)."""
-        return self.provisioning.time_s()
 
     def close(self) -> None:
         for closer in (getattr(self.collector, "close", None), self.events.close, self.state.release,
@@ -186,10 +186,7 @@ class Autoscaler:
             return False
         self._restored = True
         if verdict == "separate":
-            self.events.emit(AutoscalerEvent(
-                now, "notice", f"another run of application '{self.app_name}' is alive and uses its "
-                f"state: this run keeps its own state under '{self.state.app}'", situation="concurrent-run",
-                severity="warning"))
+            self.events.emit(concurrent_run_event(now, self.app_name, self.state.app))
             return True
         self.executor.restore()
         self.provisioning.restore()
@@ -208,11 +205,7 @@ class Autoscaler:
             return
         t = self.executor.targets
         t.window_start = max(t.window_start, now)
-        self.events.emit(AutoscalerEvent(
-            now, "notice", f"{lost - before} listener event(s) lost (Spark's listener bus dropped them "
-            "or a task's end never arrived; raise spark.scheduler.listenerbus.eventqueue.capacity): "
-            "the metrics of the last window are incomplete, measuring afresh before any decision",
-            situation="events-lost", severity="warning", details={"eventsLost": lost}))
+        self.events.emit(events_lost_event(now, lost, lost - before))
 
     def _check_last_scaling(self, now: float, sample: MetricSample) -> list[Decision]:
         """Let the guard judge the scaling it watches; a rollback is the tick's first decision."""
@@ -221,14 +214,7 @@ class Autoscaler:
             return []
         t = self.executor.targets
         assert t.initial is not None
-        # The sample of the tick that applied the action was collected before it: it is the
-        # baseline, not a sample "since the action".
-        before = next((x for x in reversed(self._history) if x.time <= scaling.time), None)
-        context = CheckContext(now=now, config=self.config, scaling=scaling, before=before,
-                               samples=[x for x in self._history if x.time > scaling.time],
-                               requested_total=self.realizer.requested_total,
-                               requested_at=scaling.time,
-                               history=[x for x in self._history if x.time <= scaling.time])
+        context = CheckContext.around(scaling, self._history, now, self.config, self.realizer.requested_total)
         return self.executor.judged(now, self.guard.observe(context, t.initial, t.current), sample)
 
     def _decide_and_apply(self, now: float, sample: MetricSample) -> Decision:
@@ -251,21 +237,10 @@ class Autoscaler:
         if rec is None or not evaluation.outcomes or rec.time == self._outcome_reported:
             return
         self._outcome_reported = rec.time
-        for i in range(len(self._decisions) - 1, -1, -1):
-            d = self._decisions[i]
-            if d.applied and d.time == rec.time:
-                self._decisions[i] = replace(d, outcomes=evaluation.outcomes)
-                break
-        ineffective = [o for o in evaluation.outcomes.values() if not o.effective]
-        verdict = "; ".join(o.verdict for o in evaluation.outcomes.values())
-        self.events.emit(AutoscalerEvent(
-            now, "outcome", f"{rec.action} {rec.from_executors} -> {rec.to_executors}: {verdict}",
-            situation=f"outcome:{rec.time}", severity="warning" if ineffective else "info",
-            from_executors=rec.from_executors, to_executors=rec.to_executors,
-            details=self.executor.details() | {
-                "scalingTime": rec.time,
-                "queries": {q: {"prediction": rec.predictions[q].summary() if q in rec.predictions else None,
-                                "outcome": o.summary()} for q, o in evaluation.outcomes.items()}}))
+        applied = [i for i, d in enumerate(self._decisions) if d.applied and d.time == rec.time]
+        if applied:  # the change's decision, unless it left the bounded list already
+            self._decisions[applied[-1]] = replace(self._decisions[applied[-1]], outcomes=evaluation.outcomes)
+        self.events.emit(outcome_event(now, rec, evaluation.outcomes, self.executor.details()))
 
     def _context(self, now: float, sample: MetricSample) -> ScalingContext:
         t = self.executor.targets

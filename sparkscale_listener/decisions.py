@@ -202,6 +202,7 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
     ev = decision.evaluation
     if ev is not None:
         out["utilization"] = ev.utilization
+        out["recommended_executors"] = ev.recommended_executors
         out["required_slots"] = ev.required_slots
         out["backlog_mode"] = ev.backlog_mode
         out["queries"] = {q: {k: v for k, v in asdict(e).items() if k != "cost"}

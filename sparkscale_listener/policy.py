@@ -10,6 +10,10 @@ policy always says what it would do (``Decision.applied`` stays False).
 
 Also here, for the executor: :func:`scaling_record` (what a change is expected to do) and
 :func:`in_excluded_period`.
+
+Why one module of ~500 lines: every branch of the decision (hold, scale up, delayed scale-down, reactive mode,
+blocks) is in :meth:`ScalingPolicy.decide`'s one chain of cases, and splitting the branches apart would hide
+which case wins.
 """
 
 from __future__ import annotations

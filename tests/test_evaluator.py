@@ -285,7 +285,7 @@ def test_the_task_time_beside_a_batch_is_each_overlapping_batchs_share_of_its_ow
     overlaps a batch's task phase, its task time (and tasks) times the share of its phase inside."""
     import random
 
-    from sparkscale_listener.evaluator import with_concurrency
+    from sparkscale_listener.concurrency import with_concurrency
 
     rng = random.Random(3)
     queries = []
@@ -325,7 +325,7 @@ def test_batches_swept_again_each_tick_give_what_one_sweep_over_all_gives() -> N
     kept from the last tick and the ones swept again are what sweeping every batch gives."""
     import random
 
-    from sparkscale_listener.evaluator import with_concurrency
+    from sparkscale_listener.concurrency import with_concurrency
 
     rng = random.Random(5)
     series: list[list[BatchRecord]] = []

@@ -78,6 +78,17 @@ class CheckContext:
     # lets a checker compute a "before" rate when ScalingRecord.rate_before lacks a query.
     history: Sequence[MetricSample] = ()
 
+    @classmethod
+    def around(cls, scaling: ScalingRecord, samples: Sequence[MetricSample], now: float,
+               config: AutoscalerConfig, requested_total: int) -> CheckContext:
+        """The context of a watched scaling from the loop's recent samples. The sample of the tick
+        that applied the action was collected before it: it is the baseline, not a sample "since
+        the action"."""
+        return cls(now=now, config=config, scaling=scaling,
+                   before=next((x for x in reversed(samples) if x.time <= scaling.time), None),
+                   samples=[x for x in samples if x.time > scaling.time], requested_total=requested_total,
+                   requested_at=scaling.time, history=[x for x in samples if x.time <= scaling.time])
+
 
 @dataclass(frozen=True)
 class CheckResult:

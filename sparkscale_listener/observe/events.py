@@ -21,6 +21,7 @@ from ..config.core import AutoscalerConfig
 from ..config.options import PREFIX, ConfigError, Option, Text
 from ..config.plugins import PluginContext, accepted_text, construct, load_class
 from ..config.spelling import closest, did_you_mean
+from ..decisions import Outcome, ScalingRecord
 
 # Event kinds. "scaling" is an applied scale_up / scale_down; "recommendation" a decision that was
 # published but not applied (recommend mode, excluded period); "rollback", "pause", "resume",
@@ -68,6 +69,44 @@ class AutoscalerEvent:
     def published_details(self) -> dict[str, Any]:
         """The details as handlers publish them: with the situation, when there is one."""
         return {"situation": self.situation, **self.details} if self.situation else dict(self.details)
+
+
+def outcome_event(now: float, scaling: ScalingRecord, outcomes: Mapping[str, Outcome],
+                  details: dict[str, Any]) -> AutoscalerEvent:
+    """The ``outcome`` of a change, once measured: what each query's batches did against what the
+    change's decision predicted (a warning when some query's outcome fell short)."""
+    verdict = "; ".join(o.verdict for o in outcomes.values())
+    return AutoscalerEvent(
+        now, "outcome", f"{scaling.action} {scaling.from_executors} -> {scaling.to_executors}: {verdict}",
+        situation=f"outcome:{scaling.time}",
+        severity="warning" if any(not o.effective for o in outcomes.values()) else "info",
+        from_executors=scaling.from_executors, to_executors=scaling.to_executors,
+        details=details | {
+            "scalingTime": scaling.time,
+            "queries": {q: {"prediction": p.summary() if (p := scaling.predictions.get(q)) else None,
+                            "outcome": o.summary()} for q, o in outcomes.items()}})
+
+
+def events_lost_event(now: float, lost: int, newly: int) -> AutoscalerEvent:
+    """Listener events were lost (``newly`` since the last tick, ``lost`` in all)."""
+    return AutoscalerEvent(
+        now, "notice", f"{newly} listener event(s) lost (Spark's listener bus dropped them "
+        "or a task's end never arrived; raise spark.scheduler.listenerbus.eventqueue.capacity): "
+        "the metrics of the last window are incomplete, measuring afresh before any decision",
+        situation="events-lost", severity="warning", details={"eventsLost": lost})
+
+
+def concurrent_run_event(now: float, app_name: str, own_scope: str) -> AutoscalerEvent:
+    """Another live run of the application holds its state: this run keeps its own."""
+    return AutoscalerEvent(
+        now, "notice", f"another run of application '{app_name}' is alive and uses its state: this run "
+        f"keeps its own state under '{own_scope}'", situation="concurrent-run", severity="warning")
+
+
+def resume_event(now: float, was_paused: bool, details: dict[str, Any]) -> AutoscalerEvent:
+    """The user called ``resume()``: whether it lifted anything."""
+    return AutoscalerEvent(now, "resume", "automatic scaling resumed by the user" if was_paused else
+                           "resume() called, but nothing was paused", situation="resume", details=details)
 
 
 class EventHandler(ABC):

@@ -4,7 +4,7 @@ From a :class:`~.records.RecordedApplication` this builds, per streaming query:
 
 * its batches as :class:`~sparkscale_listener.metrics.BatchRecord`s, the records the autoscaler
   itself learns from (one conversion: the fit and the replay's figures read only these), with the
-  task time of other queries' batches beside each (:func:`~..evaluator.with_concurrency`);
+  task time of other queries' batches beside each (:func:`~..concurrency.with_concurrency`);
 * the arrivals over time: batch ``i`` read the rows that arrived since batch ``i - 1`` started,
   plus what its sources' backlog grew by where a read limit bound (``BatchRecord.arrivals``),
   spread evenly over that interval;
@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..evaluator import with_concurrency
+from ..concurrency import with_concurrency
 from ..metrics import BatchRecord, QueryMetrics
 from ..model import WARMUP_BATCHES, BatchCost, BatchCostLearner
 from .records import BatchRecord as RecordedBatch

@@ -7,6 +7,9 @@ application-wide state. It holds JSON-able values (``get``/``put``) and append-o
 
 State is an optimisation, never a reason to fail: a store that cannot be opened or written is
 reported (``logging.warning`` and :attr:`StateStore.fell_back`) and replaced by a fresh one.
+
+Why one module of ~480 lines: the interface and its two implementations (in memory, SQLite) change together;
+the SQLite one is most of it, with its locking and its fallback to memory.
 """
 
 from __future__ import annotations

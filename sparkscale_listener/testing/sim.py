@@ -41,6 +41,9 @@ Fault injection (for the checkers and the rollback guard), each from ``faults_fr
 * ``slow_new_executors=f``: executors launched after ``faults_from`` run tasks at ``f`` of the
   speed of the others (a bad host, a throttled container): a scale-up onto them does not deliver
   what the model predicts.
+
+Why one module of ~1000 lines: the simulated cluster, queries, scheduler, source and clock are one model of
+time that advances together; it is a test tool, not part of the autoscaler's path.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ deadlines. (The older Spark lines read Kafka in their smoke tests, test_spark_ve
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from typing import Any
 import pyspark
 import pytest
 from kafka_broker import KafkaBroker, KeyedProducer, connector_jars
+from pyspark.sql.streaming import DataStreamWriter
 from spark_cluster import SharedCluster, applied
 from spark_lines import REPO
 
@@ -287,6 +289,57 @@ def test_kafka_errors_are_the_querys_own_and_the_autoscaler_carries_on(
     for d in scaler.decisions():
         for q in (d.get("queries") or {}).values():
             assert not q["backlog_mode"] and not q["catch_up_rate"], q
+
+
+@pytest.mark.skipif("realTime" not in inspect.signature(DataStreamWriter.trigger).parameters,
+                    reason="this PySpark has no real-time mode (trigger(realTime=...) came with Spark 4.1)")
+def test_a_real_time_mode_query_holds_a_slot_per_partition_and_no_more(
+        broker: KafkaBroker, cluster: SharedCluster, tmp_path: Path) -> None:
+    """Spark 4's real-time mode: a batch runs one task per Kafka partition for the batch's whole
+    duration, so its executors are busy all the time whatever the load. Sized on a slot per task:
+    2 partitions on 1-core executors hold 2 executors, never more from that busy time, never fewer;
+    Kafka to Kafka (what the mode allows), every record once and no failed task."""
+    source, sink = "rt-in", "rt-out"
+    broker.create_topic(source, 2)
+    broker.create_topic(sink, 2)
+    scaler = cluster.scenario(initialExecutors="2", maxExecutors="3")
+    spark, failed_before = cluster.spark, cluster.tasks_failed()
+    producer = broker.producer(source)
+    producer.set_rate(50)
+    frame = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+             .option("subscribe", source).option("startingOffsets", "earliest").load())
+    query = (frame.selectExpr("key", "value").writeStream.format("kafka").queryName("rt")
+             .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", sink)
+             .option("checkpointLocation", str(tmp_path / "rt-checkpoint"))
+             .outputMode("update").trigger(realTime="10 seconds").start())
+    try:
+        def sized_on_its_tasks() -> list[dict[str, Any]]:
+            return [d for d in scaler.decisions() if "real-time-mode tasks" in (d["reason"] or "")]
+
+        # Several batches (10 s each) of decisions; the query's tasks hold 2 slots throughout.
+        wait_for(lambda: len(sized_on_its_tasks()) >= 20 or query.exception(), 300,
+                 what="decisions sized on the real-time query's tasks")
+        assert query.exception() is None, query.exception()
+        for d in sized_on_its_tasks():
+            assert d["recommended_executors"] == 2 and d["required_slots"] == pytest.approx(2.0), d
+        assert not applied(scaler), applied(scaler)
+        status = scaler.status()
+        assert status["target_executors"] == 2 and status["live_executors"] == 2, status
+        producer.close()
+        sent = producer.next_id
+        wait_for(lambda: consumed(query) >= sent or query.exception(), 120,
+                 what=f"the query to read all {sent} records")
+        assert query.exception() is None, query.exception()
+        query.stop()
+        written = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+                   .option("subscribe", sink).option("startingOffsets", "earliest").load()
+                   .selectExpr("CAST(key AS STRING) AS key"))
+        keys = [row.key for row in written.collect()]
+        assert len(keys) == sent, "each record written once"
+        assert set(keys) == {f"k{i}" for i in range(sent)}, "every record written"
+        assert cluster.tasks_failed() == failed_before
+    finally:
+        tear_down(scaler, query, producer)
 
 
 def test_a_job_without_the_connector_fails_with_sparks_own_message(tmp_path: Path) -> None:
