@@ -287,7 +287,7 @@ def run_demo(workdir: Path | None = None) -> int:
             if d["applied"]:
                 print(f"  {d['action']:<10} {d['from_executors']} -> {d['to_executors']}: {d['reason']}")
         print(f"\nrows written: {len(ids)}, each exactly once: {exact}")
-        print(f"scale-ups: {ups}, scale-downs: {downs}; event log in {workdir / 'events'}")
+        print(f"scale-ups: {ups}, scale-downs: {downs}")
         ok = ups >= 1 and downs >= 1 and exact
         print("DEMO OK" if ok else "DEMO FAILED: expected at least one scale-up, one scale-down, no loss")
         return 0 if ok else 1
@@ -295,7 +295,16 @@ def run_demo(workdir: Path | None = None) -> int:
         job.stop()
         spark.stop()
         if own and os.environ.get("SPARKSCALE_KEEP_DEMO") != "1":
-            shutil.rmtree(workdir, ignore_errors=True)
+            # The event log stays (it is what a replay reads); the query's files and checkpoint go.
+            for child in workdir.iterdir():
+                if child.is_dir() and child.name != "events":
+                    shutil.rmtree(child, ignore_errors=True)
+                elif child.is_file():
+                    child.unlink(missing_ok=True)
+        logs = sorted((workdir / "events").glob("*")) if (workdir / "events").is_dir() else []
+        if logs:
+            print(f"event log kept: {logs[-1]}\nreplay it through the decision code: "
+                  f"python -m sparkscale_listener replay {logs[-1]}")
 
 
 if __name__ == "__main__":
