@@ -365,7 +365,11 @@
     const decisions = doc.decisions || [];
     const config = doc.config || {};
     const width = Math.max(640, Math.min(1400, root.clientWidth || 1000));
-    const x = d3x.time().domain([new Date(points[0].t * 1000), new Date(points[points.length - 1].t * 1000)])
+    // The time axis reaches every action too: the timeline keeps one point per change of figures, so
+    // an action at the last tick (a rollback, then the application's end) may come after its last point.
+    const actionTimes = decisions.filter((d) => d.action !== "none" && isNum(d.time)).map((d) => d.time);
+    const x = d3x.time().domain([new Date(Math.min(points[0].t, ...actionTimes) * 1000),
+      new Date(Math.max(points[points.length - 1].t, ...actionTimes) * 1000)])
       .range([MARGIN.left, width - MARGIN.right]);
 
     // Panel 1: executors (left axis) against the load (right axis): rows arriving per second (processed +
