@@ -19,7 +19,7 @@ from sparkscale_listener.collect.collector import SparkMetricCollector
 from sparkscale_listener.collect.progress import ProgressRecorder, QueryProgress
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
-from sparkscale_listener.spark.bridge import JvmBridge
+from sparkscale_listener.spark.bridge import BridgeSnapshot, JvmBridge
 from sparkscale_listener.testing.source import register, set_rate
 
 pytestmark = pytest.mark.spark
@@ -69,9 +69,9 @@ class FakeBridge:
 
     trigger_interval_ms = staticmethod(JvmBridge.trigger_interval_ms)
 
-    def snapshot(self) -> dict[str, Any]:
-        return {"timeMs": time.time() * 1000, "coresPerExecutor": 1, "executors": {}, "totals": {},
-                "queries": {}}
+    def poll(self) -> BridgeSnapshot:
+        return BridgeSnapshot.from_json({"timeMs": int(time.time() * 1000), "coresPerExecutor": 1,
+                                         "executors": {}, "totals": {}, "queries": {}})
 
 
 def test_recorder_sees_batches_rows_and_backlog(spark: Any, recorder: ProgressRecorder,
