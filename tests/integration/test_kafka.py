@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -156,6 +157,7 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
                  what="the baseline of 1 executor and the first decisions")
         assert not applied(scaler, "scale_up"), "the low load fits one executor"
         producer.set_rate(100)  # more than one executor reads (about 75/s): the lag grows
+        stepped = time.time()
         up = wait_for(lambda: next(iter(applied(scaler, "scale_up")), None), 180,
                       what="a scale-up for the growing lag")
         assert up["to_executors"] > up["from_executors"]
@@ -170,6 +172,8 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
         # that waits (no lag at its start) instead of its maxOffsetsPerTrigger.
         wait_for(lambda: lag(query.lastProgress) == 0, 300,
                  what="the lag to be worked off at the high load")
+        # The step is answered in one direction only: no executor given back while the lag was there.
+        assert not [d for d in applied(scaler, "scale_down") if d["time"] > stepped], scaler.decisions()[-5:]
         # The load falls away. (A trickle of records would do as well on a quiet machine; on a busy
         # one each of the 8 tasks of a batch costs tenths of a second however few its records, and
         # that fixed cost keeps more than one executor busy.)
