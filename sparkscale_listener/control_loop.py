@@ -128,10 +128,11 @@ class Autoscaler:
                 "last_error": self._last_error,
             }
 
-    def decisions(self) -> list[dict[str, Any]]:
-        """Every decision so far (bounded to the last 1000), oldest first."""
+    def decisions(self, applied_only: bool = False) -> list[dict[str, Any]]:
+        """Every decision so far (bounded to the last 1000), oldest first; with ``applied_only``
+        only those carried out (scale-ups, scale-downs, rollbacks), not the ticks that held."""
         with self._lock:
-            return [decision_to_dict(d) for d in self._decisions]
+            return [decision_to_dict(d) for d in self._decisions if d.applied or not applied_only]
 
     def resume(self) -> bool:
         """Lift a rollback pause or a stop after repeated rollbacks; True when one was in force."""

@@ -80,6 +80,7 @@ def test_a_rollback_is_the_first_decision_of_its_tick() -> None:
     assert [e.kind for e in h.recorded.events][-2:] == ["rollback", "pause"]
     assert h.realizer.calls[-1][:2] == ("realize", 2)
     assert [d["action"] for d in h.autoscaler.decisions()][-2:] == ["rollback", "none"]
+    assert [d["action"] for d in h.autoscaler.decisions(applied_only=True)] == ["scale_up", "rollback"]
 
 
 def test_lost_listener_events_restart_the_window_and_are_reported() -> None:

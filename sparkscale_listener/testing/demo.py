@@ -272,7 +272,7 @@ def run_demo(workdir: Path | None = None) -> int:
 
         def scaled_back() -> bool:
             nonlocal ups, downs
-            actions = [d["action"] for d in scaler.decisions() if d["applied"]]
+            actions = [d["action"] for d in scaler.decisions(applied_only=True)]
             ups, downs = actions.count("scale_up"), actions.count("scale_down")
             return ups >= 1 and downs >= 1 and scaler.status()["live_executors"] == 1
 
@@ -283,9 +283,8 @@ def run_demo(workdir: Path | None = None) -> int:
         exact = exactly_once(ids)
         print()
         print("applied scaling actions:")
-        for d in scaler.decisions():
-            if d["applied"]:
-                print(f"  {d['action']:<10} {d['from_executors']} -> {d['to_executors']}: {d['reason']}")
+        for d in scaler.decisions(applied_only=True):
+            print(f"  {d['action']:<10} {d['from_executors']} -> {d['to_executors']}: {d['reason']}")
         print(f"\nrows written: {len(ids)}, each exactly once: {exact}")
         print(f"scale-ups: {ups}, scale-downs: {downs}")
         ok = ups >= 1 and downs >= 1 and exact
