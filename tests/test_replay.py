@@ -96,11 +96,9 @@ def test_sparkscale_run_replayed_with_its_own_settings(rolling) -> None:
     assert (first.action, first.from_executors, first.to_executors) == ("scale_up", 1, 3)
 
 
-@pytest.mark.xfail(strict=True, reason="these logs' decisions were made by the decision code before the "
-                   "per-query performance model (their reasons say 'utilization 8.12 of 1 slots'); the "
-                   "current code waits for 3 warm batches (10 s each in the spark4 run) and 2 batches "
-                   "after a change before it sizes, so it acts later and the logs end first: see "
-                   "docs/replay.md")
+@pytest.mark.xfail(strict=True, reason="not reproduced yet: these logs were recorded by older decision code, "
+                   "and a spark4 log recorded again by the current code replays its scale-up 21 s late and "
+                   "misses its scale-down (docs/replay.md, Fidelity)")
 @pytest.mark.parametrize("log", [ROLLING, SPARK35], ids=["spark4", "spark35"])
 def test_recorded_decisions_reproduced(log: Path) -> None:
     a = replay(read_event_log(log)).agreement
