@@ -40,6 +40,10 @@ IDS_PER_SECOND = 20  # event time = EPOCH_S + id / 20 s
 EPOCH_S = 1_000_000
 WINDOW_S = 5
 KEYS = 3
+# Every stateful task opens its state store: a fixed cost of the batch whatever its rows. On a slow
+# or loaded machine it approaches a 2 s trigger at any size, and the model then rightly holds the
+# executors at the low rate (they would be needed to finish in time); 4 s leaves it room.
+TRIGGER_S = 4
 
 
 def expected_counts(windows: int) -> Counter[tuple[int, int]]:
@@ -67,7 +71,7 @@ class StatefulQuery:
         self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", STORES[self.store])
         rows = (self.spark.readStream.format(testing_source.NAME)
                 .option("controlFile", str(self.control)).option("rowsPerSecond", "20")
-                .option("maxRowsPerBatch", "400").option("partitions", "3")
+                .option("maxRowsPerBatch", "800").option("partitions", "3")
                 .option("costMs", "10").option("costMode", "sleep").load())
         twice = rows.select(F.explode(F.array(F.col("id"), F.col("id"))).alias("id"))
         timed = twice.select("id", (F.col("id") % KEYS).alias("key"),
@@ -77,7 +81,7 @@ class StatefulQuery:
         self.query = (counts.select(F.col("window.start").alias("start"), "key", "count")
                       .writeStream.format("json").outputMode("append").queryName(f"stateful-{self.store}")
                       .option("path", str(self.out)).option("checkpointLocation", str(self.checkpoint))
-                      .trigger(processingTime="2 seconds").start())
+                      .trigger(processingTime=f"{TRIGGER_S} seconds").start())
         return self
 
     def set_rate(self, rows_per_second: float) -> None:
