@@ -135,12 +135,21 @@ def stretch(lines: list[bytes], hours: float) -> Iterator[bytes]:
     executors = 1 + max(int(e["Executor ID"]) for e in events if e["Event"] == "SparkListenerExecutorAdded")
     tiled_executors = {e["Executor ID"] for e in middle if e["Event"] == "SparkListenerExecutorAdded"
                        and e["Executor ID"].isdigit()}
+    # Executors a copy adds and never removes leave before the next copy starts, or each copy
+    # would leave more of them running.
+    removed = {e["Executor ID"] for e in middle if e["Event"] == "SparkListenerExecutorRemoved"}
+    staying = tiled_executors - removed
     copies = max(1, round(hours * 3_600_000 / span_ms))
     yield from head
     for index in range(copies):
         shift = Shift(index, span_ms, jobs, stages, tasks, batches, executors, tiled_executors)
         for event in middle:
             yield json.dumps(shift.event(copy.deepcopy(event)), separators=(",", ":")).encode()
+        if index < copies - 1:
+            for executor_id in sorted(staying):
+                removed = {"Event": "SparkListenerExecutorRemoved", "Timestamp": min(times) + span_ms - 1,
+                           "Executor ID": executor_id, "Removed Reason": "Executor killed by driver."}
+                yield json.dumps(shift.event(removed), separators=(",", ":")).encode()
     for line in tail:
         event = json.loads(line)
         if event["Event"] == "SparkListenerApplicationEnd":

@@ -114,7 +114,7 @@ class QueryHistory:
         by their rows' ratio within [1/2, 2]: a costlier stretch of input costs more in a bigger
         batch, but one noisy small batch does not multiply a big one."""
         if n < len(self._cold_s):
-            return work + self._cold_s[n]
+            return max(MIN_FACTOR * work, work + self._cold_s[n])
         i = bisect.bisect_right(self._starts, t + 1e-6) - 1
         if not 0 <= i < len(self._residual_s):
             return work
@@ -165,13 +165,22 @@ def build_history(app: RecordedApplication) -> ApplicationHistory:
         at_start = max(1, max((b.executors_used or 0 for q in queries for b in q.batches[:1]), default=1))
         assumptions.append(f"no executor is announced in the log when the first query starts: the replay "
                            f"starts with {at_start}")
+    provisioning, kill = _delays(app)
+    # Executors the driver was already killing when the window starts (sparkscale's baseline, a
+    # scale-down just before) run none of its tasks: Spark schedules nothing on an executor pending
+    # removal, however long its removal then takes to be announced.
+    leaving = [e.removed_time for e in app.executors
+               if e.removed_time is not None and start < e.removed_time <= start + kill
+               and (e.removed_reason or "").startswith("Executor killed by driver")]
+    if leaving and at_start - len(leaving) >= 1:
+        at_start -= len(leaving)
+        changes = [(t, n) for t, n in changes if t > max(leaving)]
     actions = _actions(app, changes)
     if app.jobs:
         task_s = sum(j.tasks.task_ms for j in app.jobs if j.tasks) / 1000.0
         assumptions.append(f"{len(app.jobs)} jobs outside the streaming queries ({task_s:.0f} s of task "
                            "time) "
                            "are not replayed: the simulated executors run only the queries")
-    provisioning, kill = _delays(app)
     return ApplicationHistory(
         start=start, end=end, queries=queries, cores=cores, executors_at_start=at_start,
         executor_seconds=_executor_seconds(app, start, end), actions=actions, provisioning_s=provisioning,
@@ -372,7 +381,10 @@ def _deviations(batches: list[BatchRecord], new: list[int],
         else:
             residuals.append(b.task_s - predicted)
     warmup = statistics.median(extra) if extra else 0.0
-    if cold:  # the simulator's first batch pays the warm-up on every executor it lands on
+    if cold:  # the simulator's first batch pays the warm-up on every executor it lands on: less
+        # it, so that batch costs what the recorded one did (a first batch of no rows starts no
+        # Python worker and pays less than the warm-up: then this is negative)
         used = batches[0].executors_used or 1
-        cold[0] = max(0.0, cold[0] - used * warmup)
+        predicted = float(cost.task_time(batches[0].rows, batches[0].executors or used))
+        cold[0] = (batches[0].task_s or predicted) - predicted - used * warmup
     return residuals, cold, warmup

@@ -248,7 +248,8 @@ def _sim_query(q: QueryHistory, offset: float) -> SimQuery:
         initial_backlog=q.initial_backlog, reports_backlog=q.reports_backlog,
         task_overhead_s=c.fixed_task_s / max(1, c.widest), executor_overhead_s=c.per_executor_s,
         new_executor_warmup_s=q.new_executor_warmup_s, efficiency=max(0.5, c.efficiency),
-        batch_work=lambda t, n, rows, work: q.batch_work(t + offset, n, rows, work))
+        batch_work=lambda t, n, rows, work: q.batch_work(t + offset, n, rows, work),
+        empty_first_batch=q.batches[0].rows == 0)
 
 
 def _total_load(history: ApplicationHistory, t: float) -> float:

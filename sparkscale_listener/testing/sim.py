@@ -114,6 +114,9 @@ class SimQuery:
     # instead of the modelled ``work`` (a recorded query's cold start, its costlier stretches).
     efficiency: float = 1.0
     batch_work: Callable[[float, int, float, float], float] | None = None
+    # Its first trigger runs a batch even with nothing to read, as Spark's first batch of a source
+    # that starts from its latest offsets does (a replayed query whose first batch read no rows).
+    empty_first_batch: bool = False
 
 
 @dataclass(frozen=True)
@@ -625,7 +628,8 @@ class _QueryState:
                 accrued = now
                 rows = self.source if q.max_rows_per_batch is None else min(self.source,
                                                                             q.max_rows_per_batch)
-                if rows < 1.0:  # no new data: look again at the next trigger
+                empty_first = q.empty_first_batch and self.last_batch_start is None
+                if rows < 1.0 and not empty_first:  # no new data: look again at the next trigger
                     self.next_start = self._next_trigger(now, poll=True)
                     continue
                 self.source -= rows
