@@ -6,7 +6,6 @@ import dataclasses
 import json
 import logging
 import multiprocessing
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -328,7 +327,8 @@ def _append(path: str, n: int) -> None:
 
 def test_jsonl_several_processes_append(tmp_path: Path) -> None:
     path = str(tmp_path / "events.jsonl")
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    # spawn, not fork: a fork copies locks the pytest process's other threads may hold at that instant.
+    ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_append, args=(path, n)) for n in range(4)]
     for p in procs:
         p.start()

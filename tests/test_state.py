@@ -6,7 +6,6 @@ import logging
 import multiprocessing
 import os
 import sqlite3
-import sys
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -132,8 +131,7 @@ def _writer(path: str, app: str, barrier: multiprocessing.synchronize.Barrier) -
 
 def test_sqlite_shared_by_several_processes(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.db")
-    method = "fork" if sys.platform.startswith("linux") else "spawn"
-    ctx = multiprocessing.get_context(method)
+    ctx = multiprocessing.get_context("spawn")  # not fork: see the corrupt-file test below
     apps = [f"app{n}" for n in range(3)]
     barrier = ctx.Barrier(len(apps))
     procs = [ctx.Process(target=_writer, args=(path, app, barrier)) for app in apps]
@@ -185,7 +183,9 @@ def _open_corrupt(path: str, app: str, barrier: multiprocessing.synchronize.Barr
 def test_several_processes_recover_one_corrupt_file(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     path.write_bytes(b"garbage" * 1000)
-    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    # spawn, not fork: a fork of the pytest process copies locks that its other threads (the control
+    # loops of earlier tests) may hold at that instant, and a child can then wait on one forever.
+    ctx = multiprocessing.get_context("spawn")
     apps = [f"app{n}" for n in range(3)]
     barrier = ctx.Barrier(len(apps))
     procs = [ctx.Process(target=_open_corrupt, args=(str(path), app, barrier)) for app in apps]
