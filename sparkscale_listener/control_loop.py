@@ -17,7 +17,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
-from typing import Any
 
 from .check.checker import CheckContext
 from .check.guard import RollbackGuard
@@ -40,6 +39,7 @@ from .policy import ScalingPolicy
 from .realize.provisioning import ProvisioningTracker
 from .realize.realizer import ScalingRealizer
 from .state import AutoscalerState, StateStore
+from .views import DecisionList, DecisionView, Status
 
 log = logging.getLogger("sparkscale")
 
@@ -100,14 +100,14 @@ class Autoscaler:
             finally:
                 self.state.flush()  # what the tick changed, written once
 
-    def status(self) -> dict[str, Any]:
-        """Where the autoscaler stands. Reading it changes nothing."""
+    def status(self) -> Status:
+        """Where the autoscaler stands (a dict that prints readably). Reading it changes nothing."""
         with self._lock:
             t = self.executor.targets
             live = self._history[-1].cluster.live_executors if self._history else 0
             now = self.clock()
             pause = self.guard.pause
-            return {
+            return Status({
                 "mode": self.config.mode,
                 "target_executors": t.current,
                 "initial_executors": t.initial,
@@ -116,7 +116,8 @@ class Autoscaler:
                 "paused": pause.active(now),
                 "pause_reason": pause.reason(now),
                 "stopped": pause.stopped,
-                "last_decision": decision_to_dict(self._last_decision) if self._last_decision else None,
+                "last_decision": DecisionView(decision_to_dict(self._last_decision)) if self._last_decision
+                else None,
                 "last_scaling": asdict(t.last_scaling) if t.last_scaling else None,
                 "provisioning_time_s": self.provisioning.time_s(),
                 "blocked_queries": dict(self.policy.blocked_queries()),
@@ -126,13 +127,15 @@ class Autoscaler:
                 "events_lost": self._events_lost or 0,
                 "errors": self._errors,
                 "last_error": self._last_error,
-            }
+            })
 
-    def decisions(self, applied_only: bool = False) -> list[dict[str, Any]]:
-        """Every decision so far (bounded to the last 1000), oldest first; with ``applied_only``
-        only those carried out (scale-ups, scale-downs, rollbacks), not the ticks that held."""
+    def decisions(self, applied_only: bool = False) -> DecisionList:
+        """Every decision so far (bounded to the last 1000), oldest first, as dicts that print one
+        line each; with ``applied_only`` only those carried out (scale-ups, scale-downs,
+        rollbacks), not the ticks that held."""
         with self._lock:
-            return [decision_to_dict(d) for d in self._decisions if d.applied or not applied_only]
+            return DecisionList(DecisionView(decision_to_dict(d)) for d in self._decisions
+                                if d.applied or not applied_only)
 
     def resume(self) -> bool:
         """Lift a rollback pause or a stop after repeated rollbacks; True when one was in force."""
@@ -299,9 +302,15 @@ class Autoscaler:
         self._report_error(self.clock(), where, exc)
 
 
+# The least time between two steps when woken early: a burst of batches completing together (many
+# queries on one trigger) makes one early evaluation, not one each.
+MIN_STEP_GAP_S = 1.0
+
+
 class ControlLoop:
     """Runs :meth:`Autoscaler.step` every interval on a daemon thread until stopped, or until the
-    SparkContext stops."""
+    SparkContext stops; sooner when :meth:`wake` is called (a batch showed arrivals rising), but
+    never twice within :data:`MIN_STEP_GAP_S`."""
 
     def __init__(self, autoscaler: Autoscaler, interval_s: float,
                  alive: Callable[[], bool] = lambda: True) -> None:
@@ -309,13 +318,19 @@ class ControlLoop:
         self.interval_s = interval_s
         self._alive = alive
         self._stop = threading.Event()
+        self._wakeup = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sparkscale-control-loop", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def wake(self) -> None:
+        """Step now rather than at the next interval (callable from any thread; returns at once)."""
+        self._wakeup.set()
+
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        self._wakeup.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
@@ -330,6 +345,10 @@ class ControlLoop:
                     break
             except Exception:
                 break  # the JVM is gone: the application ended
+            self._wakeup.clear()  # a wake during the step counts for the next one
             self.autoscaler.step()
-            self._stop.wait(self.interval_s)
+            due = time.monotonic() + self.interval_s
+            if self._stop.wait(min(MIN_STEP_GAP_S, self.interval_s)):
+                break
+            self._wakeup.wait(max(0.0, due - time.monotonic()))
         self.autoscaler.close()

@@ -456,3 +456,48 @@ def test_testing_source_reader_offsets_partitions_rows(tmp_path: Any) -> None:
 
     with pytest.raises(ValueError, match="costMode"):
         SparkscaleTestReader({"costMode": "gpu"})
+
+
+def test_recorder_wakes_the_control_loop_when_a_batch_shows_arrivals_rising() -> None:
+    woken: list[int] = []
+    r = ProgressRecorder()
+    r.on_rise = lambda: woken.append(len(woken))
+    r.record_started(QID, "proto", "run-1", now=100.0)
+    offset = 0
+
+    def batch(batch_id: int, rows: int, waiting: int = 0) -> None:
+        nonlocal offset
+        offset += rows
+        p = progress(batch_id, rows, end=offset, latest=offset + waiting)
+        p["timestamp"] = f"2026-11-22T04:28:{2 * batch_id:02d}.000Z"  # a 2 s trigger
+        r.record_progress(p, now=100.0 + 2 * batch_id)
+
+    for i in range(6):
+        batch(i, 100 + (10 if i % 2 else -10))  # steady, with noise
+    assert not woken
+    batch(6, 140)  # 1.4x: noise, not a step
+    assert not woken
+    batch(7, 1000)  # x10: a step
+    assert woken == [0]
+    # A read limit that binds: every batch reads 1,000 rows, and the rest shows as a growing backlog.
+    for i in range(8, 13):
+        batch(i, 1000)
+    woken.clear()
+    batch(13, 1000, waiting=4000)
+    assert woken == [0]
+
+
+def test_a_failing_wake_never_reaches_the_listener(caplog: pytest.LogCaptureFixture) -> None:
+    r = ProgressRecorder()
+
+    def broken() -> None:
+        raise RuntimeError("no loop")
+
+    r.on_rise = broken
+    for i, rows in enumerate([100, 100, 100, 100, 2000]):
+        p = progress(i, rows, end=100 * (i + 1) + (1900 if i == 4 else 0))
+        p["timestamp"] = f"2026-11-22T04:28:{2 * i:02d}.000Z"
+        with caplog.at_level(logging.WARNING, logger="sparkscale"):
+            r.record_progress(p, now=100.0 + i)
+    assert "could not wake the control loop" in caplog.text
+    assert r.get(QID).batches == 5

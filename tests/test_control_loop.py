@@ -116,3 +116,44 @@ def test_a_batch_job_beside_no_streaming_query_keeps_the_executors_it_uses() -> 
     later = [h.tick(sample(t, live=5, other_tasks=0))[0] for t in range(60, 500, 10)]
     downs = [d for d in later if d.action == "scale_down" and d.applied]
     assert downs and downs[0].time - 60 >= h.config.scale_down_interval_s
+
+
+def test_the_loop_steps_when_woken_not_only_every_interval() -> None:
+    import threading
+    import time
+
+    from sparkscale_listener.control_loop import ControlLoop
+
+    class CountingAutoscaler:
+        def __init__(self) -> None:
+            self.steps = 0
+            self.stepped = threading.Condition()
+
+        def step(self) -> list:
+            with self.stepped:
+                self.steps += 1
+                self.stepped.notify_all()
+            return []
+
+        def close(self) -> None:
+            pass
+
+    scaler = CountingAutoscaler()
+    loop = ControlLoop(scaler, interval_s=3600.0)  # the next interval would be an hour away
+
+    def wait_for_steps(n: int) -> bool:
+        with scaler.stepped:
+            return scaler.stepped.wait_for(lambda: scaler.steps >= n, timeout=30)
+
+    loop.start()
+    try:
+        assert wait_for_steps(1)
+        loop.wake()
+        assert wait_for_steps(2), "a wake must bring the next step forward"
+        loop.wake()
+        loop.wake()  # two wakes before the step: one step
+        assert wait_for_steps(3)
+    finally:
+        started = time.monotonic()
+        loop.stop()
+    assert not loop.running and time.monotonic() - started < 30  # stop does not wait out the interval

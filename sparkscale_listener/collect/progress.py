@@ -9,13 +9,15 @@ of each source is parsed by :mod:`.backlog`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
+import statistics
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -51,6 +53,29 @@ RECENT_BATCHES = 64
 # Batches per source over which rows per offset (or file) are learned: enough to smooth one odd
 # batch, few enough to follow a producer that starts or stops writing transactions.
 UNIT_SAMPLES = 32
+# A batch whose arrivals exceed (1 + WAKE_RISE) x the median of the WAKE_BASELINE batches before it
+# wakes the control loop at once (the evaluator's own test of a rise is the same factor).
+WAKE_RISE = 0.5
+WAKE_BASELINE = 5
+
+
+def arrivals_rose(batches: Sequence[BatchProgress]) -> bool:
+    """Whether the latest batch shows arrivals well above the batches before it: the rows it read
+    plus what the backlog grew by, per second since the previous batch started, against the median
+    of up to :data:`WAKE_BASELINE` such rates before it."""
+    rates: list[float] = []
+    for previous, b in itertools.pairwise(batches[-(WAKE_BASELINE + 2):]):
+        since = b.start - previous.start
+        if b.batch_id != previous.batch_id + 1 or since <= 0:
+            rates = []  # a gap (a restart, a missed event): compare only what follows it
+            continue
+        known = b.backlog is not None and previous.backlog is not None
+        grown = b.backlog - previous.backlog if known else 0.0
+        rates.append(max(0.0, b.rows + grown) / since)
+    if len(rates) < 3:
+        return False
+    before = statistics.median(rates[:-1])
+    return rates[-1] > (1.0 + WAKE_RISE) * before and rates[-1] - before >= 1.0
 
 # ---------------------------------------------------------------------------------------------
 # Recorded state
@@ -156,6 +181,9 @@ class ProgressRecorder(StreamingQueryListener):
         self._lock = threading.Lock()
         self._queries: OrderedDict[str, _QueryState] = OrderedDict()
         self._spark: Any = None
+        # Called (on the listener's thread: it must return at once) when a batch shows arrivals
+        # rising (:func:`arrivals_rose`): the control loop evaluates then, not at its next tick.
+        self.on_rise: Callable[[], None] | None = None
 
     # --- registration ------------------------------------------------------------------------
 
@@ -263,6 +291,13 @@ class ProgressRecorder(StreamingQueryListener):
                     rows = int(finite_float(progress_json.get("numInputRows")))
                     state.recent_batches.append(BatchProgress(batch_id, started, duration / 1000.0, rows,
                                                               state.backlog))
+            latest = list(itertools.islice(reversed(state.recent_batches), WAKE_BASELINE + 2))[::-1]
+            rose = arrivals_rose(latest)
+        if rose and self.on_rise is not None:
+            try:
+                self.on_rise()
+            except Exception:
+                log.warning("could not wake the control loop", exc_info=True)
 
     def record_idle(self, query_id: str, now: float) -> None:
         """An idle event: the query is alive and has nothing to read (so no backlog, no input)."""

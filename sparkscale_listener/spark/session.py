@@ -209,7 +209,7 @@ def _attach(spark: SparkSession) -> SparkSession:
                          f"mode (decisions are published, never applied)")
         config = replace(config, mode="recommend")
 
-    scaler = build_autoscaler(spark, config, bridge)
+    scaler, recorder = build_autoscaler(spark, config, bridge)
     if fallback_note:
         _warn(scaler, fallback_note, "local-master")
     misspelt = misspelt_prefix_warning(conf)
@@ -220,6 +220,7 @@ def _attach(spark: SparkSession) -> SparkSession:
         return not bridge.context_stopped()
 
     loop = ControlLoop(scaler, config.interval_s, alive)
+    recorder.on_rise = loop.wake  # a step is evaluated when its batches show it, not at the next tick
     global _sessions_started
     with _lock:
         _running[sc.applicationId] = (scaler, loop)
@@ -267,8 +268,10 @@ def task_cpus(value: str | None) -> int:
         return 1
 
 
-def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmBridge) -> Autoscaler:
-    """Construct every module from the configuration; any misfit fails here, at startup."""
+def build_autoscaler(spark: SparkSession, config: AutoscalerConfig,
+                     bridge: JvmBridge) -> tuple[Autoscaler, ProgressRecorder]:
+    """Construct every module from the configuration; any misfit fails here, at startup. Returns
+    the autoscaler and the progress recorder its collectors read (the loop wakes on it)."""
     sc = spark.sparkContext
     validate_modules(config)
     recorder = ProgressRecorder()
@@ -298,8 +301,9 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmB
                                     details={"mode": config.mode}))
 
     store = build_state_store(config, on_fallback=store_fell_back)
-    return Autoscaler(config, collector, evaluator, ScalingPolicy(), realizer, guard, events,
-                      store, sc.appName, gauges=GaugePublisher(bridge),
-                      observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],
-                      task_cpus=task_cpus(sc.getConf().get("spark.task.cpus", "1")),
-                      run_id=sc.applicationId)
+    scaler = Autoscaler(config, collector, evaluator, ScalingPolicy(), realizer, guard, events,
+                        store, sc.appName, gauges=GaugePublisher(bridge),
+                        observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],
+                        task_cpus=task_cpus(sc.getConf().get("spark.task.cpus", "1")),
+                        run_id=sc.applicationId)
+    return scaler, recorder
