@@ -1,0 +1,315 @@
+"""A x10 step on real Kafka: sparkscale against Spark's dynamic allocation, on the same load.
+
+A real broker (tests/kafka_broker.py), a topic of 8 partitions, the Kafka job of
+``examples/kafka_job.py`` (a Python UDF of 5 ms per record, a 2 s trigger, a read limit high enough
+never to bind), a local-cluster of up to 4 one-core executors starting with 2. The producer sends
+50 records/s for 60 s, 500 for 150 s, then 50 for 150 s. Each run is an application of its own, in
+a process of its own; the policies alternate. A benchmark, not a test: run it alone on the machine
+(through the heavy-run lock), about 7 minutes a run::
+
+    .venv/bin/python benchmarks/bench_kafka_step.py [--repeat 3] [--policies sparkscale,da]
+
+Per run, from the query's own progress and the producer's send times: the lag (the age of the
+oldest record produced and not yet committed by a batch, each second from 20 s in), the share of
+the run it is over 10 s, its worst, the seconds after the step until it stays under 10 s for the
+rest of the high phase, the executor-seconds (live executors sampled every 0.5 s), the applied
+actions, and whether any scale-down came while the load was high. The load average is recorded
+beside each run. Writes ``benchmarks/results/kafka_step.md``: every run, then the median and range
+per policy against the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "kafka_step.md"
+LOW, HIGH = 50.0, 500.0
+LOW_S, HIGH_S, TAIL_S = 60.0, 150.0, 150.0
+LAG_LIMIT_S = 10.0
+SKIP_S = 20.0  # the start (the query's first batches, the baseline) is not judged
+POLICIES = {
+    "sparkscale": {"spark.sparkscale.maxExecutors": "4", "spark.sparkscale.initialExecutors": "2"},
+    # Spark's own: shuffle tracking (no external shuffle service on local-cluster), the same bounds.
+    "da": {
+        "spark.sparkscale.enabled": "false",
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": "1",
+        "spark.dynamicAllocation.maxExecutors": "4",
+        "spark.dynamicAllocation.initialExecutors": "2",
+    },
+}
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def run_once(policy: str) -> dict[str, Any]:
+    """One application under ``policy``; its figures."""
+    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    import pyspark
+    from kafka_broker import KafkaBroker, connector_jars
+
+    from examples.kafka_job import build_session, enrich, read_topic, start_query
+    from sparkscale_listener import autoscaler
+    from sparkscale_listener.spark.jars import installed_versions
+    from sparkscale_listener.testing.demo import cluster_conf, quiet_executor_removal_noise
+
+    work = Path(tempfile.mkdtemp(prefix="kafka-step-"))
+    spark_version, scala = installed_versions()
+    _, jars = connector_jars(spark_version, scala, Path(pyspark.__file__).parent / "jars")
+    started_load = load_average()
+    with KafkaBroker(work / "kafka").start() as broker:
+        broker.create_topic("t", 8)
+        extra = {
+            "spark.ui.enabled": "false",
+            "spark.sql.streaming.numRecentProgressUpdates": "2000",
+            **POLICIES[policy],
+        }
+        spark = build_session(
+            "kafka-step", connector_jars=jars, conf=cluster_conf(work, workers=4, extra=extra)
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        quiet_executor_removal_noise(spark)
+        scaler = autoscaler(spark) if policy == "sparkscale" else None
+        producer = broker.producer("t")
+        produced: list[tuple[float, int]] = []
+        execs: list[tuple[float, int]] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            sc = spark.sparkContext._jsc.sc()
+            while not stop.wait(0.25):
+                produced.append((time.time(), producer.produced))
+                if len(produced) % 2 == 0:
+                    execs.append((time.time(), sc.getExecutorMemoryStatus().size() - 1))
+
+        producer.set_rate(LOW)
+        frame = read_topic(spark, broker.bootstrap, "t", 1_000_000)
+        query = start_query(
+            enrich(frame, 0.005), work / "out", work / "chk", name="kafka-step", trigger="2 seconds"
+        )
+        t0 = time.time()
+        threading.Thread(target=sample, daemon=True).start()
+        time.sleep(LOW_S)
+        t_step = time.time()
+        producer.set_rate(HIGH)
+        time.sleep(HIGH_S)
+        t_down = time.time()
+        producer.set_rate(LOW)
+        time.sleep(TAIL_S)
+        t_end = time.time()
+        stop.set()
+        progress = list(query.recentProgress)
+        decisions = scaler.decisions(applied_only=True) if scaler else []
+        query.stop()
+        spark.stop()
+        producer.close()
+    return figures(
+        policy, t0, t_step, t_down, t_end, progress, produced, execs, decisions, started_load, load_average()
+    )
+
+
+def figures(
+    policy: str,
+    t0: float,
+    t_step: float,
+    t_down: float,
+    t_end: float,
+    progress: list[Any],
+    produced: list[tuple[float, int]],
+    execs: list[tuple[float, int]],
+    decisions: list[dict[str, Any]],
+    load_start: str,
+    load_end: str,
+) -> dict[str, Any]:
+    commits: list[tuple[float, int]] = []  # (batch end, records committed by then)
+    for p in progress:
+        source = p["sources"][0]
+        end = source.get("endOffset")
+        end = json.loads(end) if isinstance(end, str) else end
+        if end:
+            start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+            commits.append(
+                (start + p["durationMs"].get("triggerExecution", 0) / 1000, int(sum(end["t"].values())))
+            )
+    commit_times = [c[0] for c in commits]
+    sent_times = [t for t, _ in produced]
+    sent = [n for _, n in produced]
+
+    def lag_at(t: float) -> float:
+        i = bisect.bisect_right(commit_times, t) - 1
+        committed = commits[i][1] if i >= 0 else 0
+        j = bisect.bisect_right(sent, committed)  # the first sample with a record not yet committed
+        if j >= len(sent) or sent_times[j] > t:
+            return 0.0
+        return t - sent_times[j - 1] if j > 0 else t - sent_times[0]
+
+    grid = [t0 + SKIP_S + i for i in range(int(t_end - t0 - SKIP_S))]
+    lags = [lag_at(t) for t in grid]
+    high = [t for t in grid if t_step <= t < t_down]
+    back = next((t - t_step for t in high if all(lag_at(u) <= LAG_LIMIT_S for u in high if u >= t)), None)
+    executor_s = sum((b[0] - a[0]) * a[1] for a, b in itertools.pairwise(execs) if a[0] >= t0 + SKIP_S)
+    actions = [
+        (round(d["time"] - t0, 1), d["action"], d["from_executors"], d["to_executors"]) for d in decisions
+    ]
+    ups = [a for a in actions if a[1] == "scale_up" and a[0] >= t_step - t0]
+    changes, last = [], None
+    for t, n in execs:  # the executor count over time, for any policy
+        if n != last:
+            changes.append((round(t - t0, 1), n))
+            last = n
+    return {
+        "policy": policy,
+        "step_at_s": round(t_step - t0, 1),
+        "down_at_s": round(t_down - t0, 1),
+        "lag_over_limit": sum(x > LAG_LIMIT_S for x in lags) / len(lags),
+        "max_lag_s": max(lags),
+        "high_max_lag_s": max((lag_at(t) for t in high), default=0.0),
+        "back_under_limit_s": back,
+        "executor_s": executor_s,
+        "actions": actions,
+        "executors": changes,
+        "first_scale_up_after_step_s": round(ups[0][0] - (t_step - t0), 1) if ups else None,
+        "scale_down_while_high": any(
+            a[1] == "scale_down" and t_step - t0 <= a[0] < t_down - t0 for a in actions
+        ),
+        "load_start": load_start,
+        "load_end": load_end,
+    }
+
+
+def _spread(values: list[float], unit: str = "", digits: int = 0) -> str:
+    if not values:
+        return "-"
+    fmt = f"{{:.{digits}f}}{unit}"
+    median = fmt.format(statistics.median(values))
+    return median if len(values) == 1 else f"{median} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def report(runs: list[dict[str, Any]]) -> str:
+    lines = [
+        "# A x10 step on real Kafka",
+        "",
+        "`benchmarks/bench_kafka_step.py`: a real broker, 8 partitions, 5 ms of Python UDF per record, "
+        "a 2 s trigger, a read limit that never binds, a local-cluster of up to 4 one-core executors "
+        f"starting with 2; {LOW:.0f} -> {HIGH:.0f} -> {LOW:.0f} records/s ({LOW_S:.0f} s, {HIGH_S:.0f} s, "
+        f"{TAIL_S:.0f} s). Lag: the age of the oldest record not yet committed, each second from "
+        f"{SKIP_S:.0f} s in.",
+        "",
+        "| run | policy | load avg (start / end) | lag > 10 s | worst lag | worst in the high phase | "
+        "under 10 s again after the step | first scale-up after the step | scale-down while high | "
+        "executor-s | actions |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(runs, 1):
+        back = "never" if r["back_under_limit_s"] is None else f"{r['back_under_limit_s']:.0f} s"
+        first = (
+            "-" if r["first_scale_up_after_step_s"] is None else f"{r['first_scale_up_after_step_s']:.0f} s"
+        )
+        acts = ", ".join(f"{a} {f}->{t} at {s:.0f} s" for s, a, f, t in r["actions"]) or "(its own)"
+        lines.append(
+            f"| {i} | {r['policy']} | {r['load_start']} / {r['load_end']} | {r['lag_over_limit']:.1%} | "
+            f"{r['max_lag_s']:.1f} s | {r['high_max_lag_s']:.1f} s | {back} | {first} | "
+            f"{'yes' if r['scale_down_while_high'] else 'no'} | {r['executor_s']:.0f} | {acts} |"
+        )
+    lines += [
+        "",
+        "Median (range) per policy:",
+        "",
+        "| policy | runs | lag > 10 s | worst lag | under 10 s again after the step | executor-s |",
+        "|---|---|---|---|---|---|",
+    ]
+    by_policy: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_policy.setdefault(r["policy"], []).append(r)
+    for policy, rs in by_policy.items():
+        backs = [r["back_under_limit_s"] for r in rs if r["back_under_limit_s"] is not None]
+        lines.append(
+            f"| {policy} | {len(rs)} | {_spread([100 * r['lag_over_limit'] for r in rs], ' %', 1)} | "
+            f"{_spread([r['max_lag_s'] for r in rs], ' s', 1)} | {_spread(backs, ' s')} | "
+            f"{_spread([r['executor_s'] for r in rs])} |"
+        )
+    ss, da = by_policy.get("sparkscale", []), by_policy.get("da", [])
+    if ss and da:
+        ratio = statistics.median(r["executor_s"] for r in ss) / statistics.median(
+            r["executor_s"] for r in da
+        )
+        lag_ss = statistics.median(r["lag_over_limit"] for r in ss)
+        lag_da = statistics.median(r["lag_over_limit"] for r in da)
+        firsts = [r["first_scale_up_after_step_s"] for r in ss]
+        backs = [r["back_under_limit_s"] for r in ss]
+        met = lambda ok: "**met**" if ok else "**not met**"  # noqa: E731
+        first_s = ", ".join("-" if f is None else f"{f:.0f} s" for f in firsts)
+        back_s = ", ".join("never" if b is None else f"{b:.0f} s" for b in backs)
+        lines += [
+            "",
+            "Targets (sparkscale, medians):",
+            "",
+            f"- no scale-down while the load is high: {met(not any(r['scale_down_while_high'] for r in ss))}",
+            f"- first scale-up within 20 s of the step ({first_s}): "
+            f"{met(all(f is not None and f <= 20 for f in firsts))}",
+            f"- lag under 10 s again within 90 s of the step ({back_s}): "
+            f"{met(all(b is not None and b <= 90 for b in backs))}",
+            f"- lag over 10 s at most 5 % of the run and less than dynamic allocation's ({lag_ss:.1%} vs "
+            f"{lag_da:.1%}): {met(lag_ss <= 0.05 and lag_ss < lag_da)}",
+            f"- executor-seconds at most 0.75x dynamic allocation's ({ratio:.2f}x): {met(ratio <= 0.75)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--policies", default="sparkscale,da")
+    parser.add_argument("--one", choices=sorted(POLICIES), help=argparse.SUPPRESS)  # a run, in this process
+    parser.add_argument("--no-results", action="store_true", help="print only")
+    args = parser.parse_args()
+    if args.one:
+        print("RESULT " + json.dumps(run_once(args.one)), flush=True)
+        return 0
+    runs = []
+    for i in range(args.repeat):
+        for policy in args.policies.split(","):
+            out = subprocess.run([sys.executable, __file__, "--one", policy], capture_output=True, text=True)
+            found = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+            if not found:
+                print(
+                    f"run {i + 1} {policy} failed (exit {out.returncode}):\n{out.stderr[-3000:]}",
+                    file=sys.stderr,
+                )
+                return 1
+            run = json.loads(found[-1][len("RESULT ") :])
+            runs.append(run)
+            print(
+                f"run {i + 1} {policy}: lag > 10 s {run['lag_over_limit']:.1%}, "
+                f"worst {run['max_lag_s']:.1f} s, "
+                f"executor-s {run['executor_s']:.0f}, actions {run['actions']}, load {run['load_start']}",
+                flush=True,
+            )
+    text = report(runs)
+    print(text)
+    if not args.no_results:
+        RESULTS.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
