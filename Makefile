@@ -14,7 +14,7 @@ JAVA_SOURCES := $(shell find jvm-bridge/src -path jvm-bridge/src/test -prune -o 
   $(wildcard jvm-bridge/pom.xml jvm-bridge/lines/*/pom.xml jvm-bridge/.mvn/*.config)
 
 .PHONY: env bridge test test-jvm test-fast demo lint bench bench-decisions bench-real clean check-java browser promtool \
-  spark-lines
+  spark-lines wheel
 
 env: $(VENV)/.installed
 
@@ -111,6 +111,11 @@ test-fast: $(VENV)/.installed
 
 demo: $(JAR)
 	$(PY) examples/demo.py
+
+# The wheel users install (README, Install): setup.py compiles the bridge jars into it with Maven.
+wheel: $(VENV)/.installed
+	@$(MAKE) --no-print-directory check-java
+	$(PY) -m build --wheel --outdir dist .
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

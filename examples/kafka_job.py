@@ -35,7 +35,7 @@ from pyspark.sql.types import StringType
 from sparkscale_listener import autoscale
 from sparkscale_listener.spark.jars import installed_versions
 
-# Executors the autoscaler may use, and how fast it reacts; see the README's configuration table.
+# Executors the autoscaler may use, and how fast it reacts; see docs/configuration.md.
 AUTOSCALER_CONF: dict[str, str] = {
     "spark.sparkscale.minExecutors": "1",
     "spark.sparkscale.maxExecutors": "8",

@@ -169,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(path: Path) -> Part:
         # A base temp dir of each file's own: pytest's numbered ones are pruned by the next session.
-        return run_pytest(path.name, [str(path.relative_to(REPO)), f"--basetemp={basetemp / path.stem}"],
-                          live=args.jobs <= 1)
+        # --durations: each test's own time in the log, so the next cut of the suite knows where to look.
+        return run_pytest(path.name, [str(path.relative_to(REPO)), f"--basetemp={basetemp / path.stem}",
+                                      "--durations=0", "--durations-min=5"], live=args.jobs <= 1)
 
     if args.jobs <= 1:
         parts += [run(path) for path in files]

@@ -51,4 +51,7 @@ def test_lag_executor_seconds_and_targets() -> None:
     assert "first scale-up within 20 s of the step (15 s): **met**" in text
     assert "lag under 10 s again within 90 s of the step (31 s): **met**" in text
     assert "executor-seconds at most 0.75x dynamic allocation's (0.50x): **met**" in text
+    # A run at maxExecutors when the step came needed no scale-up after it.
+    ahead = dict(run, first_scale_up_after_step_s=None, executors=[(0.0, 2), (25.0, 4)])
+    assert "(at maxExecutors already): **met**" in bench.report([ahead, da])
     assert "less than dynamic allocation's (15.0% vs 20.0%): **not met**" in text

@@ -221,5 +221,5 @@ def test_a_day_of_tick_summaries_adds_about_a_megabyte_to_the_event_log() -> Non
           f"{len(kept)} tick summaries, {logged} bytes ({logged / len(kept):.0f} per summary); "
           f"{every_tick} bytes if every tick were logged")
     assert changes >= 4  # the load moved the executors: changes are part of what was measured
-    assert logged < 1_500_000  # about 1 MB: README, "In the Spark History Server"
+    assert logged < 1_500_000  # about 1 MB: docs/observability.md, "In the Spark History Server"
     assert every_tick > 5 * logged  # what keeping the live-only ticks out of the log saves

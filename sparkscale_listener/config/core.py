@@ -238,7 +238,7 @@ def unknown_key_message(key: str, value: str) -> str:
     candidates = [*_CORE_BY_KEY, *(prefix + rest for prefix in MODULE_PREFIXES if dot)]
     hint = did_you_mean(key, candidates, PREFIX)
     return (f"{PREFIX}{key}={value!r} is not a known key; "
-            f"{hint or 'no known key is close (the README lists them all under Configuration)'}")
+            f"{hint or 'no known key is close (docs/configuration.md lists them all)'}")
 
 
 # -- keys meant for sparkscale but outside its prefix ----------------------------------------------

@@ -257,7 +257,7 @@ class Duration(ValueType):
 
     ``at_most`` is the key's sane upper bound: far above any useful value, so a value beyond it is a
     mistake (a wrong unit, an extra zero) and is refused, with the value read back in a unit that
-    shows the mistake. The README's tables print it next to the key's description."""
+    shows the mistake. The configuration reference prints it next to the key's description."""
 
     def __init__(self, *, at_most: float, positive: bool = False, until: str | None = None) -> None:
         self.at_most = at_most
@@ -354,8 +354,8 @@ class DailyWindows(ValueType):
 @dataclass(frozen=True)
 class Option:
     """One configuration key, declared once: name (after the prefix), value type and range,
-    default, and the line the README shows. Parsing, validation, the defaults of
-    :class:`AutoscalerConfig` and the README tables all come from these declarations."""
+    default, and the line the configuration reference shows. Parsing, validation, the defaults of
+    :class:`AutoscalerConfig` and the reference tables all come from these declarations."""
 
     key: str
     type: ValueType

@@ -1,10 +1,11 @@
-"""The README's configuration and metrics reference, generated from the key and gauge declarations
-so it cannot drift. A tool, not part of the running autoscaler: it is the one module that reads
-the declarations of every layer (checkers, event handlers, state stores, gauges), so nothing
-imports it.
+"""The configuration and metrics reference (``docs/configuration.md``, ``docs/observability.md``),
+generated from the key and gauge declarations so it cannot drift. A tool, not part of the running
+autoscaler: it is the one module that reads the declarations of every layer (checkers, event
+handlers, state stores, gauges), so nothing imports it.
 
-``python -m sparkscale_listener.config.reference README.md`` rewrites the tables between the
-``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers; a test checks they are current.
+``python -m sparkscale_listener.config.reference`` rewrites the tables between the
+``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers of those pages; a test checks they are
+current.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .options import PREFIX, Duration, Option
 
 
 def markdown_table(options: Sequence[Option] = CORE_OPTIONS, prefix: str = "") -> str:
-    """A README table of ``options`` (keys under ``prefix``), generated so it cannot drift."""
+    """A markdown table of ``options`` (keys under ``prefix``), generated so it cannot drift."""
     lines = ["| key | default | what it does, and why this default |", "|---|---|---|"]
     for opt in options:
         default = opt.default_text()
@@ -53,8 +54,16 @@ def tables() -> dict[str, str]:
             "metrics-table": metrics_table()}
 
 
+# The page each generated table lives on.
+PAGES = {"config-table": "docs/configuration.md", "module-keys-table": "docs/configuration.md",
+         "metrics-table": "docs/observability.md"}
+
+
 def rewrite(text: str) -> str:
+    """``text`` with every generated table whose markers it holds made current."""
     for name, table in tables().items():
+        if f"<!-- {name}:start" not in text:
+            continue
         start = text.index(f"<!-- {name}:start")
         start = text.index("-->", start) + 3
         end = text.index(f"<!-- {name}:end -->")
@@ -63,5 +72,7 @@ def rewrite(text: str) -> str:
 
 
 if __name__ == "__main__":
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
-    path.write_text(rewrite(path.read_text(encoding="utf-8")), encoding="utf-8")
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".")
+    for page in sorted(set(PAGES.values())):
+        path = root / page
+        path.write_text(rewrite(path.read_text(encoding="utf-8")), encoding="utf-8")

@@ -12,8 +12,9 @@
   series name), so its output fails ``promtool check metrics`` whatever the gauges are called; this
   one passes.
 
-:data:`GAUGES` is the one list of them: the README's metrics table is generated from it and a test
-keeps the two in sync. A query's gauges are removed, from both places, when the query stops.
+:data:`GAUGES` is the one list of them: the metrics table of docs/observability.md is generated
+from it and a test keeps the two in sync. A query's gauges are removed, from both places, when the
+query stops.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def render_prometheus(app: Mapping[str, float], queries: Mapping[str, Mapping[st
 
 
 def metrics_table() -> str:
-    """The README's table of every gauge (a test checks the README has it)."""
+    """The table of every gauge (docs/observability.md; a test checks it is current)."""
     rows = ["| Spark metrics system (`plugin.io.sparkscale.bridge.SparkscalePlugin.`) | "
             "`/autoscaler/metrics` | unit | meaning |", "|---|---|---|---|"]
     for g in GAUGES:
