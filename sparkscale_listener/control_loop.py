@@ -116,8 +116,7 @@ class Autoscaler:
                 "paused": pause.active(now),
                 "pause_reason": pause.reason(now),
                 "stopped": pause.stopped,
-                "last_decision": DecisionView(decision_to_dict(self._last_decision)) if self._last_decision
-                else None,
+                "last_decision": self._last_decision and DecisionView(decision_to_dict(self._last_decision)),
                 "last_scaling": asdict(t.last_scaling) if t.last_scaling else None,
                 "provisioning_time_s": self.provisioning.time_s(),
                 "blocked_queries": dict(self.policy.blocked_queries()),
@@ -130,9 +129,8 @@ class Autoscaler:
             })
 
     def decisions(self, applied_only: bool = False) -> DecisionList:
-        """Every decision so far (bounded to the last 1000), oldest first, as dicts that print one
-        line each; with ``applied_only`` only those carried out (scale-ups, scale-downs,
-        rollbacks), not the ticks that held."""
+        """Every decision so far (the last 1000), oldest first, as dicts that print a line each; with
+        ``applied_only`` only those carried out (scale-ups, scale-downs, rollbacks)."""
         with self._lock:
             return DecisionList(DecisionView(decision_to_dict(d)) for d in self._decisions
                                 if d.applied or not applied_only)
