@@ -28,15 +28,14 @@ import numpy as np
 from . import readable
 from .concurrency import batch_arrivals, with_concurrency
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext, executors_for
-from .metrics import BatchRecord, MetricSample, QueryMetrics
+from .metrics import RISING, BatchRecord, MetricSample, QueryMetrics
 from .model import MIN_BATCHES, NONE_CONCURRENT, BatchCost, BatchCostLearner, Concurrent, Size, ops
 
 # Batches at the current size needed after a change before a decision (the arrival rate of one
 # batch can be noise; two consecutive ones show a step).
 CONFIRMING_BATCHES = 2
-# The latest batches' arrivals this much above the window's, or the latest batch this much
-# longer than the window's typical one: the load is rising, no scale-down.
-RISING = 0.5
+# The latest batch this much longer than the window's typical one: the load is rising, as with
+# arrivals RISING above the window's (metrics.py), no scale-down.
 LENGTHENING = 0.5
 # Utilization figures in reasons and gauges are bounded: a query that cannot keep up at all is
 # "at least this" busy, never 170x.

@@ -14,6 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# Arrivals this much above those before them mean the load is rising: the evaluator holds off any
+# scale-down and sizes the step, and the progress recorder wakes the control loop for it.
+RISING = 0.5
+
 
 def finite_float(value: Any, default: float = 0.0) -> float:
     """A number from a snapshot or a progress event; missing, null, text or non-finite ->
@@ -94,11 +98,16 @@ class BatchRecord:
         return self.start + self.duration_s
 
     def arrivals(self, previous_backlog: float | None) -> float | None:
-        """Rows that arrived between the previous batch's start and this one's: what it read
-        plus what its sources' backlog grew by (nothing grows when no read limit binds)."""
-        if self.backlog is not None and previous_backlog is not None:
-            return max(0.0, self.rows + self.backlog - previous_backlog)
-        return float(self.rows)
+        """Rows that arrived between the previous batch's start and this one's (:func:`rows_arrived`)."""
+        return rows_arrived(self.rows, self.backlog, previous_backlog)
+
+
+def rows_arrived(rows: float, backlog: float | None, previous_backlog: float | None) -> float:
+    """Rows that arrived between a batch's predecessor's start and its own: what it read plus what
+    its sources' backlog grew by (nothing grows when no read limit binds)."""
+    if backlog is not None and previous_backlog is not None:
+        return max(0.0, rows + backlog - previous_backlog)
+    return float(rows)
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,25 @@ at a prompt: local times, rounded figures, one line per decision."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from . import readable
+
+T = TypeVar("T")
+
+
+class _Key(Generic[T]):
+    """A typed attribute reading the dict key of its own name: ``view.action == view["action"]``."""
+
+    def __init__(self, convert: Callable[[Any], T]) -> None:
+        self.convert = convert
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    def __get__(self, view: dict[str, Any], owner: type | None = None) -> T:
+        return self.convert(view[self.key])
 
 
 def clock_time(epoch_s: float) -> str:
@@ -25,33 +41,13 @@ class DecisionView(dict[str, Any]):
     ``utilization``, ``recommended_executors``, ``required_slots``, ``backlog_mode`` and ``queries``;
     for a change ``predictions`` (and, once measured, ``outcomes``) per query."""
 
-    @property
-    def time(self) -> float:
-        return float(self["time"])
-
-    @property
-    def action(self) -> str:
-        return str(self["action"])
-
-    @property
-    def from_executors(self) -> int:
-        return int(self["from_executors"])
-
-    @property
-    def to_executors(self) -> int:
-        return int(self["to_executors"])
-
-    @property
-    def reason(self) -> str:
-        return str(self["reason"])
-
-    @property
-    def details(self) -> str:
-        return str(self.get("details") or "")
-
-    @property
-    def applied(self) -> bool:
-        return bool(self["applied"])
+    time = _Key(float)
+    action = _Key(str)
+    from_executors = _Key(int)
+    to_executors = _Key(int)
+    reason = _Key(str)
+    details = _Key(lambda value: str(value or ""))
+    applied = _Key(bool)
 
     def __str__(self) -> str:
         state = "applied" if self.applied else ("recommended" if self.action != "none" else "")
@@ -77,29 +73,12 @@ class Status(dict[str, Any]):
     ``blocked_queries``, ``healthy_target``, ``capacity_limit``, ``request_failure``,
     ``events_lost``, ``errors``, ``last_error``."""
 
-    @property
-    def mode(self) -> str:
-        return str(self["mode"])
-
-    @property
-    def target_executors(self) -> int:
-        return int(self["target_executors"])
-
-    @property
-    def live_executors(self) -> int:
-        return int(self["live_executors"])
-
-    @property
-    def pending_executors(self) -> int:
-        return int(self["pending_executors"])
-
-    @property
-    def paused(self) -> bool:
-        return bool(self["paused"])
-
-    @property
-    def last_decision(self) -> DecisionView | None:
-        return self.get("last_decision")
+    mode = _Key(str)
+    target_executors = _Key(int)
+    live_executors = _Key(int)
+    pending_executors = _Key(int)
+    paused = _Key(bool)
+    last_decision: _Key[DecisionView | None] = _Key(lambda value: value)
 
     def __str__(self) -> str:
         pending = f", {self.pending_executors} pending" if self.pending_executors else ""

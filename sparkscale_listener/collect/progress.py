@@ -30,7 +30,7 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryListener,
 )
 
-from ..metrics import SourceBacklog, finite_float
+from ..metrics import RISING, SourceBacklog, finite_float, rows_arrived
 from .backlog import (
     backlog_problem,
     batch_rows_per_unit,
@@ -53,9 +53,8 @@ RECENT_BATCHES = 64
 # Batches per source over which rows per offset (or file) are learned: enough to smooth one odd
 # batch, few enough to follow a producer that starts or stops writing transactions.
 UNIT_SAMPLES = 32
-# A batch whose arrivals exceed (1 + WAKE_RISE) x the median of the WAKE_BASELINE batches before it
-# wakes the control loop at once (the evaluator's own test of a rise is the same factor).
-WAKE_RISE = 0.5
+# A batch whose arrivals exceed (1 + RISING) x the median of the WAKE_BASELINE batches before it
+# wakes the control loop at once.
 WAKE_BASELINE = 5
 
 
@@ -69,13 +68,11 @@ def arrivals_rose(batches: Sequence[BatchProgress]) -> bool:
         if b.batch_id != previous.batch_id + 1 or since <= 0:
             rates = []  # a gap (a restart, a missed event): compare only what follows it
             continue
-        known = b.backlog is not None and previous.backlog is not None
-        grown = b.backlog - previous.backlog if known else 0.0
-        rates.append(max(0.0, b.rows + grown) / since)
+        rates.append(rows_arrived(b.rows, b.backlog, previous.backlog) / since)
     if len(rates) < 3:
         return False
     before = statistics.median(rates[:-1])
-    return rates[-1] > (1.0 + WAKE_RISE) * before and rates[-1] - before >= 1.0
+    return rates[-1] > (1.0 + RISING) * before and rates[-1] - before >= 1.0
 
 # ---------------------------------------------------------------------------------------------
 # Recorded state
