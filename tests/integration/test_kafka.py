@@ -60,7 +60,14 @@ def cluster(connector: list[Path], tmp_path_factory: pytest.TempPathFactory) -> 
     conf = {"spark.jars": ",".join(str(j) for j in connector),
             "spark.sql.streaming.numRecentProgressUpdates": "1000",
             # Four 2-second batches in a window: the per-batch cost of 8 tasks averages out.
-            "spark.sparkscale.metricsWindow": "8s"}
+            "spark.sparkscale.metricsWindow": "8s",
+            # Kafka's source asks for each partition's task to run on the executor its hash picks
+            # among those the driver knows (where its cached consumer lives); Spark's delay scheduling
+            # then holds the task up to 3 s for that executor. In one suite run three executors read
+            # no faster than one (batches of 500 records ~6 s, against ~2.7 s in other runs), as if
+            # tasks waited on executors busy or gone; these scenarios are about decisions, so a task
+            # runs wherever a slot is free.
+            "spark.locality.wait": "0s"}
     with SharedCluster(tmp_path_factory.mktemp("kafka-cluster"), "it-kafka", conf=conf) as shared:
         yield shared
 
@@ -140,6 +147,10 @@ def show(scaler: Any, query: Any) -> None:
             print(f"{d['time']:.0f} {d['action']} {d['from_executors']}->{d['to_executors']} "
                   f"applied={d['applied']}: {d['reason'][:400]} | {notes}")
     print("lag:", [(round(t) % 1000, int(v)) for t, v in lag_timeline(query)])
+    # Each batch's rows and seconds: whether the executors were slow or too few.
+    took = [(p["numInputRows"], round(p["durationMs"].get("triggerExecution", 0) / 1000, 1))
+            for p in query.recentProgress]
+    print("batches (rows, s):", took)
 
 
 def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
