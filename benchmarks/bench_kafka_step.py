@@ -1,7 +1,8 @@
 """A x10 step on real Kafka: sparkscale against Spark's dynamic allocation, on the same load.
 
 A real broker (tests/kafka_broker.py), a topic of 8 partitions, the Kafka job of
-``examples/kafka_job.py`` (a Python UDF of 5 ms per record, a 2 s trigger, a read limit high enough
+``examples/kafka_job.py`` (a Python UDF of 5 ms per record, a 2 s trigger unless ``--trigger`` says
+otherwise, a read limit high enough
 never to bind), a local-cluster of up to 4 one-core executors starting with 2. The producer sends
 50 records/s for 60 s, 500 for 150 s, then 50 for 150 s. sparkscale runs with the demo's compressed
 timescale (``testing/demo.py``: a 2 s interval, a 10 s window, a 16 s scale-down interval, 30 s
@@ -9,14 +10,15 @@ catch-up), dynamic allocation with its defaults and shuffle tracking. Each run i
 its own, in a process of its own; the policies alternate. A benchmark, not a test: run it alone on the machine
 (through the heavy-run lock), about 7 minutes a run::
 
-    .venv/bin/python benchmarks/bench_kafka_step.py [--repeat 3] [--policies sparkscale,da]
+    .venv/bin/python benchmarks/bench_kafka_step.py [--repeat 3] [--policies sparkscale,da] [--trigger 2]
 
 Per run, from the query's own progress and the producer's send times: the lag (the age of the
 oldest record produced and not yet committed by a batch, each second from 20 s in), the share of
 the run it is over 10 s, its worst, the seconds after the step until it stays under 10 s for the
 rest of the high phase, the executor-seconds (live executors sampled every 0.5 s), the applied
 actions, and whether any scale-down came while the load was high. The load average is recorded
-beside each run. Writes ``benchmarks/results/kafka_step.md``: every run, then the median and range
+beside each run, and the median batch time of each phase. Writes ``benchmarks/results/kafka_step.md``
+(``kafka_step_<N>s.md`` for another trigger) and its ``.json``: every run, then the median and range
 per policy against the targets.
 """
 
@@ -38,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results" / "kafka_step.md"
-RAW = RESULTS.with_suffix(".json")  # every run's figures, to judge them again
+RESULTS = REPO / "benchmarks" / "results"
+DEFAULT_TRIGGER_S = 2.0
 LOW, HIGH = 50.0, 500.0
 LOW_S, HIGH_S, TAIL_S = 60.0, 150.0, 150.0
 LAG_LIMIT_S = 10.0
@@ -64,7 +66,12 @@ def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def run_once(policy: str) -> dict[str, Any]:
+def results_path(trigger_s: float) -> Path:
+    """Where a trigger's report goes (its ``.json`` beside it holds every run's figures)."""
+    return RESULTS / ("kafka_step.md" if trigger_s == DEFAULT_TRIGGER_S else f"kafka_step_{trigger_s:g}s.md")
+
+
+def run_once(policy: str, trigger_s: float = DEFAULT_TRIGGER_S) -> dict[str, Any]:
     """One application under ``policy``; its figures."""
     sys.path.insert(0, str(REPO / "tests"))
     sys.path.insert(0, str(REPO))
@@ -109,7 +116,8 @@ def run_once(policy: str) -> dict[str, Any]:
         producer.set_rate(LOW)
         frame = read_topic(spark, broker.bootstrap, "t", 1_000_000)
         query = start_query(
-            enrich(frame, 0.005), work / "out", work / "chk", name="kafka-step", trigger="2 seconds"
+            enrich(frame, 0.005), work / "out", work / "chk", name="kafka-step",
+            trigger=f"{trigger_s:g} seconds",
         )
         t0 = time.time()
         threading.Thread(target=sample, daemon=True).start()
@@ -129,7 +137,7 @@ def run_once(policy: str) -> dict[str, Any]:
         producer.close()
     return figures(
         policy, t0, t_step, t_down, t_end, progress, produced, execs, decisions, started_load, load_average()
-    )
+    ) | {"trigger_s": trigger_s}
 
 
 def figures(
@@ -146,15 +154,17 @@ def figures(
     load_end: str,
 ) -> dict[str, Any]:
     commits: list[tuple[float, int]] = []  # (batch end, records committed by then)
+    batches: list[tuple[float, float]] = []  # (batch start, seconds) of batches that read rows
     for p in progress:
         source = p["sources"][0]
         end = source.get("endOffset")
         end = json.loads(end) if isinstance(end, str) else end
         if end:
             start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
-            commits.append(
-                (start + p["durationMs"].get("triggerExecution", 0) / 1000, int(sum(end["t"].values())))
-            )
+            took = p["durationMs"].get("triggerExecution", 0) / 1000
+            commits.append((start + took, int(sum(end["t"].values()))))
+            if p.get("numInputRows", 0) > 0:
+                batches.append((start, took))
     commit_times = [c[0] for c in commits]
     sent_times = [t for t, _ in produced]
     sent = [n for _, n in produced]
@@ -198,7 +208,15 @@ def figures(
         ),
         "load_start": load_start,
         "load_end": load_end,
+        # What the executors had to do: the median batch time of each phase (from SKIP_S in).
+        "batch_s": {phase: _median([d for t, d in batches if lo <= t < hi])
+                    for phase, lo, hi in (("low", t0 + SKIP_S, t_step), ("high", t_step, t_down),
+                                          ("tail", t_down, t_end))},
     }
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def _executors_at(run: dict[str, Any], t: float) -> int:
@@ -220,19 +238,20 @@ def _spread(values: list[float], unit: str = "", digits: int = 0) -> str:
 
 
 def report(runs: list[dict[str, Any]]) -> str:
+    trigger_s = runs[0].get("trigger_s", DEFAULT_TRIGGER_S) if runs else DEFAULT_TRIGGER_S
     lines = [
         "# A x10 step on real Kafka",
         "",
         "`benchmarks/bench_kafka_step.py`: a real broker, 8 partitions, 5 ms of Python UDF per record, "
-        "a 2 s trigger, a read limit that never binds, a local-cluster of up to 4 one-core executors "
-        f"starting with 2; {LOW:.0f} -> {HIGH:.0f} -> {LOW:.0f} records/s ({LOW_S:.0f} s, {HIGH_S:.0f} s, "
-        f"{TAIL_S:.0f} s). Lag: the age of the oldest record not yet committed, each second from "
-        f"{SKIP_S:.0f} s in.",
+        f"a {trigger_s:g} s trigger, a read limit that never binds, a local-cluster of up to 4 one-core "
+        f"executors starting with 2; {LOW:.0f} -> {HIGH:.0f} -> {LOW:.0f} records/s ({LOW_S:.0f} s, "
+        f"{HIGH_S:.0f} s, {TAIL_S:.0f} s). Lag: the age of the oldest record not yet committed, each "
+        f"second from {SKIP_S:.0f} s in.",
         "",
         "| run | policy | load avg (start / end) | lag > 10 s | worst lag | worst in the high phase | "
         "under 10 s again after the step | first scale-up after the step | scale-down while high | "
-        "executor-s | actions |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "executor-s | median batch (low / high / tail) | actions |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(runs, 1):
         back = "never" if r["back_under_limit_s"] is None else f"{r['back_under_limit_s']:.0f} s"
@@ -240,10 +259,11 @@ def report(runs: list[dict[str, Any]]) -> str:
             "-" if r["first_scale_up_after_step_s"] is None else f"{r['first_scale_up_after_step_s']:.0f} s"
         )
         acts = ", ".join(f"{a} {f}->{t} at {s:.0f} s" for s, a, f, t in r["actions"]) or "(its own)"
+        took = " / ".join("-" if b is None else f"{b:.1f} s" for b in r.get("batch_s", {}).values()) or "-"
         lines.append(
             f"| {i} | {r['policy']} | {r['load_start']} / {r['load_end']} | {r['lag_over_limit']:.1%} | "
             f"{r['max_lag_s']:.1f} s | {r['high_max_lag_s']:.1f} s | {back} | {first} | "
-            f"{'yes' if r['scale_down_while_high'] else 'no'} | {r['executor_s']:.0f} | {acts} |"
+            f"{'yes' if r['scale_down_while_high'] else 'no'} | {r['executor_s']:.0f} | {took} | {acts} |"
         )
     lines += [
         "",
@@ -299,14 +319,17 @@ def main() -> int:
     parser.add_argument("--policies", default="sparkscale,da")
     parser.add_argument("--one", choices=sorted(POLICIES), help=argparse.SUPPRESS)  # a run, in this process
     parser.add_argument("--no-results", action="store_true", help="print only")
+    parser.add_argument("--trigger", type=float, default=DEFAULT_TRIGGER_S,
+                        help="the query's trigger in seconds (2: kafka_step.md; other: kafka_step_<N>s.md)")
     args = parser.parse_args()
     if args.one:
-        print("RESULT " + json.dumps(run_once(args.one)), flush=True)
+        print("RESULT " + json.dumps(run_once(args.one, args.trigger)), flush=True)
         return 0
     runs = []
     for i in range(args.repeat):
         for policy in args.policies.split(","):
-            out = subprocess.run([sys.executable, __file__, "--one", policy], capture_output=True, text=True)
+            out = subprocess.run([sys.executable, __file__, "--one", policy, "--trigger", str(args.trigger)],
+                                 capture_output=True, text=True)
             found = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
             if not found:
                 print(
@@ -325,8 +348,9 @@ def main() -> int:
     text = report(runs)
     print(text)
     if not args.no_results:
-        RESULTS.write_text(text, encoding="utf-8")
-        RAW.write_text(json.dumps(runs, indent=1), encoding="utf-8")
+        path = results_path(args.trigger)
+        path.write_text(text, encoding="utf-8")
+        path.with_suffix(".json").write_text(json.dumps(runs, indent=1), encoding="utf-8")
     return 0
 
 

@@ -23,7 +23,7 @@ def _progress(start_s: float, duration_s: float, end_offset: int) -> dict:
     from datetime import datetime, timezone
 
     stamp = datetime.fromtimestamp(start_s, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-    return {"timestamp": stamp, "durationMs": {"triggerExecution": duration_s * 1000},
+    return {"timestamp": stamp, "durationMs": {"triggerExecution": duration_s * 1000}, "numInputRows": 20,
             "sources": [{"endOffset": f'{{"t": {{"0": {end_offset}}}}}'}]}
 
 
@@ -45,9 +45,14 @@ def test_lag_executor_seconds_and_targets() -> None:
     assert run["back_under_limit_s"] == pytest.approx(31, abs=1)
     assert run["first_scale_up_after_step_s"] == 15.0 and not run["scale_down_while_high"]
     assert run["executor_s"] == pytest.approx(2 * 30 + 4 * 49.5, abs=2)  # from 20 s in
+    assert run["batch_s"] == {"low": 1.0, "high": 1.0, "tail": 1.0}
     da = dict(run, policy="da", executor_s=run["executor_s"] * 2, lag_over_limit=0.2)
     text = bench.report([run, da])
     assert "| sparkscale | 1 |" in text and "| da | 1 |" in text
+    assert "a 2 s trigger" in text and "| 1.0 s / 1.0 s / 1.0 s |" in text
+    assert "a 5 s trigger" in bench.report([dict(run, trigger_s=5.0), da])
+    assert bench.results_path(2.0).name == "kafka_step.md"
+    assert bench.results_path(5.0).name == "kafka_step_5s.md"
     assert "first scale-up within 20 s of the step (15 s): **met**" in text
     assert "lag under 10 s again within 90 s of the step (31 s): **met**" in text
     assert "executor-seconds at most 0.75x dynamic allocation's (0.50x): **met**" in text
