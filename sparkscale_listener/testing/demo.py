@@ -278,6 +278,11 @@ def run_demo(workdir: Path | None = None) -> int:
 
         for _ in timeline(job, scaler, DEMO_STEPS, scaled_back, deadline_s=270):
             pass
+        # Stopping the query interrupts the batch it is writing, which Spark logs as an error with
+        # ~45 lines of stack; expected here, and it would bury the summary below.
+        spark.sparkContext._jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+            spark.sparkContext._jvm.org.apache.logging.log4j.Level.FATAL)
         job.stop()
         ids = job.written_ids()
         exact = exactly_once(ids)
