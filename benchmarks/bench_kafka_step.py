@@ -2,13 +2,13 @@
 
 A real broker (tests/kafka_broker.py), a topic of 8 partitions, the Kafka job of
 ``examples/kafka_job.py`` (a Python UDF of 5 ms per record, a 2 s trigger unless ``--trigger`` says
-otherwise, a read limit high enough
-never to bind), a local-cluster of up to 4 one-core executors starting with 2. The producer sends
-50 records/s for 60 s, 500 for 150 s, then 50 for 150 s. sparkscale runs with the demo's compressed
-timescale (``testing/demo.py``: a 2 s interval, a 10 s window, a 16 s scale-down interval, 30 s
-catch-up), dynamic allocation with its defaults and shuffle tracking. Each run is an application of
-its own, in a process of its own; the policies alternate. A benchmark, not a test: run it alone on the machine
-(through the heavy-run lock), about 7 minutes a run::
+otherwise, a read limit high enough never to bind), a local-cluster of up to 4 one-core executors
+starting with 2. The producer sends 50 records/s for 60 s, 500 for 150 s, then 50 for 150 s.
+sparkscale runs with the demo's compressed timescale (``testing/demo.py``: a 2 s interval, a 10 s
+window, a 16 s scale-down interval, 30 s catch-up), dynamic allocation with its defaults and shuffle
+tracking. Each run is an application of its own, in a process of its own; the policies alternate. A
+benchmark, not a test: run it alone on the machine (through the heavy-run lock), about 7 minutes a
+run::
 
     .venv/bin/python benchmarks/bench_kafka_step.py [--repeat 3] [--policies sparkscale,da] [--trigger 2]
 
