@@ -239,16 +239,21 @@ def timeline(job: StreamingJob, scaler: Any, steps: Sequence[LoadStep], stop_whe
         time.sleep(every_s)
 
 
+def quiet_loggers(spark: Any, *loggers: str) -> None:
+    """Only fatal lines from these driver loggers (errors expected in a demo or a test)."""
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.FATAL
+    for logger in loggers:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, level)
+
+
 def quiet_executor_removal_noise(spark: Any) -> None:
     """Removing an executor makes Spark log RPC errors to it for a few seconds; expected here,
     and they would bury the timeline."""
-    jvm = spark.sparkContext._jvm
-    level = jvm.org.apache.logging.log4j.Level.FATAL
-    for logger in ("org.apache.spark.network.client.TransportClient",
-                   "org.apache.spark.network.server.TransportRequestHandler",
-                   "org.apache.spark.storage.BlockManagerMasterEndpoint",
-                   "org.apache.spark.scheduler.TaskSchedulerImpl"):
-        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, level)
+    quiet_loggers(spark, "org.apache.spark.network.client.TransportClient",
+                  "org.apache.spark.network.server.TransportRequestHandler",
+                  "org.apache.spark.storage.BlockManagerMasterEndpoint",
+                  "org.apache.spark.scheduler.TaskSchedulerImpl")
 
 
 def run_demo(workdir: Path | None = None) -> int:
@@ -280,9 +285,7 @@ def run_demo(workdir: Path | None = None) -> int:
             pass
         # Stopping the query interrupts the batch it is writing, which Spark logs as an error with
         # ~45 lines of stack; expected here, and it would bury the summary below.
-        spark.sparkContext._jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-            "org.apache.spark.sql.execution.datasources.FileFormatWriter",
-            spark.sparkContext._jvm.org.apache.logging.log4j.Level.FATAL)
+        quiet_loggers(spark, "org.apache.spark.sql.execution.datasources.FileFormatWriter")
         job.stop()
         ids = job.written_ids()
         exact = exactly_once(ids)
