@@ -26,6 +26,7 @@ from .decisions import Decision, Evaluation, ScalingContext, decision_to_dict
 from .evaluator import MetricEvaluator
 from .executor import ScalingExecutor
 from .metrics import MetricSample, processed_rates
+from .observe.errors import ErrorReporter
 from .observe.events import (
     AutoscalerEvent,
     EventDispatcher,
@@ -75,10 +76,9 @@ class Autoscaler:
         self._history: deque[MetricSample] = deque()
         self._decisions: deque[Decision] = deque(maxlen=_HISTORY_DECISIONS)
         self._last_decision: Decision | None = None
-        self._errors = 0
-        self._last_error: str | None = None
+        self.errors = ErrorReporter(events, config.mode, clock)
         # run_id (the Spark application id) tells a restarted driver from a concurrent run.
-        self.state = AutoscalerState(state_store, app_name, self._on_state_error, run_id)
+        self.state = AutoscalerState(state_store, app_name, self.errors.report_now, run_id)
         self._restored = False
         self._events_lost: int | None = None  # cumulative count at the previous tick
         self._outcome_reported: float | None = None  # time of the change whose outcome was reported
@@ -95,7 +95,7 @@ class Autoscaler:
             try:
                 return self._tick(now)
             except Exception as exc:  # the user's query must never suffer for our bug
-                self._report_error(now, "control loop", exc)
+                self.errors.report(now, "control loop", exc)
                 return []
             finally:
                 self.state.flush()  # what the tick changed, written once
@@ -124,8 +124,8 @@ class Autoscaler:
                 "capacity_limit": self.executor.capacity.status(now),
                 "request_failure": self.executor.requests.status(now),
                 "events_lost": self._events_lost or 0,
-                "errors": self._errors,
-                "last_error": self._last_error,
+                "errors": self.errors.count,
+                "last_error": self.errors.last,
             })
 
     def decisions(self, applied_only: bool = False) -> DecisionList:
@@ -279,25 +279,12 @@ class Autoscaler:
                 self.gauges.publish(sample, decisions[-1], self.executor.targets.current,
                                     self.realizer.requested_total, self.guard.pause.active(sample.time))
             except Exception as exc:
-                self._report_error(sample.time, "gauges", exc)
+                self.errors.report(sample.time, "gauges", exc)
         for observer in self.observers:
             try:
                 observer(self, sample, decisions)
             except Exception as exc:
-                self._report_error(sample.time, f"observer {observer!r}", exc)
-
-    def _report_error(self, now: float, where: str, exc: BaseException) -> None:
-        self._errors += 1
-        self._last_error = f"{where}: {type(exc).__name__}: {exc}"
-        log.exception("error in %s (the query goes on; next tick as usual)", where)
-        try:
-            self.events.emit(AutoscalerEvent(now, "error", self._last_error, situation=f"error:{where}",
-                                             severity="error", details={"mode": self.config.mode}))
-        except Exception:
-            log.exception("could not report the error")
-
-    def _on_state_error(self, where: str, exc: BaseException) -> None:
-        self._report_error(self.clock(), where, exc)
+                self.errors.report(sample.time, f"observer {observer!r}", exc)
 
 
 # The least time between two steps when woken early: a burst of batches completing together (many
