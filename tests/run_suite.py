@@ -38,8 +38,8 @@ FILE_TIMEOUT_S = 1500.0
 _SUMMARY = re.compile(r"^=+ (.*\d.*) in [\d.]+s(?: \(.*\))? =+$")
 # With --jobs > 1, these files start first (the longest, as last measured): a long file started
 # last would run alone at the end.
-LONGEST_FIRST = ("test_kafka.py", "test_rollback_spark.py", "test_faults_cluster.py", "test_spark_submit.py",
-                 "test_autoscaler_spark.py", "test_mixed_workload.py", "test_spark_versions.py")
+LONGEST_FIRST = ("test_autoscaler_spark.py", "test_kafka.py", "test_rollback_spark.py", "test_yarn.py",
+                 "test_faults_cluster.py", "test_spark_versions.py", "test_spark_submit.py")
 _print_lock = threading.Lock()
 
 

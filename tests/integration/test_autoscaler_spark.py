@@ -1,19 +1,38 @@
 """The autoscaler end to end on a real multi-executor cluster (local-cluster: real executor JVMs
 under an in-process standalone Master).
 
+The scenarios on a cluster share one application, each with an autoscaler of its own: up and down
+under a query's load, a steady load held, two queries sized together, a batch job sharing the
+application with a quiet query (its pending and running tasks count as demand, as Spark's own
+dynamic allocation counts them, so the executors it runs on are neither taken away nor killed),
+and stateful queries with shuffles scaled up and down with exact results and no failed task.
+
 Every wait is a condition with a deadline; no test depends on how fast this machine is beyond the
 generous deadlines."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
 import pytest
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
-from spark_cluster import SharedCluster, applied
+from spark_cluster import SharedCluster, applied, cost_learned
 
-from sparkscale_listener import ConfigError, autoscale, autoscaler
+from sparkscale_listener import ConfigError, autoscale, autoscaler, stop_autoscaler
 from sparkscale_listener.spark.bridge import BridgeNotInstalledError
-from sparkscale_listener.testing.demo import StreamingJob, exactly_once, wait_for
+from sparkscale_listener.testing import source as testing_source
+from sparkscale_listener.testing.demo import (
+    StreamingJob,
+    exactly_once,
+    read_event_log,
+    wait_for,
+    wait_for_autoscaler,
+)
 
 pytestmark = pytest.mark.spark
 # The scenarios on a cluster share one application (conftest.py's ``cluster``), each with its own
@@ -100,8 +119,8 @@ def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(clu
     scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0"})
     failed_before = cluster.tasks_failed()
     job = StreamingJob(cluster.spark, cluster.workdir, name="up-down", rows_per_second=30).start()
-    wait_for(lambda: scaler.status()["live_executors"] == 1 and scaler.status()["target_executors"] == 1,
-             120, what="the baseline of 1 executor (initialExecutors=1)")
+    wait_for(lambda: scaler.status()["live_executors"] == 1 and scaler.status()["target_executors"] == 1
+             and cost_learned(scaler), 120, what="the baseline of 1 executor and its model")
     job.set_rate(220)  # > 2x what one executor can do: the backlog grows
     wait_for(lambda: applied(scaler, "scale_up"), 120, what="a scale-up under growing backlog")
     wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
@@ -115,6 +134,7 @@ def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(clu
     assert down["to_executors"] < down["from_executors"]
     assert cluster.tasks_failed() == failed_before, "killing idle executors must not fail a task"
     job.stop()
+    stop_autoscaler(cluster.spark)  # reading the sink back is a batch job, not one to scale for
     ids = job.written_ids()
     assert ids, "the sink got rows"
     assert exactly_once(ids), "every input row written exactly once"
@@ -162,3 +182,194 @@ def test_two_concurrent_queries_get_one_combined_target(cluster: SharedCluster) 
     assert decision["required_slots"] >= max(per_query.values()), decision
     wait_for(lambda: scaler.status()["target_executors"] >= 3, 180,
              what="a target covering both queries (3 executors)")
+
+
+def sleepy(seconds: float) -> Any:
+    def task(x: int) -> int:
+        time.sleep(seconds)
+        return x
+    return task
+
+
+def test_a_batch_job_keeps_the_executors_its_tasks_need(cluster: SharedCluster) -> None:
+    scaler = cluster.scenario(initialExecutors="2")
+    sc = cluster.spark.sparkContext
+    # A quiet query: alone, it would be scaled down to 1 executor.
+    job = StreamingJob(cluster.spark, cluster.workdir, name="quiet", rows_per_second=5, partitions=2).start()
+    finished = threading.Event()
+    counts: list[int] = []
+    done_at: list[float] = []
+
+    def batch() -> None:
+        # Two batch jobs in a row, 24 tasks of 2 s each on 1-core executors: more tasks than
+        # maxExecutors=3 slots, and a moment between the jobs with none pending.
+        try:
+            sc.setJobGroup("nightly-report", "a batch job beside the query")
+            for _ in range(2):
+                counts.append(sc.parallelize(range(24), 24).map(sleepy(2.0)).count())
+        finally:
+            done_at.append(time.time())
+            finished.set()
+
+    wait_for(lambda: scaler.status()["target_executors"] == 2 and scaler.status()["live_executors"] == 2,
+             120, what="the baseline of 2 executors")
+    failed_before = cluster.tasks_failed()
+    worker = threading.Thread(target=batch, daemon=True)
+    worker.start()
+    try:
+        wait_for(lambda: [d for d in applied(scaler, "scale_up") if "other jobs" in d["reason"]], 150,
+                 what="a scale-up for the batch job's tasks")
+        up = next(d for d in applied(scaler, "scale_up") if "other jobs" in d["reason"])
+        assert up["to_executors"] == 3, up  # 24 tasks want more than maxExecutors=3 slots
+        wait_for(finished.is_set, 300, what="the batch jobs to finish")
+        assert counts == [24, 24]
+        during = [d for d in applied(scaler, "scale_down") if up["time"] <= d["time"] <= done_at[0]]
+        assert not during, ("no scale-down while the batch job ran", during)
+        assert cluster.tasks_failed() == failed_before, \
+            "no task of the batch job failed (no busy executor was removed)"
+        wait_for(lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1, 240,
+                 what="the quiet query's 1 executor once the batch job is done")
+    finally:
+        finished.wait(300)
+        job.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# Stateful queries with shuffles
+# --------------------------------------------------------------------------------------------------
+
+STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+IDS_PER_SECOND = 20  # event time = EPOCH_S + id / 20 s
+# Not 0: a row at event time 0 equals the first batch's watermark (0) and counts as late.
+EPOCH_S = 1_000_000
+WINDOW_S = 5
+KEYS = 3
+# Every stateful task opens its state store: a fixed cost of the batch whatever its rows. On a slow
+# or loaded machine it approaches a 2 s trigger at any size, and the model then rightly holds the
+# executors at the low rate (they would be needed to finish in time); 4 s leaves it room.
+TRIGGER_S = 4
+
+
+def expected_counts(windows: int) -> Counter[tuple[int, int]]:
+    """(window start in s, key) -> rows, for the first ``windows`` windows of event time."""
+    counts: Counter[tuple[int, int]] = Counter()
+    for i in range(windows * WINDOW_S * IDS_PER_SECOND):
+        counts[(EPOCH_S + i // IDS_PER_SECOND // WINDOW_S * WINDOW_S, i % KEYS)] += 1
+    return counts
+
+
+class StatefulQuery:
+    def __init__(self, spark: Any, workdir: Path, store: str) -> None:
+        self.spark, self.store = spark, store
+        self.control = workdir / f"{store}.rate"
+        self.out = workdir / f"{store}-out"
+        self.checkpoint = workdir / f"{store}-checkpoint"
+        testing_source.set_rate(str(self.control), 20)
+        self.query: Any = None
+
+    def start(self) -> StatefulQuery:
+        from pyspark.sql import functions as F
+
+        testing_source.register(self.spark)
+        # The provider is fixed per query when it starts (and kept in its checkpoint).
+        self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", STORES[self.store])
+        rows = (self.spark.readStream.format(testing_source.NAME)
+                .option("controlFile", str(self.control)).option("rowsPerSecond", "20")
+                .option("maxRowsPerBatch", "800").option("partitions", "3")
+                .option("costMs", "10").option("costMode", "sleep").load())
+        twice = rows.select(F.explode(F.array(F.col("id"), F.col("id"))).alias("id"))
+        timed = twice.select("id", (F.col("id") % KEYS).alias("key"),
+                             F.timestamp_seconds(F.col("id") / IDS_PER_SECOND + EPOCH_S).alias("ets"))
+        counts = (timed.withWatermark("ets", "2 seconds").dropDuplicates(["id", "ets"])
+                  .groupBy(F.window("ets", f"{WINDOW_S} seconds"), "key").count())
+        self.query = (counts.select(F.col("window.start").alias("start"), "key", "count")
+                      .writeStream.format("json").outputMode("append").queryName(f"stateful-{self.store}")
+                      .option("path", str(self.out)).option("checkpointLocation", str(self.checkpoint))
+                      .trigger(processingTime=f"{TRIGGER_S} seconds").start())
+        return self
+
+    def set_rate(self, rows_per_second: float) -> None:
+        testing_source.set_rate(str(self.control), rows_per_second)
+
+    def results(self) -> list[tuple[int, int, int]]:
+        frame = self.spark.read.schema("start timestamp, key long, count long").json(str(self.out))
+        return [(int(r.start.timestamp()), r.key, r["count"]) for r in frame.collect()]
+
+
+def check_exact(query: StatefulQuery) -> int:
+    """Every emitted (window, key) once, with the exact count; returns the windows emitted."""
+    rows = query.results()
+    seen = Counter((start, key) for start, key, _ in rows)
+    assert all(n == 1 for n in seen.values()), f"{query.store}: a window emitted twice"
+    windows = len({start for start, _, _ in rows})
+    expected = expected_counts(windows)
+    got = {(start, key): count for start, key, count in rows}
+    assert got == dict(expected), f"{query.store}: counts differ from the unscaled result"
+    return windows
+
+
+def test_stateful_queries_with_shuffles_scale_up_and_down_with_exact_results(cluster: SharedCluster) -> None:
+    """Two queries share the executors, one on Spark's default state store and one on RocksDB; each
+    deduplicates its input (every row arrives twice) and counts rows per event-time window and key,
+    with a watermark, so each micro-batch shuffles into stateful operators. Event time is derived from
+    the row id, so the exact result is known whatever the arrival times. Removing an executor between
+    a batch's map and reduce stages would lose map output (FetchFailed, a failed task, the map stage
+    re-run); the realizer removes none that holds shuffle output of a running job, so the scenario
+    must end with no failed task and exact counts."""
+    spark = cluster.spark
+    scaler = cluster.scenario()
+    failed_before = cluster.tasks_failed()
+    # Two shuffle partitions (a SQL setting, fixed in each query's checkpoint when it starts): each
+    # task of a stateful operator opens a state store, a fixed cost that would otherwise keep a
+    # second executor busy at the low load.
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    queries = [StatefulQuery(spark, cluster.workdir, store).start() for store in STORES]
+    started = time.monotonic()
+    try:
+        wait_for(lambda: scaler.status()["live_executors"] == 1, 120, what="the baseline of 1 executor")
+        # Learnt at the low rate's short batches: at the high rate a batch on 1 executor takes ~17 s.
+        wait_for(lambda: cost_learned(scaler), 180, what="the model of the queries' batch cost")
+        for q in queries:
+            q.set_rate(110)  # together > 2x what one executor does: a backlog grows
+        wait_for_autoscaler(scaler, lambda: scaler.status()["live_executors"] >= 2, 180,
+                            what="a scale-up for the backlog")
+        peak = [scaler.status()["live_executors"]]
+
+        def scaled_down() -> bool:
+            live = scaler.status()["live_executors"]
+            peak[0] = max(peak[0], live)
+            return live < peak[0] and any(d["applied"] and d["action"] == "scale_down"
+                                          for d in scaler.decisions())
+
+        for q in queries:
+            q.set_rate(5)
+        # Each stateful task opens its state store, a fixed cost that can keep a second executor
+        # busy even at a low rate on a loaded machine: any applied scale-down that removed an
+        # executor while the batches shuffle is the point here, not reaching 1.
+        wait_for_autoscaler(scaler, scaled_down, 360, what="a scale-down that removed an executor")
+        for q in queries:
+            q.query.stop()
+        windows = {q.store: check_exact(q) for q in queries}
+        failed = cluster.tasks_failed() - failed_before
+        decisions = [d for d in scaler.decisions() if d["applied"]]
+        print(f"FIGURES stateful: windows={windows} failed_tasks={failed} actions={len(decisions)} "
+              f"rollbacks={sum(d['action'] == 'rollback' for d in decisions)} "
+              f"run_s={time.monotonic() - started:.0f}")
+        assert all(n >= 4 for n in windows.values()), f"too few windows closed to compare: {windows}"
+        assert failed == 0, "no task may fail, FetchFailed included"
+        assert not [d for d in decisions if d["action"] == "rollback"]
+    finally:
+        for q in queries:
+            if q.query is not None and q.query.isActive:
+                q.query.stop()
+        for key in ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass"):
+            spark.conf.unset(key)
+    # The scenario's task ends in the event log (each job's end flushes it): a success or a task
+    # killed when its query stopped, never a failure.
+    task_ends = [e for e in read_event_log(cluster.events_dir) if e["Event"] == "SparkListenerTaskEnd"
+                 and e["Task Info"]["Launch Time"] >= cluster.started_ms]
+    reasons = Counter(e["Task End Reason"]["Reason"] for e in task_ends)
+    assert task_ends and set(reasons) <= {"Success", "TaskKilled"}, f"task ends other than success: {reasons}"
