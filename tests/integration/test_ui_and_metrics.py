@@ -33,10 +33,11 @@ from typing import Any
 import pytest
 import tab_schema
 from browser import DevToolsPage, dump_dom
+from spark_cluster import fast_conf
 
 from sparkscale_listener.observe.gauges import GAUGES
 from sparkscale_listener.observe.ui import UiPublisher
-from sparkscale_listener.testing.demo import StreamingJob, build_session, cluster_conf, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, build_session, wait_for
 
 GAUGE_PREFIX = "driver_plugin_io_sparkscale_bridge_SparkscalePlugin_"
 PROMETHEUS_SERVLET = "org.apache.spark.metrics.sink.PrometheusServlet"
@@ -108,7 +109,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             pytest.skip("a driver JVM without the current bridge jar already runs in this process")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the UI and the cluster stay on loopback
     workdir = tmp_path_factory.mktemp("ui")
-    conf = cluster_conf(workdir, extra={
+    conf = fast_conf(workdir, extra={
         "spark.ui.enabled": "true",
         "spark.ui.port": "0",  # any free port: other processes may hold 4040
         "spark.metrics.conf.*.sink.prometheusServlet.class": PROMETHEUS_SERVLET,

@@ -22,6 +22,7 @@ from typing import Any
 
 import pyspark
 import pytest
+from spark_cluster import FAST
 from yarn_cluster import Queue, YarnCluster
 
 from sparkscale_listener.testing.demo import read_event_log
@@ -85,7 +86,10 @@ def submit(yarn: YarnCluster, conf_dir: Path, workdir: Path, *args: str, last: s
                SPARK_LOCAL_IP="127.0.0.1",
                PATH=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}")
     workdir.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([str(venv_bin / "spark-submit"), *args, str(JOB), str(workdir), yarn.web_url, last],
+    # The suite's faster autoscaler settings (a tick a second), as the other files use them.
+    settings = [f"{k}={v}" for k, v in FAST.items() if k.startswith("spark.sparkscale.")]
+    return subprocess.run([str(venv_bin / "spark-submit"), *args, str(JOB), str(workdir), yarn.web_url, last,
+                           *settings],
                           cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout_s)
 
 

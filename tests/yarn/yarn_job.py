@@ -1,5 +1,5 @@
 """A streaming job as a user submits it to YARN:
-``spark-submit --master yarn yarn_job.py WORKDIR RM_URL [LAST]``.
+``spark-submit --master yarn yarn_job.py WORKDIR RM_URL [LAST [KEY=VALUE ...]]``.
 
 It has the user's one line (``autoscale(SparkSession.builder...)``) and nothing else of ours on the
 command line. Its queue has room for its ApplicationMaster and 2 executors; it starts with 1. The
@@ -13,8 +13,8 @@ load steps high, then low, and each phase lasts until the autoscaler answered it
 At the end of each phase it records what the ResourceManager says of the application (its
 running containers: the ApplicationMaster's and the executors'), then writes ``result.json`` in
 WORKDIR (and prints it as ``RESULT {json}``, the driver's stdout in client mode): the applied
-actions, the capacity limit, the containers, and the exactly-once check. Used by
-tests/integration/test_yarn.py.
+actions, the capacity limit, the containers, and the exactly-once check. Settings after LAST
+override the job's own (the tests' faster ones). Used by tests/integration/test_yarn.py.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def app_report(rm_url: str, app_id: str) -> dict[str, Any]:
     return {k: app.get(k) for k in ("queue", "state", "runningContainers", "allocatedMB")}
 
 
-def main(workdir: Path, rm_url: str, last: str = "scale_down") -> int:
+def main(workdir: Path, rm_url: str, last: str = "scale_down", settings: dict[str, str] | None = None) -> int:
     started = time.monotonic()
     (workdir / "events").mkdir(parents=True, exist_ok=True)
     builder = (SparkSession.builder.appName("sparkscale-yarn")
@@ -60,6 +60,8 @@ def main(workdir: Path, rm_url: str, last: str = "scale_down") -> int:
     builder = (builder.config("spark.sparkscale.maxExecutors", "4")
                .config("spark.sparkscale.provisioningTimeout", "20s")
                .config("spark.sparkscale.scaleDownInterval", "8s"))
+    for key, value in (settings or {}).items():
+        builder = builder.config(key, value)
     spark = autoscale(builder)  # the one line
     spark.sparkContext.setLogLevel("ERROR")
     quiet_executor_removal_noise(spark)
@@ -129,4 +131,5 @@ def finish(spark: SparkSession, scaler: Any, job: StreamingJob, workdir: Path, a
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(Path(sys.argv[1]), sys.argv[2], *sys.argv[3:4]))
+    raise SystemExit(main(Path(sys.argv[1]), sys.argv[2], *sys.argv[3:4],
+                          settings=dict(arg.split("=", 1) for arg in sys.argv[4:])))
