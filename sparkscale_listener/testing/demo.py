@@ -180,6 +180,11 @@ DEMO_STEPS: tuple[LoadStep, ...] = (
 )
 
 
+#: (what, seconds) of every :func:`wait_for` that ended, oldest first: where a scenario spends its
+#: time (the real-Spark tests' conftest.py lists the long ones at the end of each file's log).
+WAITED: list[tuple[str, float]] = []
+
+
 def wait_for(condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.5,
              what: str = "condition") -> Any:
     """Poll until ``condition()`` is truthy; raise TimeoutError naming ``what`` at the deadline."""
@@ -188,8 +193,9 @@ def wait_for(condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.5
     while True:
         value = condition()
         if value:
-            # Where a scenario spends its time (``pytest -o log_cli=true`` shows it as it happens).
-            log.info("waited %.1fs for %s", time.monotonic() - started, what)
+            waited = time.monotonic() - started
+            WAITED.append((what, waited))
+            log.info("waited %.1fs for %s", waited, what)  # as it happens: pytest -o log_cli=true
             return value
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")

@@ -17,6 +17,13 @@ import pytest
 from kafka_broker import KafkaBroker
 from spark_cluster import SharedCluster
 
+from sparkscale_listener.testing import demo
+
+# Waits of 10 s or more, per test, listed at the end of the file's log: where the suite's time goes.
+LONG_WAIT_S = 10.0
+_long_waits: list[str] = []
+_seen = [0]  # demo.WAITED's length when the previous test ended
+
 # Every cluster, broker and server of the tests stays on loopback.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -45,3 +52,20 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """A real Kafka broker (tests/kafka_broker.py), started once for the file's scenarios."""
     with KafkaBroker(tmp_path_factory.mktemp("kafka")).start() as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def _note_long_waits(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test's waits (a module fixture's count for the test that set it up)."""
+    yield
+    for what, seconds in demo.WAITED[_seen[0]:]:
+        if seconds >= LONG_WAIT_S:
+            _long_waits.append(f"{seconds:6.1f}s  {request.node.name}: {what}")
+    _seen[0] = len(demo.WAITED)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _long_waits:
+        terminalreporter.section(f"waits of {LONG_WAIT_S:g} s or more")
+        for line in _long_waits:
+            terminalreporter.write_line(line)
