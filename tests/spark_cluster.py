@@ -41,19 +41,9 @@ FAST: dict[str, str] = {
 }
 
 
-# The tests' JVMs (driver and executors) compile with the JIT's first tier only: the executor JVMs
-# of a test live for seconds to minutes, and on 2 cores the optimizing compiler's threads compete
-# with the test's own work when several start at once (Spark adds its module options to these).
-QUICK_JVM: dict[str, str] = {
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-}
-
-
 def fast_conf(workdir: Path, workers: int = 3, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """:func:`~sparkscale_listener.testing.demo.cluster_conf` with :data:`FAST`, :data:`QUICK_JVM`
-    and ``extra`` on top."""
-    return cluster_conf(workdir, workers=workers, extra={**FAST, **QUICK_JVM, **(extra or {})})
+    """:func:`~sparkscale_listener.testing.demo.cluster_conf` with :data:`FAST` and ``extra`` on top."""
+    return cluster_conf(workdir, workers=workers, extra={**FAST, **(extra or {})})
 
 
 def applied(scaler: Any, action: str | None = None) -> list[dict[str, Any]]:
