@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_cluster import applied, cost_learned, fast_conf, free_port, rollbacks
+from spark_cluster import applied, fast_conf, free_port, rollbacks
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark.bridge import JvmBridge
@@ -156,9 +156,7 @@ def test_an_executor_killed_from_outside_is_replaced_and_not_blamed_on_the_scali
     try:
         wait(scaler, lambda: scaler.status()["target_executors"] == 2 and len(live_ids(bridge)) == 2,
              120, "the baseline of 2 executors")
-        job = StreamingJob(spark, tmp_path, rows_per_second=30).start()
-        wait(scaler, lambda: cost_learned(scaler), 120, "the model of the query's batch cost")
-        job.set_rate(220)
+        job = StreamingJob(spark, tmp_path, rows_per_second=220).start()
         wait(scaler, lambda: applied(scaler, "scale_up"), 150, "a scale-up 2 -> 3 under growing backlog")
         up = applied(scaler, "scale_up")[0]
         assert (up["from_executors"], up["to_executors"]) == (2, 3), up

@@ -27,7 +27,7 @@ import pyspark
 import pytest
 from kafka_broker import KafkaBroker, KeyedProducer, connector_jars
 from pyspark.sql.streaming import DataStreamWriter
-from spark_cluster import SharedCluster, applied, cost_learned
+from spark_cluster import SharedCluster, applied
 from spark_lines import REPO
 
 from examples.kafka_job import enrich, read_topic, start_query
@@ -168,8 +168,8 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
     producer.set_rate(20)
     query = start_job(spark, broker, topic, tmp_path)
     try:
-        wait_for(lambda: scaler.status()["live_executors"] == 1 and cost_learned(scaler), 120,
-                 what="the baseline of 1 executor and the model of the query's batch cost")
+        wait_for(lambda: scaler.status()["live_executors"] == 1 and len(scaler.decisions()) >= 3, 120,
+                 what="the baseline of 1 executor and the first decisions")
         assert not applied(scaler, "scale_up"), "the low load fits one executor"
         producer.set_rate(100)  # more than one executor reads (about 75/s): the lag grows
         stepped = time.time()
