@@ -52,10 +52,12 @@ def applied(scaler: Any, action: str | None = None) -> list[dict[str, Any]]:
 
 
 def cost_learned(scaler: Any) -> bool:
-    """Whether the autoscaler has decided on its model of the queries' batch cost at least once:
-    its first decisions wait while it learns what a batch costs (a few warm batches), so a step of
-    the load after this is answered as in a job that has run a while. Where batches are long, a
-    scenario steps its load after this rather than pay for the learning at the long batches."""
+    """Whether the autoscaler has decided on its model of the queries' batch cost at least once
+    (its first decisions wait while it learns what a batch costs, from a few warm batches). Where
+    batches are long at the high load, a scenario steps its load after this rather than pay for the
+    learning at the long batches. Not a general rule: a first fit from batches still warming up (a
+    Kafka query's first batches on a fresh executor get faster for longer than the warm-up the model
+    skips) can ask for more executors at the low load, and that decision is the one waited for."""
     return any(not (d["reason"] or "").startswith("not ready") for d in scaler.decisions())
 
 
