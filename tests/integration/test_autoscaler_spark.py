@@ -325,6 +325,9 @@ def test_stateful_queries_with_shuffles_scale_up_and_down_with_exact_results(clu
     # Two shuffle partitions (a SQL setting, fixed in each query's checkpoint when it starts): each
     # task of a stateful operator opens a state store, a fixed cost that would otherwise keep a
     # second executor busy at the low load.
+    # The session's values before, set back after (unsetting would give Spark's defaults instead).
+    keys = ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass")
+    before = {key: spark.conf.get(key, None) for key in keys}
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     queries = [StatefulQuery(spark, cluster.workdir, store).start() for store in STORES]
     started = time.monotonic()
@@ -365,8 +368,11 @@ def test_stateful_queries_with_shuffles_scale_up_and_down_with_exact_results(clu
         for q in queries:
             if q.query is not None and q.query.isActive:
                 q.query.stop()
-        for key in ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass"):
-            spark.conf.unset(key)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
     # The scenario's task ends in the event log (each job's end flushes it): a success or a task
     # killed when its query stopped, never a failure.
     task_ends = [e for e in read_event_log(cluster.events_dir) if e["Event"] == "SparkListenerTaskEnd"
