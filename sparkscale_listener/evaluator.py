@@ -264,8 +264,11 @@ class MicroBatchEvaluator(MetricEvaluator):
         if not in_window and arrivals:
             # No batch started in the window: nothing arrived (a source with nothing new starts no
             # batch), or one batch has been running all along; its tasks' busy time tells which.
-            first = next((s for s in history if s.time >= horizon), last).queries.get(q.query_id, q)
-            running = q.busy_ms > first.busy_ms
+            # Counted from a sample after the last batch's end where there is one: that batch's own
+            # tasks, when it started before the window and ended in it, are no batch running now.
+            after_end = [s for s in history if max(horizon, batches[-1].end) <= s.time < last.time]
+            first = (after_end[0] if after_end else next((s for s in history if s.time >= horizon), last))
+            running = q.busy_ms > first.queries.get(q.query_id, q).busy_ms
             if running:
                 in_window, window_batches = arrivals[-2:], batches[-2:]
                 notes.append(f"a batch has been running for {last.time - batches[-1].end:.0f}s")

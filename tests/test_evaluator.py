@@ -40,7 +40,9 @@ class Stream:
     def arriving(self, t: float) -> float:
         return self.rate(t) if callable(self.rate) else self.rate
 
-    def run(self, until: float, executors: Callable[[float], int] | int = 4) -> list[BatchRecord]:
+    def run(self, until: float, executors: Callable[[float], int] | int = 4,
+            running: bool = False) -> list[BatchRecord]:
+        """The batches completed by ``until``, and with ``running`` the one in progress then."""
         out: list[BatchRecord] = []
         waiting, start, previous = self.backlog0, 0.0, None
         i = 0
@@ -50,7 +52,7 @@ class Stream:
             task_s = self.fixed_s + self.per_row_s * rows
             wall = ideal_task_phase(task_s, self.tasks, self.tasks, live * CORES)
             duration = self.driver_s + wall
-            if start + duration > until:
+            if start + duration > until and not (running and start < until):
                 break
             waiting -= rows
             out.append(BatchRecord(
@@ -58,6 +60,8 @@ class Stream:
                 since_previous_s=None if previous is None else start - previous,
                 backlog=waiting if self.reports_backlog else None, task_s=task_s, tasks=self.tasks,
                 task_wall_s=wall, executors_used=min(live, self.tasks), executors=live))
+            if start + duration > until:
+                break  # the batch in progress at until
             i += 1
             previous = start
             nxt = start + duration if not self.trigger_s else max(start + duration, start + self.trigger_s)
@@ -66,27 +70,36 @@ class Stream:
             start = nxt
         return out
 
-    def metrics(self, batches: list[BatchRecord]) -> QueryMetrics:
+    def metrics(self, batches: list[BatchRecord], busy_ms: float | None = None) -> QueryMetrics:
+        """The query's metrics once ``batches`` completed; ``busy_ms`` is theirs unless given."""
         last = batches[-1] if batches else None
         return QueryMetrics(
             self.qid, name=self.name, batches=len(batches), input_rows=sum(b.rows for b in batches),
             backlog=last.backlog if last else None, max_stage_tasks=self.tasks,
             trigger_interval_ms=self.trigger_s * 1000.0 if self.trigger_s else None,
             last_progress_time=last.end if last else None, recent_batches=tuple(batches[-64:]),
-            busy_ms=sum(b.task_s or 0.0 for b in batches) * 1000.0)
+            busy_ms=sum(b.task_s or 0.0 for b in batches) * 1000.0 if busy_ms is None else busy_ms)
 
 
 def history_of(streams: list[Stream], until: float, live: int = 4, step: float = 10.0,
                executors: Callable[[float], int] | int | None = None, other_tasks: int = 0,
                external: dict[str, float] | None = None) -> list[MetricSample]:
-    runs = {s.qid: s.run(until, executors if executors is not None else live) for s in streams}
+    runs = {s.qid: s.run(until, executors if executors is not None else live, running=True) for s in streams}
     samples = []
     times = [step * i for i in range(1, int(until / step + 1e-9) + 1)]
     for t in [*times, until] if not times or times[-1] < until else times:
-        queries = {s.qid: s.metrics([b for b in runs[s.qid] if b.end <= t]) for s in streams}
+        queries = {s.qid: s.metrics([b for b in runs[s.qid] if b.end <= t], busy_ms(runs[s.qid], t))
+                   for s in streams}
         samples.append(MetricSample(t, ClusterMetrics(live, CORES, other_tasks=other_tasks), queries,
                                     external=external or {}))
     return samples
+
+
+def busy_ms(batches: list[BatchRecord], t: float) -> float:
+    """Task time by ``t`` as the collector counts it: finished tasks and the elapsed part of
+    running ones (a batch's tasks taken as busy evenly over its duration)."""
+    return 1000.0 * sum((b.task_s or 0.0) * min(1.0, max(0.0, (t - b.start) / b.duration_s))
+                        for b in batches if b.duration_s > 0)
 
 
 def evaluate(streams: list[Stream], until: float = 300.0, evaluator: MetricEvaluator | None = None,
@@ -398,3 +411,28 @@ def test_a_micro_batch_query_beside_a_real_time_one_is_sized_as_usual_on_the_slo
     assert both.ready and both.queries["a"].required_executors == alone.queries["a"].required_executors
     # Its task time at the target plus 8 held slots (2 executors of 4 cores) more than alone.
     assert both.recommended_executors >= alone.recommended_executors + 2
+
+
+def test_a_batch_that_ended_in_the_window_is_not_one_running_now() -> None:
+    # The load stops at 100 s. The last batch with rows starts 5 s before the window of the
+    # evaluation at 125 s (20 s) and ends inside it; its tasks' busy time grows until then, as
+    # the collector counts running tasks. Nothing runs after it: idle, not "a batch running".
+    stream = Stream("a", lambda t: 2000.0 if t < 100.0 else 0.0, per_row_s=0.004)
+    batches = [b for b in stream.run(130.0) if b.rows > 0]
+    last_batch = batches[-1]
+    assert last_batch.start < 105.0 < last_batch.end < 125.0, last_batch
+    cfg20 = AutoscalerConfig(max_executors=20, metrics_window_s=20.0)
+
+    def at(t: float, running_after: float | None = None) -> MetricSample:
+        done = [b for b in batches if b.end <= t]
+        extra = 1000.0 * (t - running_after) if running_after is not None and t > running_after else 0.0
+        q = stream.metrics(done, busy_ms(batches, t) + extra)
+        return MetricSample(t, ClusterMetrics(4, CORES), {"a": q})
+
+    quiet = [at(float(t)) for t in range(60, 126)]
+    ev = MicroBatchEvaluator().evaluate(quiet, scaling_context(125.0, target=4, cfg=cfg20))
+    assert "idle" in ev.queries["a"].note and "running" not in ev.queries["a"].note, ev.queries["a"].note
+    # A batch that did start after it (its tasks busy from 118 s on, no progress yet) is running.
+    busy = [at(float(t), running_after=118.0) for t in range(60, 126)]
+    ev = MicroBatchEvaluator().evaluate(busy, scaling_context(125.0, target=4, cfg=cfg20))
+    assert "a batch has been running" in ev.queries["a"].note, ev.queries["a"].note
