@@ -41,6 +41,10 @@ WARMUP_BATCHES = 2
 KEPT_BATCHES = 120
 # Fewest warm batches with rows before the model is trusted at all (the average cost of a row).
 MIN_BATCHES = 3
+# Two warm batches whose task time per row agree within this share are trusted before the third:
+# a query that starts under a heavy load is sized a batch sooner. Batches still warming up get
+# cheaper from one to the next, so they seldom agree.
+EARLY_AGREEMENT = 0.2
 # The coefficient of a row is trusted when its standard error is at most this share of it;
 # otherwise the last trusted split of task time into fixed and per-row parts is kept.
 MAX_ROW_COST_ERROR = 0.25
@@ -285,9 +289,10 @@ class BatchCostLearner:
         return tuple(self._batches)
 
     def fit(self, cores: int, widest_hint: int | None = None) -> BatchCost | None:
-        """The fitted cost, or None before :data:`MIN_BATCHES` warm batches with rows."""
+        """The fitted cost, or None before :data:`MIN_BATCHES` warm batches with rows (two that
+        agree on the cost of a row, :data:`EARLY_AGREEMENT`, do)."""
         pts = list(self._batches)
-        if len(pts) < MIN_BATCHES:
+        if len(pts) < MIN_BATCHES and not _agree(pts):
             return None
         if self._fit is not None and not self._stale and cores == self._fit_cores:
             return self._fit
@@ -373,6 +378,14 @@ class BatchCostLearner:
             per_row = min(self._split[1], mean_task / max(mean_rows, _EPS))
             return max(0.0, mean_task - per_row * mean_rows), 0.0, per_row, False
         return 0.0, 0.0, float(task[keep].sum() / max(rows[keep].sum(), _EPS)), False
+
+
+def _agree(pts: Sequence[BatchRecord]) -> bool:
+    """Two batches whose task time per row is within :data:`EARLY_AGREEMENT` of each other."""
+    if len(pts) != 2 or not all(b.rows > 0 and b.task_s for b in pts):
+        return False
+    a, b = ((x.task_s or 0.0) / x.rows for x in pts)
+    return abs(a - b) <= EARLY_AGREEMENT * max(a, b)
 
 
 def _robust_fit(x: np.ndarray, y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray] | None, np.ndarray]:

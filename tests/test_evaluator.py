@@ -148,10 +148,15 @@ def test_a_step_is_sized_once_two_batches_show_it_and_one_batch_only_blocks_scal
     assert two.recommended_executors > one.recommended_executors
 
 
-def test_not_ready_before_three_warm_batches_of_a_query() -> None:
-    ev = evaluate([Stream("a", 1000.0)], until=35.0, target=5)  # 4 batches, 2 of them warm-up
+def test_not_ready_before_three_warm_batches_of_a_query_or_two_that_agree() -> None:
+    # 4 batches, 2 of them warm-up; the warm ones read 10,000 and 20,000 rows and pay 10 s of task
+    # time each besides their rows: 2 and 1.5 ms a row, 25 % apart.
+    rising = Stream("a", lambda t: 1000.0 if t < 25 else 3000.0, fixed_s=10.0)
+    ev = evaluate([rising], until=35.0, target=5)
     assert not ev.ready and ev.recommended_executors == 5
     assert "learning the cost of query" in ev.headline
+    assert evaluate([rising], until=45.0, target=5).ready  # a third
+    assert evaluate([Stream("a", 1000.0)], until=35.0, target=5).ready  # two that agree
 
 
 def test_after_a_change_it_waits_for_two_batches_at_the_new_size() -> None:

@@ -10,7 +10,6 @@ import pytest
 
 from sparkscale_listener.metrics import BatchRecord
 from sparkscale_listener.model import (
-    MIN_BATCHES,
     WARMUP_BATCHES,
     BatchCost,
     BatchCostLearner,
@@ -68,13 +67,21 @@ def test_the_fit_recovers_driver_fixed_per_executor_and_per_row_costs() -> None:
     assert cost.batch_time(20_000, 16) == pytest.approx(0.5 + (1.6 + 1.6 + 40.0) / 32)
 
 
-def test_nothing_is_fitted_before_three_warm_batches() -> None:
+def test_nothing_is_fitted_before_three_warm_batches_or_two_that_agree() -> None:
     learner = BatchCostLearner()
     learner.add([batch(i - WARMUP_BATCHES, 10_000, 4) for i in range(WARMUP_BATCHES)])  # warm-up
-    learner.add([batch(i, 10_000, 4) for i in range(MIN_BATCHES - 1)])
+    # Still getting cheaper: 6.0 then 4.6 s of task time for the same rows (23 % apart).
+    learner.add([batch(0, 10_000, 4, per_row=0.0004), batch(1, 10_000, 4, per_row=0.00026)])
     assert learner.fit(CORES) is None
-    learner.add([batch(MIN_BATCHES, 10_000, 4)])
+    learner.add([batch(2, 10_000, 4)])
     assert learner.fit(CORES) is not None
+    # Two warm batches that agree within 20 % on a row's task time are enough.
+    agreeing = BatchCostLearner()
+    agreeing.add([batch(i - WARMUP_BATCHES, 10_000, 4) for i in range(WARMUP_BATCHES)])
+    agreeing.add([batch(0, 10_000, 4)])
+    assert agreeing.fit(CORES) is None
+    agreeing.add([batch(1, 12_000, 4)])
+    assert agreeing.fit(CORES) is not None
 
 
 def test_warm_up_batches_and_batches_on_fresh_executors_are_not_measured() -> None:

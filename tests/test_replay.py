@@ -71,9 +71,11 @@ def test_static_run_shows_the_executors_sparkscale_would_have_used(static) -> No
     # The recorded run has no sparkscale settings: the defaults tick every 10 s over a 60 s window,
     # longer than this 58 s application: nothing to decide.
     assert recorded.actions == () and recorded.agreement is None
-    (up,) = short.actions
-    # 2 -> 3 on the 260 rows/s step; 3 executors of 1 core hold the query's 3 partitions.
+    up, *after = short.actions
+    # 2 -> 3 on the 260 rows/s step; 3 executors of 1 core hold the query's 3 partitions. (Then,
+    # the step sized early enough, back to 2 once the load fell to 20 rows/s.)
     assert (up.action, up.from_executors, up.to_executors) == ("scale_up", 2, 3)
+    assert [(a.action, a.to_executors) for a in after] in ([], [("scale_down", 2)]), after
     assert short.executor_seconds > c.actual.executor_seconds
     assert short.series.mean_lag_s < c.actual.series.mean_lag_s
     assert any("register 10 s after they are requested" in a for a in c.assumptions)
