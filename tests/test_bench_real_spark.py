@@ -108,9 +108,17 @@ def test_oracle_sizes_for_the_utilization_target() -> None:
 
 def test_markdown_reports_every_policy(log) -> None:
     _, figs = bench.run_figures(log, LOAD, T0, COST)
-    result = bench.RunResult("fixture", "sparkscale", T0, 150, 150, True, True, 60.0, figs, {})
+    result = bench.RunResult("fixture", "sparkscale", T0, 150, 150, True, True, 60.0, figs, {},
+                             load_avg="0.50 / 1.20")
     meta = {"quick": True, "date": "today", "wall_min": 1.0, "spark": "4.3.0", "cost_s_per_row": COST,
             "static_executors": 3, "calibration": {"executors": 3, "rate": 90.0}}
     text = bench.markdown([result], [LOAD], meta)
-    assert "| sparkscale | 33 |" in text and "150 / 150, yes" in text
+    assert "| 1 | sparkscale | 0.50 / 1.20 | 33 |" in text and "150 / 150, yes" in text
+    assert "Median" not in text
+    # A second round: each run's row, and the median and range per policy.
+    again = bench.RunResult("fixture", "sparkscale", T0, 150, 150, True, True, 60.0,
+                            {**figs, "executor_s": 37.0}, {}, run=2, load_avg="0.40 / 0.90")
+    text = bench.markdown([result, again], [LOAD], meta)
+    assert "| 2 | sparkscale | 0.40 / 0.90 | 37 |" in text
+    assert "- sparkscale: executor-s 35 (33-37)" in text
     assert not math.isnan(figs["executor_s_vs_oracle"])
