@@ -5,8 +5,9 @@
 (:mod:`.model`): per query, the rate to follow is the arrival rate its batches show (each batch
 reads what arrived since the previous one started, so two batches show a step, no window needed)
 plus what a backlog asks for (Flink's catch-up and provisioning terms), and the size it needs is the
-fewest executors whose predicted batch time keeps within ``utilization.target`` of its trigger
-interval (for a query without a trigger: whose throughput exceeds the rate at the target). Queries
+fewest executors whose predicted batch time for the rate over ``utilization.target`` keeps within
+its trigger interval (for a query without a trigger: whose throughput exceeds the rate at the
+target). Queries
 share the executors: the application needs what its most demanding query needs, and enough slots
 for all of their task time at the target.
 
@@ -358,16 +359,21 @@ class MicroBatchEvaluator(MetricEvaluator):
         """How busy ``executors`` (a count or an array of counts) keep the query against the
         target: 1.0 = exactly at it.
 
-        With a trigger: the predicted batch time over the batch time the target allows
-        (``utilization.target`` x the trigger interval, or, when driver time alone takes more than
-        that, driver time / ``utilization.target``: batch time that executors cannot shorten is no
-        reason to add them). Without a trigger: the rate over the rows/s the executors can do."""
+        With a trigger: whether a batch of the arrivals over the target (a trigger interval's
+        worth of ``rate / utilization.target`` rows: Flink's headroom, in rows) still ends within
+        the trigger interval, as the predicted batch time of those rows over the interval (over
+        driver time / ``utilization.target`` when the driver alone takes longer). The headroom is in
+        rows, not in time: what a batch pays whatever its rows (the driver, a fixed cost per task)
+        does not grow with the load, and asking for it to fit in 70 % of the interval held
+        executors that only shortened a fast query's batches. (A read-limited query is sized the
+        same way on the limit: the same size whether its batches show the limit or not.) Without
+        a trigger: the rate over the rows/s the executors can do."""
         if d.idle:
             return 0.0 * executors
         rows = d.rows_per_batch()
         if rows is not None and d.trigger_s:
-            allowed = max(target * d.trigger_s, cost.driver_s / target)
-            return target * cost.batch_time(rows, executors, concurrent) / allowed
+            allowed = max(d.trigger_s, cost.driver_s / target)
+            return target * cost.batch_time(rows / target, executors, concurrent) / allowed
         if d.read_limit:
             # Batch after batch of at most the read limit: that many rows per batch time.
             return d.target * cost.batch_time(d.read_limit, executors, concurrent) / d.read_limit

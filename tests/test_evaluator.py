@@ -120,7 +120,8 @@ def test_the_default_evaluator_implements_the_interface() -> None:
 
 def test_arrivals_come_from_the_batches_and_the_size_from_the_model() -> None:
     # 2000 rows/s on a 10 s trigger: 20000 rows a batch, 0.2 s + 20 s of task time over 16 tasks.
-    # On 4 executors (16 slots) a batch takes 0.2 + 1.25 s; the target 0.7 x 10 s allows 4 slots.
+    # On 4 executors (16 slots) a batch takes 0.2 + 1.25 s. The target 0.7 asks a batch of
+    # 20000 / 0.7 rows (28.6 s of task time) to end within the 10 s interval.
     ev = evaluate([Stream("a", 2000.0)])
     assert ev.ready
     qe = ev.queries["a"]
@@ -128,9 +129,9 @@ def test_arrivals_come_from_the_batches_and_the_size_from_the_model() -> None:
     assert qe.input_rate == pytest.approx(2000.0, rel=1e-3)
     assert qe.batch_time_s == pytest.approx(0.2 + 20.0 / 16)
     assert qe.rows_per_batch == pytest.approx(20_000, rel=1e-3)
-    # 1 executor: 4 slots, 4 waves: 0.2 + 4 x 1.25 = 5.2 s <= 7 s.
+    # 1 executor: 4 slots, 4 waves: 0.2 + 28.6 / 4 = 7.3 s <= 10 s.
     assert (qe.required_executors, ev.recommended_executors) == (1, 1)
-    assert ev.utilization == pytest.approx(0.7 * (0.2 + 1.25) / 7.0, rel=1e-3)
+    assert ev.utilization == pytest.approx(0.7 * (0.2 + 20.0 / 0.7 / 16) / 10.0, rel=1e-3)
     assert qe.cost is not None and qe.cost.per_row_s == pytest.approx(0.001)
 
 
@@ -441,3 +442,19 @@ def test_a_batch_that_ended_in_the_window_is_not_one_running_now() -> None:
     busy = [at(float(t), running_after=118.0) for t in range(60, 126)]
     ev = MicroBatchEvaluator().evaluate(busy, scaling_context(125.0, target=4, cfg=cfg20))
     assert "a batch has been running" in ev.queries["a"].note, ev.queries["a"].note
+
+
+def test_the_headroom_is_in_rows_so_a_batchs_fixed_costs_are_not_held_against_it() -> None:
+    # A 1 s trigger, 16 tasks of 0.1 s each whatever their rows, 15 ms a row, 0.25 s on the driver:
+    # at 30 rows/s a batch on 1 executor (4 slots, 4 waves) takes 0.25 + (1.6 + 0.45) / 4 = 0.76 s.
+    # With 1 / 0.7 of the rows (43) it still ends within the 1 s interval: 1 executor keeps up
+    # with the target's headroom. (Asking today's batch to end within 0.7 s held a second one.)
+    def rate(t: float) -> float:
+        return 20.0 if int(t / 5) % 2 else 40.0  # rows that vary: the fixed part is identifiable
+
+    stream = Stream("a", rate, per_row_s=0.015, fixed_s=1.6, driver_s=0.25, trigger_s=1.0)
+    ev = evaluate([stream], until=120.0, live=1, target=1)
+    qe = ev.queries["a"]
+    assert qe.cost is not None and qe.cost.row_cost_trusted
+    assert qe.cost.fixed_task_s == pytest.approx(1.6, rel=0.05)
+    assert (qe.required_executors, ev.recommended_executors) == (1, 1), qe.note

@@ -290,8 +290,9 @@ def test_a_read_limited_source_without_backlog_reaches_its_capacity_in_one_actio
     assert "falling behind" in after[-1].reason
     provisioning, window = 10.0, cfg.metrics_window_s
     assert after[-1].time - 300.0 <= provisioning + 2 * window
-    # Reading the limit each trigger interval: 2000 rows x 0.02 s/row over 16 slots (2 waves of
-    # 8 tasks on... one wave here) within 0.7 x 5 s.
+    # Reading the limit each trigger interval with the target's headroom: 2000 / 0.7 rows x 0.02
+    # s/row over the slots within the 5 s interval (for work all per row: the limit's own rows
+    # within 0.7 x 5 s).
     last = result.decisions[-1].evaluation
     assert last is not None and last.utilization is not None and last.utilization <= cfg.utilization_target
 
