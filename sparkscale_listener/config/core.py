@@ -86,9 +86,10 @@ class AutoscalerConfig:
         "change was sized for); new executors' first batch is slow.")
     utilization_target: float = option(
         "utilization.target", Number(0.0, 1.0, low_open=True), 0.7,
-        "Size for batches that take this share of the trigger interval (for a query without a "
-        "trigger: rows arriving at this share of what the executors can do): the fewest executors "
-        "the model predicts keep within it. 30 % headroom absorbs bursts and jitter.")
+        "Size for arrivals at this share of what the executors can do: the fewest executors on "
+        "which, the model predicts, a batch of the arrivals divided by this still ends within the "
+        "trigger interval (for a query without a trigger: whose throughput is the arrivals divided "
+        "by this). 0.7: 43 % more load is absorbed, for bursts and jitter.")
     utilization_max: float = option(
         "utilization.max", Number(0.0, 1.0, low_open=True), 0.9,
         "Scale up once the current executors are busier than this (on the same scale as "
