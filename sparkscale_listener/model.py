@@ -310,7 +310,7 @@ class BatchCostLearner:
         widest = widest_hint or tasks or 1
         tasks = tasks or widest
         widest = min(widest, tasks)
-        live = [b.executors if b.executors else b.executors_used for b in pts]
+        live = [_available(b, cores) for b in pts]
         used = np.array([float(b.executors_used or min(k or 1, math.ceil(widest / cores)))
                          for b, k in zip(pts, live, strict=True)])
         fixed, per_exec, per_row, trusted = self._task_time(rows, used, task)
@@ -328,10 +328,15 @@ class BatchCostLearner:
         if all(w is not None for w in walls):
             wall = np.array([float(w) for w in walls])  # type: ignore[arg-type]
             ratio = np.clip(wall / np.maximum(ideal, _EPS), MIN_EFFICIENCY, MAX_EFFICIENCY)
-            efficiency = float(np.median(ratio))
+            # A batch narrower than the widest stage (a few rows: a few partitions) tells nothing
+            # of how that stage spreads over the slots: one task on 1 of 3 executors read as an
+            # efficiency of 3 at 3 executors.
+            wide = n_tasks >= widest
+            efficiency = float(np.median(ratio[wide] if wide.any() else ratio))
             for k in sorted({k for k in live if k}):
-                mask = np.array([x == k for x in live])
-                by_size[k] = float(np.median(ratio[mask]))
+                mask = np.array([x == k for x in live]) & wide
+                if mask.any():
+                    by_size[k] = float(np.median(ratio[mask]))
             driver = float(np.median(np.maximum(0.0, durations - wall)))
         else:
             efficiency = 1.0
@@ -378,6 +383,19 @@ class BatchCostLearner:
             per_row = min(self._split[1], mean_task / max(mean_rows, _EPS))
             return max(0.0, mean_task - per_row * mean_rows), 0.0, per_row, False
         return 0.0, 0.0, float(task[keep].sum() / max(rows[keep].sum(), _EPS)), False
+
+
+def _available(b: BatchRecord, cores: int) -> int | None:
+    """The executors a batch ran on as far as its speed goes: the live ones, except where its
+    tasks could have spread over more of them than they did. An executor being removed (the
+    autoscaler's first convergence, a scale-down) or lost runs no task however long its removal
+    takes to be announced, and a few short tasks may all land on one executor; counting the
+    others gave such a batch slots it never used, and one batch of 4 tasks on 1 of 5 executors
+    an efficiency of 3 at 5 executors, against which no scale-up looked useful (real Spark)."""
+    if (b.executors and b.executors_used and b.tasks
+            and b.executors_used < min(b.executors, math.ceil(b.tasks / max(1, cores)))):
+        return b.executors_used
+    return b.executors or b.executors_used
 
 
 def _agree(pts: Sequence[BatchRecord]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -177,3 +178,19 @@ def test_predictions_throughput_and_drain_time() -> None:
     # ... and with a trigger no faster than one limit per trigger interval: it never drains.
     assert math.isinf(cost.drain_seconds(600_000, 2000.0, 8, 20_000, 10.0))
     assert math.isinf(cost.drain_seconds(1.0, 9000.0, 8, None, None))
+
+
+def test_batches_narrower_than_the_widest_stage_or_on_fewer_executors_than_live_set_no_efficiency() -> None:
+    pts = [batch(i, 10_000 + 500 * (i % 4), 4) for i in range(8)]
+    # A batch of a few rows: 1 task, run on 1 of 8 live executors in its own time (its ideal on
+    # the full width would be an eighth of that).
+    task_s = 1.6 + 0.1 + 0.002 * 3
+    narrow = replace(batch(8, 3, 8), tasks=1, executors_used=1, task_s=task_s, task_wall_s=task_s)
+    # A full-width batch while 4 of 8 live executors were being removed: it ran on the other 4,
+    # at their speed.
+    leaving = replace(batch(9, 10_000, 4), batch_id=WARMUP_BATCHES + 9, executors=8)
+    cost = learner_of([*pts, narrow, leaving]).fit(CORES)
+    assert cost is not None
+    assert 8 not in cost.efficiency_by_executors, cost.efficiency_by_executors
+    assert cost.efficiency_at(8) == pytest.approx(1.0, abs=0.05)
+    assert cost.efficiency_by_executors[4] == pytest.approx(1.0, abs=0.05)
