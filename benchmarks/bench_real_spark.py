@@ -28,6 +28,7 @@ import os
 import random
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -647,10 +648,8 @@ def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[
                 cells = []
                 for key, label, pattern in COLUMNS[:5]:
                     values = sorted(r.figures.get(key, math.nan) for r in rows if r.policy == policy)
-                    median = values[len(values) // 2] if len(values) % 2 else (
-                        values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-                    cells.append(f"{label} {fmt(median, pattern)} ({fmt(values[0], pattern)}-"
-                                 f"{fmt(values[-1], pattern)})")
+                    low, high = fmt(values[0], pattern), fmt(values[-1], pattern)
+                    cells.append(f"{label} {fmt(statistics.median(values), pattern)} ({low}-{high})")
                 lines.append(f"- {policy}: " + "; ".join(cells))
         oracle = rows[0].figures.get("oracle_executor_s", math.nan)
         lines += ["", f"Oracle: {oracle:.0f} executor-s. ![{load.name}](real_spark_{load.name}.png)", ""]

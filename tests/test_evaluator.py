@@ -52,7 +52,7 @@ class Stream:
             task_s = self.fixed_s + self.per_row_s * rows
             wall = ideal_task_phase(task_s, self.tasks, self.tasks, live * CORES)
             duration = self.driver_s + wall
-            if start + duration > until and not (running and start < until):
+            if start >= until or (start + duration > until and not running):
                 break
             waiting -= rows
             out.append(BatchRecord(
