@@ -356,24 +356,35 @@ class MicroBatchEvaluator(MetricEvaluator):
 
     def _utilization(self, d: _Demand, cost: BatchCost, executors: Size, target: float,
                      concurrent: Concurrent = NONE_CONCURRENT) -> Size:
-        """How busy ``executors`` (a count or an array of counts) keep the query against the
-        target: 1.0 = exactly at it.
+        """How busy ``executors`` (a count or an array of counts) keep the query, on the scale of
+        ``utilization.target``: the arrivals over what the executors can do.
 
-        With a trigger: whether a batch of the arrivals over the target (a trigger interval's
-        worth of ``rate / utilization.target`` rows: Flink's headroom, in rows) still ends within
-        the trigger interval, as the predicted batch time of those rows over the interval (over
-        driver time / ``utilization.target`` when the driver alone takes longer). The headroom is in
-        rows, not in time: what a batch pays whatever its rows (the driver, a fixed cost per task)
-        does not grow with the load, and asking for it to fit in 70 % of the interval held
-        executors that only shortened a fast query's batches. (A read-limited query is sized the
-        same way on the limit: the same size whether its batches show the limit or not.) Without
-        a trigger: the rate over the rows/s the executors can do."""
+        With a trigger: a trigger interval's worth of arrivals over the rows a batch can read and
+        still end within the interval (within driver time / ``utilization.target`` when the driver
+        alone takes longer). At the target, a batch of ``rate / utilization.target`` rows (Flink's
+        headroom, in rows) ends exactly within the interval. The headroom is in rows, not in time:
+        what a batch pays whatever its rows (the driver, a fixed cost per task) does not grow with
+        the load, and asking for it to fit in 70 % of the interval held executors that only
+        shortened a fast query's batches. For the same reason the reading is not the batch's
+        share of the interval: with large fixed costs that share stays low while the rows a batch
+        can still take are nearly used up (a real query read 0.84 on that scale with batches as
+        long as the trigger, and its scale-up came as lag built). (A read-limited query is sized
+        the same way on the limit: the same size whether its batches show the limit or not.)
+        Without a trigger: the rate over the rows/s the executors can do."""
         if d.idle:
             return 0.0 * executors
         rows = d.rows_per_batch()
         if rows is not None and d.trigger_s:
             allowed = max(d.trigger_s, cost.driver_s / target)
-            return target * cost.batch_time(rows / target, executors, concurrent) / allowed
+            # Batch time is a fixed part plus a part per row: the rows a batch can take within
+            # ``allowed`` follow from two points, its time with none and with the headroom's rows.
+            xp = ops(executors)
+            fixed = cost.batch_time(0.0, executors, concurrent)
+            spare = allowed - fixed
+            per_rows = cost.batch_time(rows / target, executors, concurrent) - fixed
+            return xp.where(rows <= 0, 0.0 * executors,
+                            xp.where(spare > _EPS, target * per_rows / xp.maximum(spare, _EPS),
+                                     MAX_UTILIZATION + 0.0 * executors))
         if d.read_limit:
             # Batch after batch of at most the read limit: that many rows per batch time.
             return d.target * cost.batch_time(d.read_limit, executors, concurrent) / d.read_limit

@@ -131,7 +131,10 @@ def test_arrivals_come_from_the_batches_and_the_size_from_the_model() -> None:
     assert qe.rows_per_batch == pytest.approx(20_000, rel=1e-3)
     # 1 executor: 4 slots, 4 waves: 0.2 + 28.6 / 4 = 7.3 s <= 10 s.
     assert (qe.required_executors, ev.recommended_executors) == (1, 1)
-    assert ev.utilization == pytest.approx(0.7 * (0.2 + 20.0 / 0.7 / 16) / 10.0, rel=1e-3)
+    # Utilization on the live 4 executors: the arrivals over the rows a batch can take within the
+    # interval, on the target's scale: the headroom's rows cost 28.6 / 16 s of the 10 - 0.2 s left
+    # beside the driver's fixed 0.2 s.
+    assert ev.utilization == pytest.approx(0.7 * (20.0 / 0.7 / 16) / (10.0 - 0.2), rel=1e-3)
     assert qe.cost is not None and qe.cost.per_row_s == pytest.approx(0.001)
 
 
@@ -458,3 +461,26 @@ def test_the_headroom_is_in_rows_so_a_batchs_fixed_costs_are_not_held_against_it
     assert qe.cost is not None and qe.cost.row_cost_trusted
     assert qe.cost.fixed_task_s == pytest.approx(1.6, rel=0.05)
     assert (qe.required_executors, ev.recommended_executors) == (1, 1), qe.note
+
+
+def test_utilization_is_the_arrivals_over_what_a_batch_can_take_within_the_interval() -> None:
+    # A 1 s trigger, 0.3 s on the driver, 8 tasks of 0.1 s each whatever their rows, 10 ms a row:
+    # on 1 executor (4 slots, 2 waves) a batch of R rows takes 0.5 + 0.0025 R s, so at most 200
+    # rows end within the interval. At 190 rows/s a batch takes 0.975 s: the executor is nearly
+    # used up, and the reading says so (0.7 x 190 / 0.7 / 200 = 0.95, above utilization.max 0.9).
+    # The batch's share of the interval, times the target, read 0.7 x 1.18 = 0.82: inside the
+    # band, no scale-up until the lag grew.
+    def rate(t: float) -> float:
+        return 170.0 if int(t / 5) % 2 else 210.0  # rows that vary: the fixed part is identifiable
+
+    stream = Stream("a", rate, per_row_s=0.01, fixed_s=0.8, tasks=8, driver_s=0.3, trigger_s=1.0)
+    ev = evaluate([stream], until=120.0, live=1, target=1)
+    qe = ev.queries["a"]
+    assert qe.cost is not None and qe.cost.row_cost_trusted, qe.note
+    assert ev.utilization == pytest.approx(0.95, abs=0.03)
+    assert ev.utilization > CFG.utilization_max
+    # 2 executors (8 slots, one wave): 0.4 + 271 rows x 10 ms / 8 = 0.74 s for the headroom's rows.
+    assert ev.recommended_executors == 2, qe.note
+    # Idle arrivals read 0, whatever the fixed costs.
+    assert evaluate([Stream("b", 0.0, fixed_s=0.8, tasks=8, driver_s=0.3, trigger_s=1.0)],
+                    until=120.0, live=1, target=1).utilization in (0.0, None)

@@ -92,7 +92,8 @@ class AutoscalerConfig:
         "by this). 0.7: 43 % more load is absorbed, for bursts and jitter.")
     utilization_max: float = option(
         "utilization.max", Number(0.0, 1.0, low_open=True), 0.9,
-        "Scale up once the current executors are busier than this (on the same scale as "
+        "Scale up once the arrivals use more than this share of what the current executors can "
+        "do (at 1.0 a batch of the arrivals just ends within the trigger interval; the scale of "
         "utilization.target); a scale-down comes once fewer executors were recommended for all of "
         "scaleDownInterval.")
     catch_up_duration_s: float = option("catchUpDuration", Duration(positive=True, at_most=DAY), 300.0,
