@@ -57,7 +57,7 @@ class Timeline:
     t: Sequence[float]  # seconds from the start
     executors: Sequence[float]  # live executors at t
     load: Sequence[float]  # rows/s arriving at t
-    lag_s: Sequence[float]  # seconds of input waiting at t (backlog / arrival rate)
+    lag_s: Sequence[float]  # lag at t, in seconds (each benchmark says how it counts it)
     actions: Sequence[tuple[float, int, int]]  # (time, from_executors, to_executors)
     failed_tasks: int = 0
 

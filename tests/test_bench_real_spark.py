@@ -61,14 +61,17 @@ def test_actions_merge_registrations_of_one_request(log) -> None:
         (11.0, 1, 2), (13.0, 2, 3), (17.0, 3, 2)]
 
 
-def test_lag_is_input_waiting_over_the_arrival_rate(log) -> None:
+def test_lag_is_how_long_the_oldest_row_not_committed_has_waited(log) -> None:
     run = bench.timeline(log, LOAD, T0)
     lag = dict(zip(run.t, run.lag_s, strict=True))
-    # t=4: the source had 110 at batch 2's start (t=1) + 3 s x 10 rows/s; 100 committed.
-    assert lag[4.0] == pytest.approx(4.0)
-    assert lag[6.0] == pytest.approx(1.0)  # batch 3 (latest 150) ended at t=6; 10 more arrived
-    assert lag[12.0] == pytest.approx((150 + 50 + 80 - 150) / 40)
+    # t=0: 90 committed (batch 0 ended at -0.5), and 90 had arrived by batch 0's start at -1.
     assert lag[0.0] == pytest.approx(1.0)
+    # t=4: 100 committed; the source had 100 at batch 1's start (t=0).
+    assert lag[4.0] == pytest.approx(4.0)
+    assert lag[6.0] == pytest.approx(1.0)  # batch 3 (latest 150, started t=5) ended at t=6
+    # t=12: still 150 committed: the rows after t=5 wait, whatever the rate (10, then 40 rows/s).
+    # Rows waiting over the rate in force said (150 + 50 + 80 - 150) / 40 = 3.25 s.
+    assert lag[12.0] == pytest.approx(7.0)
 
 
 def test_figures_from_the_event_log(log) -> None:
@@ -79,9 +82,9 @@ def test_figures_from_the_event_log(log) -> None:
     assert figs["actions"] == 2 and figs["scale_ups"] == 1 and figs["scale_downs"] == 1
     assert figs["flaps"] == 1  # up at 11 s, down at 17 s: within scaleDownInterval (30 s)
     assert figs["failed_tasks"] == 1  # the killed task and the one before t0 are not failures
-    # No batch after t=6: the lag grows by 1 s each second at 40 rows/s; over 6 s from t=15.
-    assert figs["max_lag_s"] == pytest.approx(1.25 + 10)
-    assert figs["lag_over_threshold_share"] == pytest.approx(5 / 20)
+    # No batch after t=6: the lag grows by 1 s each second from 1 s at t=6; over 6 s from t=11.
+    assert figs["max_lag_s"] == pytest.approx(15.0)
+    assert figs["lag_over_threshold_share"] == pytest.approx(9 / 20)
     assert figs["slot_s_per_row"] == pytest.approx((0.5 + 0.4 + 0.1) / 60)
     assert figs["scaling_events"] == 1
 
