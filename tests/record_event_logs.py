@@ -65,6 +65,28 @@ def event_log_conf(workdir: Path, codec: str | None, rolling: bool = False) -> d
 # ---------------------------------------------------------------------------------------------
 
 
+def _small_cluster_conf() -> dict[str, str]:
+    """Up to 3 one-core executors on local-cluster, 1 at the start, with the integration tests'
+    fast control loop (tests/spark_cluster.py's FAST: a tick a second, decisions within seconds)."""
+    return {
+        "spark.master": "local-cluster[3,1,1024]", "spark.executor.cores": "1",
+        "spark.executor.memory": "512m", "spark.ui.showConsoleProgress": "false",
+        "spark.sparkscale.minExecutors": "1", "spark.sparkscale.maxExecutors": "3",
+        "spark.sparkscale.initialExecutors": "1", "spark.sparkscale.catchUpDuration": "30s",
+        "spark.sparkscale.provisioningTimeout": "60s", "spark.sparkscale.interval": "1s",
+        "spark.sparkscale.metricsWindow": "6s", "spark.sparkscale.stabilizationInterval": "2s",
+        "spark.sparkscale.scaleDownInterval": "8s",
+    }
+
+
+def _cost_per_row(path: str) -> float:
+    """Seconds of work per row of the UDF: the number the job last wrote to ``path``."""
+    try:
+        return float(Path(path).read_text())
+    except (OSError, ValueError):  # being rewritten: a moment's figure does not matter
+        return 0.001
+
+
 def _applied(scaler: Any, action: str) -> list[dict[str, Any]]:
     return [d for d in scaler.decisions() if d["applied"] and d["action"] == action]
 
@@ -175,13 +197,11 @@ def sparkscale_rate_udf(workdir: Path) -> dict[str, Any]:
     from pyspark.sql.types import LongType
 
     from sparkscale_listener import autoscale, autoscaler
-    from sparkscale_listener.testing.smoke_job import _cost_per_row, smoke_conf
 
     cost_file = workdir / "cost"
     cost_file.write_text("0.001")
-    conf = smoke_conf(workdir) | event_log_conf(workdir, "zstd") | {
-        "spark.sql.shuffle.partitions": "2", "spark.sparkscale.scaleDownInterval": "8s",
-        "spark.io.compression.zstd.level": "9"}
+    conf = _small_cluster_conf() | event_log_conf(workdir, "zstd") | {
+        "spark.sql.shuffle.partitions": "2", "spark.io.compression.zstd.level": "9"}
     builder = SparkSession.builder.appName("replay-spark35")
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -256,7 +276,7 @@ def _python_for(pyspark: str | None) -> str:
     if pyspark is None:
         return sys.executable
     sys.path.insert(0, str(REPO / "tests"))
-    from integration.test_spark_versions import python_with_pyspark
+    from spark_lines import python_with_pyspark
 
     return python_with_pyspark(pyspark)
 
