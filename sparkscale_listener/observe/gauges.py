@@ -57,8 +57,9 @@ GAUGES: tuple[Gauge, ...] = (
     Gauge("pendingExecutors", "sparkscale_pending_executors", "executors",
           "executors requested and not registered yet"),
     Gauge("utilization", "sparkscale_utilization_ratio", "ratio",
-          "at the last evaluation, the work all queries need (arrivals plus backlog catch-up) per task "
-          "slot: 1 = every slot busy, above 1 = more work than slots"),
+          "at the last evaluation, the highest query utilization, or all queries' task time (arrivals "
+          "plus backlog catch-up) per task slot when that is higher: 1 = no headroom left, above 1 = "
+          "more than the executors can do"),
     Gauge("paused", "sparkscale_paused", "0 or 1",
           "1 while automatic scaling is paused or stopped after rollbacks"),
     Gauge("backlog", "sparkscale_backlog_rows", "rows",
@@ -74,8 +75,9 @@ GAUGES: tuple[Gauge, ...] = (
           "the backlog in seconds of input: backlog rows / arrival rate (what backlogThreshold is "
           "compared with)"),
     Gauge(f"query.{QUERY}.utilization", "sparkscale_query_utilization_ratio", "ratio",
-          "the query's part of utilization: the work it needs per task slot of the application, at its "
-          "last evaluation"),
+          "at its last evaluation, the query's arrivals (plus backlog catch-up) over what the executors "
+          "can do for it: a trigger interval's worth over the rows a batch can read and still end within "
+          "the interval (1 = a batch of the arrivals just ends within it)"),
 )
 _BY_NAME = {g.name: g for g in GAUGES}
 PROCESSED, BACKLOG_ROWS, BACKLOG_SECONDS, UTILIZATION = (g.name for g in GAUGES if g.per_query)
