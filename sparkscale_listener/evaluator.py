@@ -380,11 +380,13 @@ class MicroBatchEvaluator(MetricEvaluator):
             # ``allowed`` follow from two points, its time with none and with the headroom's rows.
             xp = ops(executors)
             fixed = cost.batch_time(0.0, executors, concurrent)
+            headroom = cost.batch_time(rows / target, executors, concurrent)
             spare = allowed - fixed
-            per_rows = cost.batch_time(rows / target, executors, concurrent) - fixed
-            return xp.where(rows <= 0, 0.0 * executors,
-                            xp.where(spare > _EPS, target * per_rows / xp.maximum(spare, _EPS),
-                                     MAX_UTILIZATION + 0.0 * executors))
+            fits = xp.minimum(target * (headroom - fixed) / xp.maximum(spare, _EPS), MAX_UTILIZATION)
+            # Where not even a batch without rows ends within the interval, sizes rank above every
+            # size where one does, by their batch time: the fewest near the shortest is chosen.
+            over = MAX_UTILIZATION * headroom / allowed
+            return xp.where(rows <= 0, 0.0 * executors, xp.where(spare > _EPS, fits, over))
         if d.read_limit:
             # Batch after batch of at most the read limit: that many rows per batch time.
             return d.target * cost.batch_time(d.read_limit, executors, concurrent) / d.read_limit

@@ -484,3 +484,18 @@ def test_utilization_is_the_arrivals_over_what_a_batch_can_take_within_the_inter
     # Idle arrivals read 0, whatever the fixed costs.
     assert evaluate([Stream("b", 0.0, fixed_s=0.8, tasks=8, driver_s=0.3, trigger_s=1.0)],
                     until=120.0, live=1, target=1).utilization in (0.0, None)
+
+
+def test_where_no_batch_ends_within_the_interval_the_fewest_near_the_shortest_are_chosen() -> None:
+    # A 1 s trigger, 8 tasks of 1 s each whatever their rows: no size ends even an empty batch
+    # within the interval. On 1 executor (4 slots) a batch takes two waves, about 2.3 s; from 2
+    # executors on (8 slots) one wave, about 1.3 s, and more executors shorten nothing.
+    def rate(t: float) -> float:
+        return 20.0 if int(t / 5) % 2 else 40.0
+
+    stream = Stream("a", rate, per_row_s=0.001, fixed_s=8.0, tasks=8, driver_s=0.3, trigger_s=1.0)
+    ev = evaluate([stream], until=120.0, live=4, target=4)
+    qe = ev.queries["a"]
+    assert qe.cost is not None, qe.note
+    assert ev.recommended_executors == 2 and qe.capped, qe.note
+    assert ev.utilization == pytest.approx(10.0)  # bounded: "more than the executors can do"
