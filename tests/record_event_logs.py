@@ -40,7 +40,7 @@ class Recording:
 RECORDINGS = (
     Recording("spark4-sparkscale-rolling", None, "sparkscale_step"),
     Recording("spark4-static", None, "static_step"),
-    Recording("spark35-sparkscale", SPARK_35, "sparkscale_rate_udf"),
+    Recording("spark35-sparkscale", SPARK_35, "sparkscale_files_udf"),
     Recording("spark4-tiny", None, "tiny_plain"),
     Recording("spark4-tiny-lzf", None, "tiny_lzf"),
     Recording("spark4-tiny-snappy", None, "tiny_snappy"),
@@ -77,14 +77,6 @@ def _small_cluster_conf() -> dict[str, str]:
         "spark.sparkscale.metricsWindow": "6s", "spark.sparkscale.stabilizationInterval": "2s",
         "spark.sparkscale.scaleDownInterval": "8s",
     }
-
-
-def _cost_per_row(path: str) -> float:
-    """Seconds of work per row of the UDF: the number the job last wrote to ``path``."""
-    try:
-        return float(Path(path).read_text())
-    except (OSError, ValueError):  # being rewritten: a moment's figure does not matter
-        return 0.001
 
 
 def _applied(scaler: Any, action: str) -> list[dict[str, Any]]:
@@ -189,17 +181,36 @@ def static_step(workdir: Path) -> dict[str, Any]:
     return {}
 
 
-def sparkscale_rate_udf(workdir: Path) -> dict[str, Any]:
-    """Any pyspark (3.5 has no Python data sources): the rate source through a Python UDF whose
-    cost per row the job steps up and down, with sparkscale. Single zstd file."""
+def sparkscale_files_udf(workdir: Path) -> dict[str, Any]:
+    """Any pyspark (3.5 has no Python data sources): the file source, fed three small files a
+    second whose rows step 20 -> 150 -> 20 rows/s, through a Python UDF of 10 ms a row, with
+    sparkscale. The arrivals step and the cost of a row stays the same, as the replay assumes
+    (a cost per row that changes in the middle of a run is not something it can replay). Single
+    zstd file."""
+    import threading
+
     from pyspark.sql import SparkSession
     from pyspark.sql.functions import col, udf
     from pyspark.sql.types import LongType
 
     from sparkscale_listener import autoscale, autoscaler
 
-    cost_file = workdir / "cost"
-    cost_file.write_text("0.001")
+    incoming, staging = workdir / "incoming", workdir / "staging"
+    incoming.mkdir()
+    staging.mkdir()
+    rate = [20.0]  # rows/s the writer produces, changed by the scenario
+    stop = threading.Event()
+
+    def write_files() -> None:
+        n, owed = 0, 0.0
+        while not stop.wait(1.0 / 3):
+            owed += rate[0] / 3
+            rows, owed = int(owed), owed - int(owed)
+            staged = staging / f"part-{n:06d}.txt"
+            staged.write_text("".join(f"{n * 1000 + i}\n" for i in range(rows)))
+            staged.rename(incoming / staged.name)  # whole files only: the source may list it now
+            n += 1
+
     conf = _small_cluster_conf() | event_log_conf(workdir, "zstd") | {
         "spark.sql.shuffle.partitions": "2", "spark.io.compression.zstd.level": "9"}
     builder = SparkSession.builder.appName("replay-spark35")
@@ -208,26 +219,29 @@ def sparkscale_rate_udf(workdir: Path) -> dict[str, Any]:
     spark = autoscale(builder)
     spark.sparkContext.setLogLevel("ERROR")
     scaler = autoscaler(spark)
-    path = str(cost_file)
 
     @udf(LongType())
-    def work(value: int) -> int:
-        time.sleep(_cost_per_row(path))
-        return value
+    def work(value: str) -> int:
+        time.sleep(0.01)
+        return int(value)
 
-    query = (spark.readStream.format("rate").option("rowsPerSecond", 40).option("numPartitions", 3).load()
-             .select(work(col("value")).alias("value"))
+    writer = threading.Thread(target=write_files, daemon=True)
+    writer.start()
+    query = (spark.readStream.text(str(incoming)).select(work(col("value")).alias("value"))
              .writeStream.format("noop").queryName("enrich").trigger(processingTime="1 second").start())
     try:
         _wait(lambda: scaler.status()["live_executors"] == 1, 120, "1 executor")
-        cost_file.write_text("0.05")  # 40 rows/s x 50 ms = 2 busy slots on 1 executor
+        time.sleep(4)  # a few batches at the low load
+        rate[0] = 150.0  # 1.5 s of work a second: more than one executor can do
         _wait(lambda: _applied(scaler, "scale_up"), 180, "a scale-up")
-        cost_file.write_text("0.001")
+        _wait(lambda: scaler.status()["live_executors"] >= 2, 90, "new executors")
+        rate[0] = 20.0
         _wait(lambda: _applied(scaler, "scale_down"), 180, "a scale-down")
         time.sleep(2)
         applied = [(d["action"], d["from_executors"], d["to_executors"]) for d in scaler.decisions()
                    if d["applied"]]
     finally:
+        stop.set()
         query.stop()
         spark.stop()
     return {"applied": applied, "spark": spark.version}

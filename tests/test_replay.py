@@ -102,9 +102,7 @@ def test_sparkscale_run_replayed_with_its_own_settings(rolling) -> None:
 
 @pytest.mark.parametrize("log", [
     ROLLING,
-    pytest.param(SPARK35, marks=pytest.mark.xfail(
-        strict=True, reason="recorded by older decision code; tests/data/record_event_logs.py records it "
-                            "again once its Spark 3.5 scenario runs on the current testing helpers")),
+    SPARK35,
 ], ids=["spark4", "spark35"])
 def test_recorded_decisions_reproduced(log: Path) -> None:
     a = replay(read_event_log(log)).agreement
