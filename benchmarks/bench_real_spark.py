@@ -638,9 +638,12 @@ def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[
              f"file sink, {TRIGGER_S:g} s trigger. Every figure is from the event log (executors "
              "added/removed, task ends, query progress) over the load's window only (warm-up and drain "
              "excluded).", "",
-             f"Measured cost: **{meta['cost_s_per_row']:.4f} slot-s per row** (calibration run on "
-             f"{calibration['executors']} static executors at {calibration['rate']:g} rows/s: task slot "
-             "time launch->finish / rows of the batches, after warm-up). Oracle = fewest executors with "
+             f"Measured cost: **{meta['cost_s_per_row']:.4f} slot-s per row** ("
+             + (f"calibration run on {calibration['executors']} static executors at "
+                f"{calibration['rate']:g} rows/s" if calibration["executors"]
+                else "given with `--cost`, from an earlier calibration run")
+             + ": task slot time launch->finish / rows of the batches, after warm-up). Oracle = fewest "
+             "executors with "
              f"`noise-free rate x cost / {UTILIZATION_TARGET}` slots; static-peak = the oracle at the "
              f"peak = **{meta['static_executors']} executors**.", ""]
     for load in loads:
