@@ -25,6 +25,11 @@ executor; the first kill without any request sets the target to 0). A lower targ
 launches still pending, or, with ``launch_commit_s``, only those requested less than that long
 ago (a YARN container once allocated starts whatever the target does).
 
+Why one module of ~1000 lines: the cluster, the queries' batches and the loop that steps them share
+one simulated clock and each other's state (the scheduler places batches' tasks on the cluster's
+executors, and fault injection acts on both); apart, each would reach into the others. It is test
+support, outside the pipeline's packages.
+
 Policies other than the control loop can act on the cluster at their own pace through
 ``Simulation(on_step=...)`` (called after every step) and :meth:`Simulation.running_batches`.
 
