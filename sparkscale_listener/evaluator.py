@@ -371,9 +371,9 @@ class MicroBatchEvaluator(MetricEvaluator):
         long as the trigger, and its scale-up came as lag built). (A read-limited query is sized
         the same way on the limit: the same size whether its batches show the limit or not.)
         Without a trigger: the rate over the rows/s the executors can do."""
-        if d.idle:
-            return 0.0 * executors
         rows = d.rows_per_batch()
+        if d.idle or (rows is not None and rows <= 0):
+            return 0.0 * executors
         if rows is not None and d.trigger_s:
             allowed = max(d.trigger_s, cost.driver_s / target)
             # Batch time is a fixed part plus a part per row: the rows a batch can take within
@@ -386,7 +386,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             # Where not even a batch without rows ends within the interval, sizes rank above every
             # size where one does, by their batch time: the fewest near the shortest is chosen.
             over = MAX_UTILIZATION * headroom / allowed
-            return xp.where(rows <= 0, 0.0 * executors, xp.where(spare > _EPS, fits, over))
+            return xp.where(spare > _EPS, fits, over)
         if d.read_limit:
             # Batch after batch of at most the read limit: that many rows per batch time.
             return d.target * cost.batch_time(d.read_limit, executors, concurrent) / d.read_limit
