@@ -31,8 +31,16 @@ from sparkscale_listener.testing.demo import (
     wait_for,
 )
 
-# The demo's settings (testing/demo.py), faster: every wait of a scenario is a few ticks long.
+# The test JVMs live a minute or two on 2 cores: there C2's compilations and the parallel collector's
+# threads cost more CPU than they give back (a session of 3 executors running a few jobs took 48 s of
+# CPU with Java's defaults, 27 s with these). The Kafka tools and the YARN daemons use the same.
+TEST_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+# The demo's settings (testing/demo.py), faster: every wait of a scenario is a few ticks long; and
+# the test JVMs' options.
 FAST: dict[str, str] = {
+    "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,
     "spark.ui.enabled": "false",
     "spark.sparkscale.interval": "1s",
     "spark.sparkscale.metricsWindow": "6s",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_cluster import applied, fast_conf, free_port, rollbacks
+from spark_cluster import TEST_JVM_OPTIONS, applied, fast_conf, free_port, rollbacks
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark.bridge import JvmBridge
@@ -244,7 +244,8 @@ class Standalone:
         import pyspark
 
         return {**os.environ, "SPARK_HOME": os.path.dirname(pyspark.__file__), "SPARK_LOCAL_IP": "127.0.0.1",
-                "SPARK_LOG_DIR": str(self.work), "PYSPARK_PYTHON": sys.executable}
+                "SPARK_LOG_DIR": str(self.work), "PYSPARK_PYTHON": sys.executable,
+                "SPARK_DAEMON_JAVA_OPTS": TEST_JVM_OPTIONS}
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = open(self.work / f"{name}.log", "a")

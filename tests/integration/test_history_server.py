@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 import tab_schema
 from browser import dump_dom
-from spark_cluster import fast_conf
+from spark_cluster import TEST_JVM_OPTIONS, fast_conf
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark import jars as bridge_jars
@@ -184,6 +184,7 @@ def history_server(spark_home: Path, log_dir: Path, jar: Path, workdir: Path,
     env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_DAEMON_CLASSPATH": str(jar),
            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "512m",
            "SPARK_HISTORY_OPTS": " ".join([
+               TEST_JVM_OPTIONS,
                f"-Dspark.history.fs.logDirectory={log_dir.as_uri()}",
                f"-Dspark.history.ui.port={_free_port()}",  # taken meanwhile: it tries the next ones
                "-Dspark.history.fs.update.interval=1s",

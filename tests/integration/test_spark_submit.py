@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from spark_cluster import FAST, free_port
+from spark_cluster import FAST, TEST_JVM_OPTIONS, free_port
 
 from sparkscale_listener.testing.demo import read_event_log, wait_for
 
@@ -101,7 +101,8 @@ def standalone(wheel_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     work = tmp_path_factory.mktemp("standalone")
     spark_class = str(wheel_venv / "bin" / "spark-class")
     port, web, worker_web = free_port(), free_port(), free_port()
-    env = {**venv_env(wheel_venv), "SPARK_LOG_DIR": str(work), "SPARK_WORKER_DIR": str(work / "worker")}
+    env = {**venv_env(wheel_venv), "SPARK_LOG_DIR": str(work), "SPARK_WORKER_DIR": str(work / "worker"),
+           "SPARK_DAEMON_JAVA_OPTS": TEST_JVM_OPTIONS}
     logs = [open(work / name, "w") for name in ("master.log", "worker.log")]
     master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(port), "--webui-port", str(web)],
@@ -135,6 +136,7 @@ def test_submitted_job_from_the_installed_wheel_scales_down_then_up(
     env = {**venv_env(wheel_venv), "PYSPARK_PYTHON": str(wheel_venv / "bin" / "python")}
     started = time.monotonic()
     run = subprocess.run([str(wheel_venv / "bin" / "spark-submit"), "--master", standalone.master_url,
+                          "--driver-java-options", TEST_JVM_OPTIONS,
                           "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",
                           "--conf", "spark.sparkscale.minExecutors=2",  # a setting from the command line
                           str(job), str(work), *(f"{k}={v}" for k, v in FAST.items())],

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyspark
 import pytest
-from spark_cluster import FAST
+from spark_cluster import FAST, TEST_JVM_OPTIONS
 from yarn_cluster import Queue, YarnCluster
 
 from sparkscale_listener.testing.demo import read_event_log
@@ -71,6 +71,11 @@ def spark_conf_dir(yarn: YarnCluster, tmp_path_factory: pytest.TempPathFactory) 
         # (the default, 3 s, only slows the test).
         "spark.yarn.scheduler.heartbeat.interval-ms": "1000",
         "spark.yarn.scheduler.initial-allocation.interval": "200ms",
+        # Every container's JVM and the driver's with the suite's options (the ApplicationMaster of
+        # client mode has a key of its own).
+        "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
+        "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,
+        "spark.yarn.am.extraJavaOptions": TEST_JVM_OPTIONS,
     }
     (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in defaults.items()),
                                                    encoding="utf-8")
