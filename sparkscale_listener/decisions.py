@@ -15,12 +15,6 @@ from .config.core import AutoscalerConfig
 from .model import BatchCost
 
 Action = Literal["scale_up", "scale_down", "none", "rollback"]
-_EPS = 1e-9
-
-
-def executors_for(slots: float, slots_per_executor: int) -> int:
-    """The fewest executors whose task slots hold ``slots`` (0 for none)."""
-    return math.ceil(slots / max(1, slots_per_executor) - _EPS) if slots > 0 else 0
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,18 @@ import numpy as np
 
 from . import readable
 from .concurrency import batch_arrivals, with_concurrency
-from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext, executors_for
+from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
 from .metrics import RISING, BatchRecord, MetricSample, QueryMetrics
-from .model import MIN_BATCHES, NONE_CONCURRENT, BatchCost, BatchCostLearner, Concurrent, Size, ops
+from .model import (
+    MIN_BATCHES,
+    NONE_CONCURRENT,
+    BatchCost,
+    BatchCostLearner,
+    Concurrent,
+    Size,
+    executors_for,
+    ops,
+)
 
 # Batches at the current size needed after a change before a decision (the arrival rate of one
 # batch can be noise; two consecutive ones show a step).
@@ -435,10 +444,10 @@ class MicroBatchEvaluator(MetricEvaluator):
         for d, c in known:
             if d.trigger_s and not d.idle:
                 beside[d.trigger_s] = beside.get(d.trigger_s, 0) + c.tasks
-        useful = max([max(math.ceil(max(c.widest, beside.get(d.trigger_s or 0.0, 0)) / spe),
+        useful = max([max(executors_for(max(c.widest, beside.get(d.trigger_s or 0.0, 0)), spe),
                           max(c.executor_counts, default=1)) for d, c in known] or [1])
         busy = sum(self._busy_slots(d, c, max(useful, live)) for d, c in known)
-        shared = math.ceil((busy / target + other) / spe - _EPS)
+        shared = executors_for(busy / target + other, spe)
         sizes = np.arange(1.0, max(live, min(MAX_SCANNED, max(useful, shared, live) + 1)) + 1)
 
         # Spark starts the batches of queries with one trigger interval together: each one's batch

@@ -55,6 +55,12 @@ MIN_EFFICIENCY, MAX_EFFICIENCY = 0.5, 5.0
 _EPS = 1e-9
 
 
+def executors_for(slots: float, slots_per_executor: int) -> int:
+    """The fewest executors whose task slots hold ``slots`` (0 for none): the one conversion of
+    slots into executors, for the model, the evaluator and the policy."""
+    return math.ceil(slots / max(1, slots_per_executor) - _EPS) if slots > 0 else 0
+
+
 # A size: one executor count, or an array of them (the evaluator scans all sizes at once). Every
 # formula below is written once for both: through ops(), with Python's own functions for numbers
 # (fast) and numpy's for arrays.
@@ -134,7 +140,7 @@ class BatchCost:
     def executors_used(self, executors: Size) -> Size:
         """Executors a batch's tasks land on: as many as its widest stage fills."""
         xp = ops(executors)
-        return xp.maximum(1, xp.minimum(executors, math.ceil(self.widest / max(1, self.cores))))
+        return xp.maximum(1, xp.minimum(executors, executors_for(self.widest, self.cores)))
 
     def task_time(self, rows: Size, executors: Size) -> Size:
         """Slot-seconds of task time a batch of ``rows`` pays on ``executors`` executors."""
@@ -311,7 +317,7 @@ class BatchCostLearner:
         tasks = tasks or widest
         widest = min(widest, tasks)
         live = [_available(b, cores) for b in pts]
-        used = np.array([float(b.executors_used or min(k or 1, math.ceil(widest / cores)))
+        used = np.array([float(b.executors_used or min(k or 1, executors_for(widest, cores)))
                          for b, k in zip(pts, live, strict=True)])
         fixed, per_exec, per_row, trusted = self._task_time(rows, used, task)
 
@@ -346,7 +352,7 @@ class BatchCostLearner:
                          batches=len(pts), row_cost_trusted=trusted,
                          executor_counts=tuple(sorted({k for k in live if k})),
                          efficiency_by_executors=by_size)
-        used_at = np.minimum(sizes, math.ceil(widest / cores))
+        used_at = np.minimum(sizes, executors_for(widest, cores))
         work = fixed + per_exec * used_at + per_row * rows
         phases = ideal_task_phase(work, n_tasks, widest, sizes * cores, alongside)
         predicted = driver + cost.efficiency_at(sizes) * phases
@@ -393,7 +399,7 @@ def _available(b: BatchRecord, cores: int) -> int | None:
     others gave such a batch slots it never used, and one batch of 4 tasks on 1 of 5 executors
     an efficiency of 3 at 5 executors, against which no scale-up looked useful (real Spark)."""
     if (b.executors and b.executors_used and b.tasks
-            and b.executors_used < min(b.executors, math.ceil(b.tasks / max(1, cores)))):
+            and b.executors_used < min(b.executors, executors_for(b.tasks, cores))):
         return b.executors_used
     return b.executors or b.executors_used
 

@@ -33,8 +33,8 @@ from .decisions import (
     QueryEvaluation,
     ScalingContext,
     ScalingRecord,
-    executors_for,
 )
+from .model import executors_for
 
 _EPS = 1e-9
 # A blocked query is unblocked when its target rate moves by more than this fraction.
