@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -193,13 +193,7 @@ class CountingSink:
         self.calls += 1
         self.chars += len(text)
 
-    def set_gauge(self, name: str, value: float) -> None:
-        self._call()
-
-    def remove_gauge(self, name: str) -> None:
-        self._call()
-
-    def publish_metrics(self, text: str) -> None:
+    def publish_gauges(self, values: Mapping[str, float], removed: Sequence[str], text: str) -> None:
         self._call(text)
 
     def post_tick_event(self, summary_json: str, logged: bool) -> None:
@@ -415,7 +409,7 @@ def bridge_worker(out: Path, quick: bool) -> None:
             result["snapshot_py"] = python_snapshot_cost(
                 JvmBridge(spark.sparkContext), setup["queryIds"], SparkMetricCollector, PluginContext,
                 ProgressRecorder, n=10 if quick else 30)
-            result["gauges"] = py4j_gauge_cost(JvmBridge(spark.sparkContext), calls=4 * QUERIES)
+            result["gauges"] = py4j_gauge_cost(JvmBridge(spark.sparkContext), gauges=4 * QUERIES)
             print(f"  gauges: {result['gauges']}", flush=True)
             print(f"  snapshot (JVM): {result['snapshot_jvm']}", flush=True)
             print(f"  snapshot (Python): {result['snapshot_py']}", flush=True)
@@ -441,10 +435,10 @@ def _flood_line(r: dict[str, Any]) -> str:
 def python_snapshot_cost(bridge: Any, query_ids: Sequence[str], collector_cls: Any, context_cls: Any,
                          recorder_cls: Any, n: int) -> dict[str, Any]:
     """The poll as the control loop does it: the py4j call returning the JSON, its parsing, and the
-    built-in collector's whole collect() (snapshot + dropped-event counters + other jobs' tasks +
-    the join with the progress of the same 100 queries, 64 batches each)."""
+    built-in collector's whole collect() (snapshot, in which the JVM counts other jobs' tasks, +
+    dropped-event counters + the join with the progress of the same 100 queries, 64 batches each)."""
     jvm_class = bridge._bridge()  # the py4j class: time the call apart from the parsing
-    call_ms, parse_ms, snapshot_ms, collect_ms, dropped_ms, other_ms = [], [], [], [], [], []
+    call_ms, parse_ms, snapshot_ms, collect_ms, dropped_ms = [], [], [], [], []
     text = ""
     for _ in range(n):
         t0 = time.perf_counter()
@@ -478,31 +472,27 @@ def python_snapshot_cost(bridge: Any, query_ids: Sequence[str], collector_cls: A
         t1 = time.perf_counter()
         bridge.dropped_listener_events()
         t2 = time.perf_counter()
-        bridge.non_streaming_tasks([f"run-{i}" for i in range(len(query_ids))])
-        t3 = time.perf_counter()
         collect_ms.append((t1 - t0) * 1000)
         dropped_ms.append((t2 - t1) * 1000)
-        other_ms.append((t3 - t2) * 1000)
     assert sample is not None
     joined = sum(1 for q in sample.queries.values() if q.batch_busy_ms > 0)
     return {"n": n, "jsonChars": len(text), "executors": len(sample.cluster.executors),
             "queriesJoined": joined, "py4jCallMs": summary(call_ms), "jsonLoadsMs": summary(parse_ms),
             "bridgeSnapshotMs": summary(snapshot_ms), "collectMs": summary(collect_ms),
-            "droppedEventsLookupMs": summary(dropped_ms), "otherJobsLookupMs": summary(other_ms)}
+            "droppedEventsLookupMs": summary(dropped_ms)}
 
 
-def py4j_gauge_cost(bridge: Any, calls: int, repeats: int = 5) -> dict[str, Any]:
-    """What the gauge publisher's py4j calls cost a tick: ``calls`` set_gauge round trips (4 per
+def py4j_gauge_cost(bridge: Any, gauges: int, repeats: int = 5) -> dict[str, Any]:
+    """What the gauge publisher's one py4j call a tick costs when ``gauges`` values changed (4 per
     query at 100 queries, as the tick section counts them), best and median of ``repeats``."""
+    names = [f"bench.query-{i // 4}.gauge{i % 4}" for i in range(gauges)]
     totals = []
     for r in range(repeats):
         start = time.perf_counter()
-        for i in range(calls):
-            bridge.set_gauge(f"bench.query-{i // 4}.gauge{i % 4}", float(r * calls + i))
+        bridge.publish_gauges({name: float(r * gauges + i) for i, name in enumerate(names)}, [], "")
         totals.append((time.perf_counter() - start) * 1000.0)
-    for i in range(calls):
-        bridge.remove_gauge(f"bench.query-{i // 4}.gauge{i % 4}")
-    return {"calls": calls, "totalMs": summary(totals), "msPerCall": min(totals) / calls}
+    bridge.publish_gauges({}, names, "")
+    return {"gauges": gauges, "totalMs": summary(totals)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -718,13 +708,12 @@ def render_report(results: dict[str, Any], meta: dict[str, Any]) -> str:
                   f"{_ms(sp['collectMs'], 'p90')} | {_ms(sp['collectMs'], 'max')} |",
                   f"| of which dropped-events lookup (py4j) | {_ms(sp['droppedEventsLookupMs'])} | "
                   f"{_ms(sp['droppedEventsLookupMs'], 'p90')} | {_ms(sp['droppedEventsLookupMs'], 'max')} |",
-                  f"| of which other jobs' tasks lookup (py4j, per query) | {_ms(sp['otherJobsLookupMs'])} | "
-                  f"{_ms(sp['otherJobsLookupMs'], 'p90')} | {_ms(sp['otherJobsLookupMs'], 'max')} |", ""]
+                  ""]
         g = bridge.get("gauges")
         if g:
-            lines += [f"Gauges: {g['calls']} `set_gauge` py4j calls (what a tick at 100 queries sends "
-                      f"when every value changed) took {g['totalMs']['min']:.0f} ms best, "
-                      f"{g['totalMs']['median']:.0f} ms median ({g['msPerCall']:.2f} ms per call).", ""]
+            lines += [f"Gauges: one `publish_gauges` py4j call with {g['gauges']} values (what a tick at "
+                      f"100 queries sends when every value changed) took {g['totalMs']['min']:.1f} ms best, "
+                      f"{g['totalMs']['median']:.1f} ms median.", ""]
     ticks = results.get("tick")
     if ticks:
         lines += ["## 3. Control-loop tick (scripted samples, pure Python)", "", ran("tick"), "",

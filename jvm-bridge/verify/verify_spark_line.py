@@ -248,8 +248,7 @@ def session_checks(jar: Path, ui_port: int, workdir: Path) -> None:
         bridge.postScalingEvent("scale_up", 1, 2, "verify: scale up 1 -> 2 <script>", True, "autoscale",
                                 '{"query": "verify", "utilization": 1.5, "ratio": NaN}')
         bridge.postAutoscalerEvent("notice", "info", "verify: a notice", '{"note": "hello"}')
-        bridge.setGauge("utilization", 0.5)
-        bridge.setGauge("backlog.verify", 12.0)
+        bridge.publishGauges('{"utilization": 0.5, "backlog.verify": 12.0}', "[]", "")
         check("UI tab attached", bool(bridge.uiTabAttached()))
         now = time.time()
         bridge.postTickEvent(tick_summary(now - 10, 1), True)  # kept by the event log

@@ -127,7 +127,7 @@ class SparkMetricCollector(MetricCollector):
             self._batch_busy_added.pop(qid, None)
         self._trigger_looked_up = {k for k in self._trigger_looked_up if k[0] in progress}
         self._report_backlog_problems(progress)
-        cluster = replace(self._cluster(snapshot), other_tasks=self._other_tasks(progress),
+        cluster = replace(self._cluster(snapshot), other_tasks=snapshot.other_tasks,
                           events_lost=self._events_lost(snapshot))
         no_jobs = QuerySnapshot()
         queries = {qid: self._query(p, snapshot.queries.get(qid, no_jobs), cluster.executors)
@@ -178,19 +178,6 @@ class SparkMetricCollector(MetricCollector):
             gc_ms=totals.gc_ms,
             run_ms=totals.run_ms,
             heap_used_ratio=max(ratios) if ratios else None)
-
-    def _other_tasks(self, progress: Mapping[str, QueryProgress]) -> int:
-        """Pending + running tasks of jobs outside the active streaming queries (best effort: a
-        bridge without the lookup, or a failing one, counts none)."""
-        lookup = getattr(self.bridge, "non_streaming_tasks", None)
-        if lookup is None:
-            return 0
-        run_ids = [p.run_id for p in progress.values() if p.active and p.run_id]
-        try:
-            return int(lookup(run_ids))
-        except Exception:
-            log.debug("counting the tasks of other jobs failed", exc_info=True)
-            return 0
 
     def _events_lost(self, snapshot: BridgeSnapshot) -> int:
         """Listener events known lost so far: dropped by Spark's listener bus, plus tasks the

@@ -118,6 +118,7 @@ class BridgeSnapshot:
     executors: Mapping[str, ExecutorSnapshot] = field(default_factory=dict)  # by executor id
     totals: ListenerTotals = field(default_factory=ListenerTotals)
     queries: Mapping[str, QuerySnapshot] = field(default_factory=dict)  # by query id
+    other_tasks: int = 0  # pending or running tasks of jobs outside every streaming query
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> BridgeSnapshot:
@@ -316,22 +317,16 @@ class JvmBridge:
         :mod:`sparkscale_listener.observe.ui`) on the listener bus; ``logged``: the event log keeps it."""
         self._bridge().postTickEvent(summary_json, bool(logged))
 
-    def set_gauge(self, name: str, value: float) -> None:
-        """Set a driver metric gauge; unknown names (e.g. ``query.<name>.backlogRows``) are registered on
-        first use."""
-        self._bridge().setGauge(name, float(value))
-
-    def remove_gauge(self, name: str) -> None:
-        """Unregister a gauge (a stopped query's): it leaves every metrics sink."""
-        self._bridge().removeGauge(name)
-
-    def publish_metrics(self, text: str) -> None:
-        """Hand ``/autoscaler/metrics`` its latest Prometheus text (see
-        :mod:`sparkscale_listener.observe.gauges`)."""
-        self._bridge().publishMetrics(text)
+    def publish_gauges(self, values: Mapping[str, float], removed: Sequence[str], text: str) -> None:
+        """A tick's driver metric gauges in one call: ``values`` set (a name seen for the first
+        time, e.g. ``query.<name>.backlogRows``, is registered), ``removed`` unregistered (a stopped
+        query's: they leave every metrics sink), and ``text`` the Prometheus text that
+        ``/autoscaler/metrics`` serves (see :mod:`sparkscale_listener.observe.gauges`)."""
+        self._bridge().publishGauges(json.dumps({k: float(v) for k, v in values.items()}),
+                                     json.dumps(list(removed)), text)
 
     def latest_metrics(self) -> str:
-        """The text last given to :meth:`publish_metrics` ("" before the first)."""
+        """The Prometheus text last given to :meth:`publish_gauges` ("" before the first)."""
         return str(self._bridge().latestMetrics())
 
     def tab_document(self) -> str | None:
@@ -358,29 +353,6 @@ class JvmBridge:
         counters = registry.getCounters()
         names = [str(n) for n in counters.keySet().toArray()]
         return sum(int(counters.get(n).getCount()) for n in names if n.endswith(".numDroppedEvents"))
-
-    def non_streaming_tasks(self, streaming_run_ids: Collection[str]) -> int:
-        """Pending plus running tasks of the active stages of jobs outside every streaming query
-        (a query's jobs run in the job group of its run id): what a batch or ML job sharing the
-        application needs slots for, counted as Spark's own dynamic allocation counts it."""
-        tracker = self._sc.statusTracker()
-        # The active jobs first, their groups after: a batch's job that starts in between is then
-        # in its query's group (the other order counted it as another job's tasks).
-        active_jobs = tracker.getActiveJobsIds()
-        active_stages = set(tracker.getActiveStageIds())
-        streaming: set[int] = set()
-        for run_id in streaming_run_ids:
-            streaming.update(tracker.getJobIdsForGroup(run_id))
-        total = 0
-        for job_id in active_jobs:
-            info = tracker.getJobInfo(job_id)
-            if job_id in streaming or info is None:
-                continue
-            for stage_id in set(info.stageIds) & active_stages:
-                stage = tracker.getStageInfo(stage_id)
-                if stage is not None:
-                    total += max(0, stage.numTasks - stage.numCompletedTasks)
-        return total
 
     def executor_ids(self) -> list[str]:
         """The scheduler's own list of executors it can schedule on (driver excluded)."""

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 from py4j.java_gateway import JavaClass
+from py4j.protocol import Py4JJavaError
 
 from sparkscale_listener.spark import bridge as bridge_module
 from sparkscale_listener.spark import jars as bridge_jars
@@ -219,24 +220,27 @@ def test_failing_streaming_query_reports_task_and_job_failures(env: Env) -> None
 def test_gauges_reach_the_metrics_system(env: Env) -> None:
     sc = env.spark.sparkContext
     jvm = sc._jvm
-    env.bridge.set_gauge("targetExecutors", 3)
-    env.bridge.set_gauge("backlog.bridge_rate", 42.5)  # not registered at init: registered on first use
+    # "backlog.bridge_rate" is not registered at init: it is when first set.
+    env.bridge.publish_gauges({"targetExecutors": 3, "backlog.bridge_rate": 42.5}, [], "# one tick\n")
 
     mbean = jvm.java.lang.Class.forName("com.codahale.metrics.jmx.JmxReporter$JmxGaugeMBean")
     server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
 
     def gauge(name: str) -> float:
         object_name = jvm.javax.management.ObjectName(
-            f"metrics:name={sc.applicationId}.driver.plugin.{PLUGIN_CLASS}.{name},type=gauges"
-        )
+            f"metrics:name={sc.applicationId}.driver.plugin.{PLUGIN_CLASS}.{name},type=gauges")
         return float(jvm.javax.management.JMX.newMBeanProxy(server, object_name, mbean).getValue())
 
     assert gauge("targetExecutors") == 3.0
     assert gauge("backlog.bridge_rate") == 42.5
     unset = gauge("utilization")  # registered at init, never set
     assert unset != unset  # NaN
-    env.bridge.set_gauge("targetExecutors", 2)
+    assert env.bridge.latest_metrics() == "# one tick\n"
+    env.bridge.publish_gauges({"targetExecutors": 2}, ["backlog.bridge_rate"], "# the next tick\n")
     assert gauge("targetExecutors") == 2.0
+    with pytest.raises(Py4JJavaError, match="InstanceNotFoundException"):  # removed: gone from every sink
+        gauge("backlog.bridge_rate")
+    assert env.bridge.latest_metrics() == "# the next tick\n"
 
 
 def test_decommission_refused_without_decommission_enabled(env: Env) -> None:
@@ -362,7 +366,7 @@ def test_events_reach_the_event_log(env: Env) -> None:
     assert env.bridge.installed() is False
     assert env.bridge.snapshot() == {}
     assert env.bridge.request_total_executors(3) is False
-    env.bridge.set_gauge("targetExecutors", 1)  # no-op, no error
+    env.bridge.publish_gauges({"targetExecutors": 1}, [], "")  # no-op, no error
 
     logs = [p for p in env.event_dir.iterdir() if p.is_file()]
     assert len(logs) == 1, logs

@@ -32,7 +32,7 @@ import scala.collection.immutable.List$;
  * (for example killExecutors while dynamic allocation is on) are not swallowed: they reach Python as Py4JJavaError.
  */
 public final class SparkscaleBridge {
-  /** Gauges registered at init; others are registered on their first setGauge. */
+  /** Gauges registered at init; others are registered when first set. */
   public static final String[] DEFAULT_GAUGES = {
       "targetExecutors", "liveExecutors", "pendingExecutors", "utilization", "paused", "backlog"};
 
@@ -122,7 +122,15 @@ public final class SparkscaleBridge {
     if (l == null || c == null) {
       return "{}";
     }
+    l.forgetOtherStages(jobId -> jobEnded(c, jobId));
     return toJson(l.snapshot(c.applicationId()));
+  }
+
+  private static boolean jobEnded(SparkContext c, int jobId) {
+    // Only a job the status store knows to have ended: one it does not know may not have reached its queue yet.
+    Option<org.apache.spark.SparkJobInfo> job = c.statusTracker().getJobInfo(jobId);
+    return job.isDefined() && (job.get().status() == org.apache.spark.JobExecutionStatus.SUCCEEDED
+        || job.get().status() == org.apache.spark.JobExecutionStatus.FAILED);
   }
 
   static String toJson(Map<String, Object> snapshot) {
@@ -143,7 +151,7 @@ public final class SparkscaleBridge {
     return metricsEndpoint != null;
   }
 
-  /** The latest text given to {@link #publishMetrics} ("" before the first). */
+  /** The latest Prometheus text given to {@link #publishGauges} ("" before the first). */
   public static String latestMetrics() {
     return metricsText;
   }
@@ -159,8 +167,24 @@ public final class SparkscaleBridge {
 
   // ---------------------------------------------------------------- actions
 
-  /** Stores the gauges in the Prometheus text format (rendered by sparkscale_listener/gauges.py) for the endpoint. */
-  public static void publishMetrics(String text) {
+  /**
+   * A tick's gauges in one call (a py4j round trip per gauge cost a tick 60 ms at 100 queries): {@code valuesJson}, an
+   * object of gauge names and values, sets them (a name seen for the first time, e.g. "query.orders.backlogRows", gets
+   * its gauge registered); {@code removedJson}, an array of names, unregisters those (a stopped query's: they leave
+   * every metrics sink); {@code text} is the Prometheus text the endpoint serves (rendered in
+   * sparkscale_listener/observe/gauges.py).
+   */
+  public static void publishGauges(String valuesJson, String removedJson, String text) {
+    try {
+      for (String name : MAPPER.readValue(removedJson, String[].class)) {
+        removeGauge(name);
+      }
+      Map<String, Double> values = MAPPER.readValue(valuesJson,
+          new com.fasterxml.jackson.core.type.TypeReference<LinkedHashMap<String, Double>>() { });
+      values.forEach(SparkscaleBridge::setGauge);
+    } catch (JsonProcessingException e) {
+      throw new IllegalArgumentException("gauges: not the JSON publishGauges takes: " + e.getOriginalMessage(), e);
+    }
     metricsText = text == null ? "" : text;
   }
 
@@ -308,8 +332,7 @@ public final class SparkscaleBridge {
         System.currentTimeMillis(), !logged));
   }
 
-  /** Sets a gauge value; a name seen for the first time (e.g. "query.orders.backlogRows") gets its gauge registered. */
-  public static void setGauge(String name, double value) {
+  private static void setGauge(String name, double value) {
     if (name == null || name.isEmpty()) {
       return;
     }
@@ -319,8 +342,8 @@ public final class SparkscaleBridge {
     }
   }
 
-  /** Unregisters a gauge (a stopped query's): it leaves every metrics sink. Unknown names are ignored. */
-  public static synchronized void removeGauge(String name) {
+  /** Unknown names are ignored. */
+  private static synchronized void removeGauge(String name) {
     if (name == null) {
       return;
     }

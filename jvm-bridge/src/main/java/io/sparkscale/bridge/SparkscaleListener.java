@@ -112,6 +112,16 @@ public class SparkscaleListener extends SparkListener {
   record Tag(String queryId, String batchId, int jobId) {
   }
 
+  /**
+   * A running stage attempt of a job outside every streaming query (a batch or ML job sharing the application): its
+   * tasks, and the indices of those that succeeded. The others are pending or running, and need slots.
+   */
+  record OtherStage(int jobId, int tasks, BitSet succeeded) {
+    int left() {
+      return Math.max(0, tasks - succeeded.cardinality());
+    }
+  }
+
   /** @param tag null when the task's stage belongs to no streaming query */
   record RunningTask(String executorId, long launchMs, Tag tag, long stageKey) {
   }
@@ -136,6 +146,9 @@ public class SparkscaleListener extends SparkListener {
   // later job that reuses the stage recomputes what a removed executor held instead of failing).
   private final HashMap<Integer, Integer> stageJobs = new HashMap<>();
   private final HashMap<Integer, HashSet<String>> shuffleHolders = new HashMap<>();
+  // Running stage attempts of other jobs, by stageKey: their tasks not yet succeeded are the demand of other jobs that
+  // the autoscaler counts, as Spark's own dynamic allocation counts pending and running tasks.
+  private final HashMap<Long, OtherStage> otherStages = new HashMap<>();
   private final LinkedHashMap<Long, Long> completedStages = new LinkedHashMap<>() {
     @Override
     protected boolean removeEldestEntry(Map.Entry<Long, Long> eldest) {
@@ -249,6 +262,7 @@ public class SparkscaleListener extends SparkListener {
   public synchronized void onJobEnd(SparkListenerJobEnd event) {
     stageJobs.values().removeIf(job -> job == event.jobId());
     shuffleHolders.remove(event.jobId());
+    otherStages.values().removeIf(s -> s.jobId() == event.jobId()); // a cancelled job's stages end with it
     Tag tag = jobTags.remove(event.jobId());
     if (tag == null) {
       return;
@@ -267,6 +281,8 @@ public class SparkscaleListener extends SparkListener {
     if (tag == null) {
       tag = tagOf(event.properties(), -1);
       if (tag == null) {
+        otherStages.put(stageKey(info.stageId(), info.attemptNumber()),
+            new OtherStage(stageJobs.getOrDefault(info.stageId(), -1), info.numTasks(), new BitSet()));
         return;
       }
     }
@@ -307,6 +323,7 @@ public class SparkscaleListener extends SparkListener {
     StageInfo info = event.stageInfo();
     long done = info.completionTime().isDefined() ? (Long) info.completionTime().get() : System.currentTimeMillis();
     completedStages.put(stageKey(info.stageId(), info.attemptNumber()), done);
+    otherStages.remove(stageKey(info.stageId(), info.attemptNumber()));
   }
 
   @Override
@@ -346,6 +363,10 @@ public class SparkscaleListener extends SparkListener {
     if (ok) {
       e.tasksFinished++;
       tasksFinished++;
+      OtherStage other = otherStages.get(stageKey(event.stageId(), event.stageAttemptId()));
+      if (other != null) {
+        other.succeeded().set(info.index()); // by index: a speculative copy's success is not a second one
+      }
       Integer job = "ShuffleMapTask".equals(event.taskType()) ? stageJobs.get(event.stageId()) : null;
       if (job != null) {
         shuffleHolders.computeIfAbsent(job, j -> new HashSet<>()).add(info.executorId());
@@ -395,6 +416,14 @@ public class SparkscaleListener extends SparkListener {
       out.addAll(holders);
     }
     return out;
+  }
+
+  /**
+   * Forgets the stages of other jobs that {@code ended} says have ended: their stage-completed and job-end events
+   * were lost (a full listener queue), and their tasks would count as demand for ever.
+   */
+  public synchronized void forgetOtherStages(java.util.function.IntPredicate ended) {
+    otherStages.values().removeIf(s -> ended.test(s.jobId()));
   }
 
   /** Running jobs whose shuffle map output is (partly) on this executor, as the events tell. */
@@ -496,6 +525,11 @@ public class SparkscaleListener extends SparkListener {
       out.put("executors", execs);
       out.put("totals", totals);
       out.put("queries", qs);
+      int otherTasks = 0;
+      for (OtherStage s : otherStages.values()) {
+        otherTasks += s.left();
+      }
+      out.put("otherTasks", otherTasks);
       return out;
     }
   }

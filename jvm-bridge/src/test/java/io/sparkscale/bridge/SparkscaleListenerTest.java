@@ -351,6 +351,43 @@ class SparkscaleListenerTest {
     assertEquals(0, executor(snap, "1").get("runningTasks").asInt());
   }
 
+  // ---------------------------------------------------------------- other jobs' tasks
+
+  @Test
+  void otherJobsTasksNotYetSucceededCountUntilTheirStageOrJobEnds() {
+    events.executorAdded("1", 2, T0);
+    StageInfo query = Events.stage(1, 0, 4);
+    Properties batch0 = Events.microBatch(Q1, "0");
+    events.jobStart(1, T0, batch0, query).stageSubmitted(query, batch0); // a query's stage: not another job's
+    StageInfo map = Events.stage(2, 0, 5);
+    StageInfo reduce = Events.stage(3, 0, 3);
+    events.jobStart(2, T0, null, map, reduce).stageSubmitted(map, null); // a batch job: its first stage runs
+    assertEquals(5, snapshot(T0).get("otherTasks").asInt());
+    TaskInfo a = events.taskStart(2, 10, 0, "1", T0);
+    TaskInfo b = events.taskStart(2, 11, 1, "1", T0);
+    TaskInfo copy = events.taskStart(2, 12, 1, "1", T0); // a speculative copy of task 1
+    TaskInfo lost = events.taskStart(2, 13, 2, "1", T0);
+    assertEquals(5, snapshot(T0 + 1).get("otherTasks").asInt()); // running tasks still need their slots
+    events.taskSucceeded(2, a, T0 + 10).taskSucceeded(2, b, T0 + 10).taskSucceeded(2, copy, T0 + 11)
+        .taskEnd(2, "ShuffleMapTask", Events.failed(), lost, T0 + 12, Events.metrics(0, 0));
+    // Tasks 0 and 1 succeeded (task 1 twice, counted once); task 2 failed and runs again.
+    assertEquals(3, snapshot(T0 + 20).get("otherTasks").asInt());
+    events.stageCompleted(map, T0 + 30).stageSubmitted(reduce, null);
+    assertEquals(3, snapshot(T0 + 40).get("otherTasks").asInt()); // the reduce stage's 3
+    events.jobEnd(2, T0 + 50); // a cancelled job's running stages end with it
+    assertEquals(0, snapshot(T0 + 60).get("otherTasks").asInt());
+  }
+
+  @Test
+  void otherJobsStagesWhoseEndWasLostAreForgottenOnceTheirJobIsKnownToHaveEnded() {
+    StageInfo stage = Events.stage(2, 0, 4);
+    events.jobStart(7, T0, null, stage).stageSubmitted(stage, null);
+    listener.forgetOtherStages(job -> false); // the status store does not know it to have ended
+    assertEquals(4, snapshot(T0).get("otherTasks").asInt());
+    listener.forgetOtherStages(job -> job == 7);
+    assertEquals(0, snapshot(T0).get("otherTasks").asInt());
+  }
+
   // ---------------------------------------------------------------- shuffle output
 
   @Test
