@@ -107,7 +107,7 @@ promtool: | $(VENV)/.installed
 	  rm -rf $$tmp; }
 
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest tests -m 'not spark'
+	$(PY) -m pytest tests -m 'not spark' -n auto
 
 demo: $(JAR)
 	$(PY) examples/demo.py

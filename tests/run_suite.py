@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.files:
         files = [f.resolve() for f in args.files]
     else:
-        parts.append(run_pytest("unit and simulator", ["tests", "-m", "not spark"]))
+        # Pure Python, no Spark: one worker per core (pytest-xdist; 36 s instead of 60 s on 2 cores).
+        parts.append(run_pytest("unit and simulator", ["tests", "-m", "not spark", "-n", "auto"]))
         files = sorted(INTEGRATION.glob("test_*.py"))
     basetemp = Path(tempfile.mkdtemp(prefix="run_suite-"))
 
