@@ -144,7 +144,6 @@ class GaugePublisher:
             for name in old.keys() - queries.get(label, {}).keys():
                 metric = _BY_NAME[name].metric_name(label)
                 removed.append(metric)
-                self._sent.pop(metric, None)
             if label not in queries:
                 self._arrival.pop(label, None)
         self._queries = queries
@@ -155,6 +154,8 @@ class GaugePublisher:
         changed = {metric: value for metric, value in current.items() if self._sent.get(metric) != value}
         # One call a tick, whatever the queries (a py4j round trip per gauge cost 60 ms at 100).
         self._sink.publish_gauges(changed, removed, render_prometheus(self._app, self._queries))
+        for metric in removed:
+            self._sent.pop(metric, None)
         self._sent.update(changed)
 
 
