@@ -177,14 +177,14 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
                       what="a scale-up for the growing lag")
         assert up["to_executors"] > up["from_executors"]
         evaluation = query_evaluation(up, topic)
-        # The lag is part of the demand: what the query must read beyond what it reads now.
-        assert evaluation["backlog"] > 0, evaluation
-        assert evaluation["target_rate"] + evaluation["catch_up_rate"] > evaluation["input_rate"], evaluation
         # Sized for the load that came: the arrivals at the new rate (two batches show them, often
-        # before the lag is worth a catch-up), or the lag named in the reason (its catch-up, or the
-        # backlog itself once it is past backlogThreshold).
-        assert (evaluation["target_rate"] >= 90
-                or re.search(r"catch-up [\d.,]+ rows/s|backlog [\d.,]+k? rows", up["reason"])), up
+        # before the lag is worth a catch-up; each batch may read all that waits, so Kafka shows no
+        # lag, only longer batches), or else the lag as part of the demand, named in the reason (its
+        # catch-up, or the backlog itself once it is past backlogThreshold).
+        if evaluation["target_rate"] < 90:
+            assert evaluation["backlog"] > 0, evaluation
+            assert evaluation["target_rate"] + evaluation["catch_up_rate"] > evaluation["input_rate"], evaluation
+            assert re.search(r"catch-up [\d.,]+ rows/s|backlog [\d.,]+k? rows", up["reason"]), up
         wait_for(lambda: scaler.status()["live_executors"] >= 2, 120, what="the added executors")
         # Still at the high load: the larger cluster works the lag off, until a batch reads all
         # that waits (no lag at its start) instead of its maxOffsetsPerTrigger.
