@@ -183,7 +183,8 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
         # catch-up, or the backlog itself once it is past backlogThreshold).
         if evaluation["target_rate"] < 90:
             assert evaluation["backlog"] > 0, evaluation
-            assert evaluation["target_rate"] + evaluation["catch_up_rate"] > evaluation["input_rate"], evaluation
+            demand = evaluation["target_rate"] + evaluation["catch_up_rate"]
+            assert demand > evaluation["input_rate"], evaluation
             assert re.search(r"catch-up [\d.,]+ rows/s|backlog [\d.,]+k? rows", up["reason"]), up
         wait_for(lambda: scaler.status()["live_executors"] >= 2, 120, what="the added executors")
         # Still at the high load: the larger cluster works the lag off, until a batch reads all
