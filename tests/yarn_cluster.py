@@ -14,6 +14,7 @@ containers' resources are local paths (everything runs on this one machine).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -42,6 +43,8 @@ log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
 """
 
 
+# What the NodeManager logs once its shutdown has killed what was left of the containers.
+_CONTAINERS_DEALT_WITH = "Done waiting for Applications to be Finished"
 _FAILED_START = re.compile(r"ERROR Error starting (ResourceManager|NodeManager)")
 
 
@@ -243,12 +246,22 @@ class YarnCluster:
             return f"(no {name} log)"
 
     def stop(self, timeout_s: float = 60.0) -> None:
-        """Stop the daemons (SIGTERM: a clean shutdown; the NodeManager kills its containers)."""
+        """Stop the daemons (SIGTERM: a clean shutdown; the NodeManager kills its containers).
+
+        The NodeManager is killed once it has dealt with its containers: what it does after that
+        is 10 s of waiting on the log deletions it scheduled hours ahead (nothing a test reads).
+        """
         for name in ("nodemanager", "resourcemanager"):
             process = self.processes.pop(name, None)
             if process is None or process.poll() is not None:
                 continue
             process.terminate()
+            if name == "nodemanager":
+                with contextlib.suppress(TimeoutError):
+                    wait_for(lambda p=process: p.poll() is not None or _CONTAINERS_DEALT_WITH in
+                             self.log_tail("nodemanager", chars=20_000), timeout_s, poll_s=0.2,
+                             what="the NodeManager to stop its containers")
+                process.kill()
             try:
                 process.wait(timeout_s)
             except subprocess.TimeoutExpired:
