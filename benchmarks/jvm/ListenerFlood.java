@@ -334,8 +334,9 @@ public final class ListenerFlood {
   }
 
   /**
-   * What one poll of the bridge costs inside the JVM, {@code n} times each: the listener's snapshot (the part that
-   * holds the listener's lock, blocking its queue) and SparkscaleBridge.snapshotJson() (snapshot + Jackson), in ms.
+   * What one poll of the bridge costs inside the JVM, {@code n} times each: the listener's capture of its counters
+   * (the part that holds the listener's lock, blocking its queue) and SparkscaleBridge.snapshotJson() (snapshot +
+   * Jackson), in ms.
    */
   public static String snapshotCost(int n) throws Exception {
     SparkscaleListener l = bridgeListener(queue(BRIDGE_QUEUE));
@@ -345,8 +346,9 @@ public final class ListenerFlood {
     int chars = 0;
     for (int k = 0; k < n; k++) {
       long t0 = System.nanoTime();
-      Map<String, Object> snap = l.snapshot(appId);
+      SparkscaleListener.State state = l.capture(System.currentTimeMillis());
       long t1 = System.nanoTime();
+      Map<String, Object> snap = SparkscaleListener.view(state, appId);
       String text = SparkscaleBridge.snapshotJson();
       long t2 = System.nanoTime();
       locked[k] = (t1 - t0) / 1e6;

@@ -1,6 +1,7 @@
 package io.sparkscale.bridge;
 
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -35,7 +36,8 @@ import org.apache.spark.scheduler.TaskInfo;
 /**
  * Aggregates scheduler events into cumulative counters that Python polls with {@link #snapshot()}; the autoscaler
  * derives rates from differences between snapshots. Every handler is O(1) (a few map operations under one lock);
- * the per-snapshot work is proportional to executors + running tasks + queries.
+ * the per-snapshot work is proportional to executors + running tasks + queries' batches, and under the lock it only
+ * copies values.
  */
 public class SparkscaleListener extends SparkListener {
   // Job-local properties set by Structured Streaming (StreamExecution.QUERY_ID_KEY, MicroBatchExecution.BATCH_ID_KEY).
@@ -426,17 +428,6 @@ public class SparkscaleListener extends SparkListener {
     otherStages.values().removeIf(s -> ended.test(s.jobId()));
   }
 
-  /** Running jobs whose shuffle map output is (partly) on this executor, as the events tell. */
-  public synchronized int liveShuffleJobs(String executorId) {
-    int n = 0;
-    for (HashSet<String> holders : shuffleHolders.values()) {
-      if (holders.contains(executorId)) {
-        n++;
-      }
-    }
-    return n;
-  }
-
   // ---------------------------------------------------------------- snapshot
 
   /** One consistent view of all counters; times are epoch ms, durations ms, counters cumulative. */
@@ -446,92 +437,158 @@ public class SparkscaleListener extends SparkListener {
 
   /** {@link #snapshot(String)} as of {@code now} (epoch ms). */
   public Map<String, Object> snapshot(String appId, long now) {
-    synchronized (this) {
-      ageOutLostTasks(now);
-      // Elapsed part of running tasks, per executor and per query.
-      HashMap<String, Double> inflightByExec = new HashMap<>();
-      HashMap<String, Double> inflightByQuery = new HashMap<>();
-      double inflight = 0;
-      for (RunningTask rt : running.values()) {
-        double elapsed = Math.max(0L, lastPossibleEnd(rt, now) - rt.launchMs());
-        inflight += elapsed;
-        inflightByExec.merge(rt.executorId(), elapsed, Double::sum);
-        if (rt.tag() != null) {
-          inflightByQuery.merge(rt.tag().queryId(), elapsed, Double::sum);
-        }
-      }
+    return view(capture(now), appId);
+  }
 
-      Map<String, Object> execs = new LinkedHashMap<>();
-      double slotMs = retiredSlotMs;
-      for (Map.Entry<String, Executor> entry : executors.entrySet()) {
-        Executor e = entry.getValue();
-        slotMs += slotMs(e, now);
-        Map<String, Object> x = new LinkedHashMap<>();
-        x.put("host", e.host);
-        x.put("cores", e.cores);
-        x.put("addedMs", e.addedMs);
-        x.put("removedMs", e.removedMs);
-        x.put("removedReason", e.removedReason);
-        x.put("runningTasks", e.runningTasks);
-        x.put("liveShuffleJobs", liveShuffleJobs(entry.getKey()));
-        x.put("busyMs", e.busyMs + inflightByExec.getOrDefault(entry.getKey(), 0.0));
-        x.put("tasksFinished", e.tasksFinished);
-        x.put("tasksFailed", e.tasksFailed);
-        x.put("gcMs", e.gcMs);
-        x.put("runMs", e.runMs);
-        x.put("heapUsedBytes", e.heapUsedBytes);
-        x.put("heapMaxBytes", heapMaxBytes);
-        execs.put(entry.getKey(), x);
-      }
+  /** An executor's counters as {@link #capture} copied them. */
+  record ExecutorState(String id, String host, int cores, long addedMs, Long removedMs, String removedReason,
+      int runningTasks, int liveShuffleJobs, double busyMs, long tasksFinished, long tasksFailed, double gcMs,
+      double runMs, long heapUsedBytes) {
+  }
 
-      Map<String, Object> totals = new LinkedHashMap<>();
-      totals.put("slotMs", slotMs);
-      totals.put("busyMs", finishedBusyMs + inflight);
-      totals.put("tasksFinished", tasksFinished);
-      totals.put("tasksFailed", tasksFailed);
-      totals.put("tasksKilled", tasksKilled);
-      totals.put("tasksAgedOut", tasksAgedOut);
-      totals.put("gcMs", gcMs);
-      totals.put("runMs", runMs);
-      totals.put("executorsAdded", executorsAdded);
-      totals.put("executorsRemoved", executorsRemoved);
+  /** A micro-batch's counters as {@link #capture} copied them (see BatchTasks in snapshot-schema.json). */
+  record BatchState(String id, double busyMs, long tasks, int executors, long firstLaunchMs, long lastEndMs,
+      int stages) {
+  }
 
-      Map<String, Object> qs = new LinkedHashMap<>();
-      for (Map.Entry<String, Query> entry : queries.entrySet()) {
-        Query q = entry.getValue();
-        int maxStageTasks = 0;
-        for (int i = 0; i < Math.min(q.stagesSeen, MAX_STAGES_PER_QUERY); i++) {
-          maxStageTasks = Math.max(maxStageTasks, q.stageTasks[i]);
-        }
-        Map<String, Object> x = new LinkedHashMap<>();
-        x.put("busyMs", q.busyMs + inflightByQuery.getOrDefault(entry.getKey(), 0.0));
-        x.put("tasksFinished", q.tasksFinished);
-        x.put("tasksFailed", q.tasksFailed);
-        x.put("runMs", q.runMs);
-        x.put("jobsFailed", q.jobsFailed);
-        x.put("maxStageTasks", maxStageTasks);
-        Map<String, Object> batches = new LinkedHashMap<>();
-        for (Map.Entry<String, Batch> b : q.batches.entrySet()) {
-          batches.put(b.getKey(), batchView(b.getValue()));
-        }
-        x.put("batches", batches);
-        qs.put(entry.getKey(), x);
-      }
+  /** A query's counters and its recent batches as {@link #capture} copied them. */
+  record QueryState(String id, double busyMs, long tasksFinished, long tasksFailed, double runMs, long jobsFailed,
+      int maxStageTasks, List<BatchState> batches) {
+  }
 
-      Map<String, Object> out = new LinkedHashMap<>();
-      out.put("timeMs", now);
-      out.put("appId", appId);
-      out.put("coresPerExecutor", coresPerExecutor());
-      out.put("executors", execs);
-      out.put("totals", totals);
-      out.put("queries", qs);
-      int otherTasks = 0;
-      for (OtherStage s : otherStages.values()) {
-        otherTasks += s.left();
+  /**
+   * What a snapshot reads under the listener's lock: values only. Turning them into maps (and JSON) happens after the
+   * lock is released, so a poll holds up the listener's queue for the copying alone.
+   */
+  public record State(long timeMs, int coresPerExecutor, long heapMaxBytes, List<ExecutorState> executors,
+      Map<String, Object> totals, List<QueryState> queries, int otherTasks) {
+  }
+
+  /** The counters as of {@code now} (epoch ms), copied under the lock; {@link #view} makes the snapshot of them. */
+  public synchronized State capture(long now) {
+    ageOutLostTasks(now);
+    // Elapsed part of running tasks, per executor and per query.
+    HashMap<String, Double> inflightByExec = new HashMap<>();
+    HashMap<String, Double> inflightByQuery = new HashMap<>();
+    double inflight = 0;
+    for (RunningTask rt : running.values()) {
+      double elapsed = Math.max(0L, lastPossibleEnd(rt, now) - rt.launchMs());
+      inflight += elapsed;
+      inflightByExec.merge(rt.executorId(), elapsed, Double::sum);
+      if (rt.tag() != null) {
+        inflightByQuery.merge(rt.tag().queryId(), elapsed, Double::sum);
       }
-      out.put("otherTasks", otherTasks);
-      return out;
     }
+    // Running jobs with shuffle output per executor, counted in one pass over the jobs.
+    HashMap<String, Integer> shuffleJobs = new HashMap<>();
+    for (HashSet<String> holders : shuffleHolders.values()) {
+      for (String id : holders) {
+        shuffleJobs.merge(id, 1, Integer::sum);
+      }
+    }
+
+    List<ExecutorState> execs = new ArrayList<>(executors.size());
+    double slotMs = retiredSlotMs;
+    for (Map.Entry<String, Executor> entry : executors.entrySet()) {
+      String id = entry.getKey();
+      Executor e = entry.getValue();
+      slotMs += slotMs(e, now);
+      execs.add(new ExecutorState(id, e.host, e.cores, e.addedMs, e.removedMs, e.removedReason, e.runningTasks,
+          shuffleJobs.getOrDefault(id, 0), e.busyMs + inflightByExec.getOrDefault(id, 0.0), e.tasksFinished,
+          e.tasksFailed, e.gcMs, e.runMs, e.heapUsedBytes));
+    }
+
+    Map<String, Object> totals = new LinkedHashMap<>();
+    totals.put("slotMs", slotMs);
+    totals.put("busyMs", finishedBusyMs + inflight);
+    totals.put("tasksFinished", tasksFinished);
+    totals.put("tasksFailed", tasksFailed);
+    totals.put("tasksKilled", tasksKilled);
+    totals.put("tasksAgedOut", tasksAgedOut);
+    totals.put("gcMs", gcMs);
+    totals.put("runMs", runMs);
+    totals.put("executorsAdded", executorsAdded);
+    totals.put("executorsRemoved", executorsRemoved);
+
+    List<QueryState> qs = new ArrayList<>(queries.size());
+    for (Map.Entry<String, Query> entry : queries.entrySet()) {
+      Query q = entry.getValue();
+      int maxStageTasks = 0;
+      for (int i = 0; i < Math.min(q.stagesSeen, MAX_STAGES_PER_QUERY); i++) {
+        maxStageTasks = Math.max(maxStageTasks, q.stageTasks[i]);
+      }
+      List<BatchState> batches = new ArrayList<>(q.batches.size());
+      for (Map.Entry<String, Batch> b : q.batches.entrySet()) {
+        Batch batch = b.getValue();
+        batches.add(new BatchState(b.getKey(), batch.busyMs, batch.tasks, batch.executors.cardinality(),
+            batch.firstLaunchMs, batch.lastEndMs, batch.stages));
+      }
+      qs.add(new QueryState(entry.getKey(), q.busyMs + inflightByQuery.getOrDefault(entry.getKey(), 0.0),
+          q.tasksFinished, q.tasksFailed, q.runMs, q.jobsFailed, maxStageTasks, batches));
+    }
+
+    int otherTasks = 0;
+    for (OtherStage stage : otherStages.values()) {
+      otherTasks += stage.left();
+    }
+    return new State(now, coresPerExecutor(), heapMaxBytes, execs, totals, qs, otherTasks);
+  }
+
+  /** The snapshot (see snapshot-schema.json) of what {@link #capture} copied; needs no lock. */
+  public static Map<String, Object> view(State state, String appId) {
+    Map<String, Object> execs = new LinkedHashMap<>();
+    for (ExecutorState e : state.executors()) {
+      Map<String, Object> x = new LinkedHashMap<>();
+      x.put("host", e.host());
+      x.put("cores", e.cores());
+      x.put("addedMs", e.addedMs());
+      x.put("removedMs", e.removedMs());
+      x.put("removedReason", e.removedReason());
+      x.put("runningTasks", e.runningTasks());
+      x.put("liveShuffleJobs", e.liveShuffleJobs());
+      x.put("busyMs", e.busyMs());
+      x.put("tasksFinished", e.tasksFinished());
+      x.put("tasksFailed", e.tasksFailed());
+      x.put("gcMs", e.gcMs());
+      x.put("runMs", e.runMs());
+      x.put("heapUsedBytes", e.heapUsedBytes());
+      x.put("heapMaxBytes", state.heapMaxBytes());
+      execs.put(e.id(), x);
+    }
+
+    Map<String, Object> qs = new LinkedHashMap<>();
+    for (QueryState q : state.queries()) {
+      Map<String, Object> x = new LinkedHashMap<>();
+      x.put("busyMs", q.busyMs());
+      x.put("tasksFinished", q.tasksFinished());
+      x.put("tasksFailed", q.tasksFailed());
+      x.put("runMs", q.runMs());
+      x.put("jobsFailed", q.jobsFailed());
+      x.put("maxStageTasks", q.maxStageTasks());
+      Map<String, Object> batches = new LinkedHashMap<>();
+      for (BatchState b : q.batches()) {
+        Map<String, Object> y = new LinkedHashMap<>();
+        y.put("busyMs", b.busyMs());
+        y.put("tasks", b.tasks());
+        y.put("executors", b.executors());
+        y.put("firstLaunchMs", b.firstLaunchMs() < 0 ? null : b.firstLaunchMs());
+        y.put("lastEndMs", b.lastEndMs() < 0 ? null : b.lastEndMs());
+        y.put("stages", b.stages());
+        batches.put(b.id(), y);
+      }
+      x.put("batches", batches);
+      qs.put(q.id(), x);
+    }
+
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("timeMs", state.timeMs());
+    out.put("appId", appId);
+    out.put("coresPerExecutor", state.coresPerExecutor());
+    out.put("executors", execs);
+    out.put("totals", state.totals());
+    out.put("queries", qs);
+    out.put("otherTasks", state.otherTasks());
+    return out;
   }
 
   synchronized int coresPerExecutor() {
@@ -542,17 +599,6 @@ public class SparkscaleListener extends SparkListener {
   }
 
   // ---------------------------------------------------------------- helpers
-
-  private static Map<String, Object> batchView(Batch b) {
-    Map<String, Object> x = new LinkedHashMap<>();
-    x.put("busyMs", b.busyMs);
-    x.put("tasks", b.tasks);
-    x.put("executors", b.executors.cardinality());
-    x.put("firstLaunchMs", b.firstLaunchMs < 0 ? null : b.firstLaunchMs);
-    x.put("lastEndMs", b.lastEndMs < 0 ? null : b.lastEndMs);
-    x.put("stages", b.stages);
-    return x;
-  }
 
   /** A running task ended at the latest when its stage completed or its executor was removed. */
   private long lastPossibleEnd(RunningTask rt, long now) {

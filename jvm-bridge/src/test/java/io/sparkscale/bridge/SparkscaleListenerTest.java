@@ -308,6 +308,34 @@ class SparkscaleListenerTest {
     assertEquals(n * 10.0, snapshot(T0 + 100).get("queries").get(Q2).get("busyMs").asDouble());
   }
 
+
+  @Test
+  void aCaptureIsACopyThatLaterEventsDoNotChange() {
+    // The snapshot's maps are built from the capture after the listener's lock is released: the events handled
+    // meanwhile must not show in it, or a snapshot would be a mix of two moments.
+    events.executorAdded("1", 1, T0);
+    StageInfo stage = Events.stage(1, 0, 2);
+    Properties props = Events.microBatch(Q1, "0");
+    events.jobStart(1, T0, props, stage).stageSubmitted(stage, props);
+    TaskInfo a = events.taskStart(1, 1, 0, "1", T0);
+    events.taskSucceeded(1, a, T0 + 100);
+    SparkscaleListener.State state = listener.capture(T0 + 200);
+
+    TaskInfo b = events.taskStart(1, 2, 1, "1", T0 + 200);
+    events.taskSucceeded(1, b, T0 + 500).stageCompleted(stage, T0 + 500).jobEnd(1, T0 + 500)
+        .executorAdded("2", 1, T0 + 600);
+
+    JsonNode then = JSON.valueToTree(SparkscaleListener.view(state, "app-1"));
+    assertEquals(Set.of("1"), fieldNames(then.get("executors")));
+    assertEquals(1, executor(then, "1").get("tasksFinished").asLong());
+    JsonNode batch = then.get("queries").get(Q1).get("batches").get("0");
+    assertEquals(1, batch.get("tasks").asLong());
+    assertEquals(T0 + 100, batch.get("lastEndMs").asLong());
+    assertEquals(T0 + 200, then.get("timeMs").asLong());
+    JsonNode now = snapshot(T0 + 700);
+    assertEquals(2, executor(now, "1").get("tasksFinished").asLong());
+    assertEquals(2, now.get("queries").get(Q1).get("batches").get("0").get("tasks").asLong());
+  }
   // ---------------------------------------------------------------- lost events
 
   @Test
