@@ -363,10 +363,22 @@ public final class ListenerFlood {
     out.put("snapshotMs", stats(locked));
     out.put("snapshotJsonMs", stats(json));
     out.put("jsonChars", chars);
+    // The running tasks the listener tracks: the ones started for this test and those whose end the paced runs
+    // dropped (they wait to age out), each a step of the copy.
+    out.put("runningTasks", runningTasks(l.snapshot(appId)));
     return JSON.writeValueAsString(out);
   }
 
   // ------------------------------------------------------------------ helpers
+
+  @SuppressWarnings("unchecked")
+  private static long runningTasks(Map<String, Object> snapshot) {
+    long n = 0;
+    for (Object e : ((Map<String, Object>) snapshot.get("executors")).values()) {
+      n += ((Number) ((Map<String, Object>) e).get("runningTasks")).longValue();
+    }
+    return n;
+  }
 
   private static Map<String, Object> result(String target, long ends, long events, double elapsed) {
     Map<String, Object> out = new LinkedHashMap<>();

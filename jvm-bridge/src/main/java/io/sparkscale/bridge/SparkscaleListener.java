@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -466,17 +467,27 @@ public class SparkscaleListener extends SparkListener {
 
   /** The counters as of {@code now} (epoch ms), copied under the lock; {@link #view} makes the snapshot of them. */
   public synchronized State capture(long now) {
-    ageOutLostTasks(now);
-    // Elapsed part of running tasks, per executor and per query.
-    HashMap<String, Double> inflightByExec = new HashMap<>();
-    HashMap<String, Double> inflightByQuery = new HashMap<>();
+    // Elapsed part of running tasks, per executor (by index) and per query, in one pass that also forgets the tasks
+    // whose end event was lost: after dropped events they may be tens of thousands.
+    double[] inflightByExec = new double[executorsSeen];
+    HashMap<String, double[]> inflightByQuery = new HashMap<>();
     double inflight = 0;
-    for (RunningTask rt : running.values()) {
-      double elapsed = Math.max(0L, lastPossibleEnd(rt, now) - rt.launchMs());
+    for (Iterator<RunningTask> it = running.values().iterator(); it.hasNext(); ) {
+      RunningTask rt = it.next();
+      Executor e = executors.get(rt.executorId());
+      long end = lastPossibleEnd(rt, e, now);
+      double elapsed = Math.max(0L, end - rt.launchMs());
+      if (end != now && now - end >= AGE_OUT_MS) {
+        it.remove();
+        ageOut(rt, e, elapsed);
+        continue;
+      }
       inflight += elapsed;
-      inflightByExec.merge(rt.executorId(), elapsed, Double::sum);
+      if (e != null) {
+        inflightByExec[e.index] += elapsed;
+      }
       if (rt.tag() != null) {
-        inflightByQuery.merge(rt.tag().queryId(), elapsed, Double::sum);
+        inflightByQuery.computeIfAbsent(rt.tag().queryId(), q -> new double[1])[0] += elapsed;
       }
     }
     // Running jobs with shuffle output per executor, counted in one pass over the jobs.
@@ -494,7 +505,7 @@ public class SparkscaleListener extends SparkListener {
       Executor e = entry.getValue();
       slotMs += slotMs(e, now);
       execs.add(new ExecutorState(id, e.host, e.cores, e.addedMs, e.removedMs, e.removedReason, e.runningTasks,
-          shuffleJobs.getOrDefault(id, 0), e.busyMs + inflightByExec.getOrDefault(id, 0.0), e.tasksFinished,
+          shuffleJobs.getOrDefault(id, 0), e.busyMs + inflightByExec[e.index], e.tasksFinished,
           e.tasksFailed, e.gcMs, e.runMs, e.heapUsedBytes));
     }
 
@@ -523,7 +534,8 @@ public class SparkscaleListener extends SparkListener {
         batches.add(new BatchState(b.getKey(), batch.busyMs, batch.tasks, batch.executors.cardinality(),
             batch.firstLaunchMs, batch.lastEndMs, batch.stages));
       }
-      qs.add(new QueryState(entry.getKey(), q.busyMs + inflightByQuery.getOrDefault(entry.getKey(), 0.0),
+      double[] runningMs = inflightByQuery.get(entry.getKey());
+      qs.add(new QueryState(entry.getKey(), q.busyMs + (runningMs == null ? 0.0 : runningMs[0]),
           q.tasksFinished, q.tasksFailed, q.runMs, q.jobsFailed, maxStageTasks, batches));
     }
 
@@ -600,10 +612,12 @@ public class SparkscaleListener extends SparkListener {
 
   // ---------------------------------------------------------------- helpers
 
-  /** A running task ended at the latest when its stage completed or its executor was removed. */
-  private long lastPossibleEnd(RunningTask rt, long now) {
+  /**
+   * A running task ended at the latest when its stage completed or its executor ({@code e}, null when no longer
+   * tracked) was removed.
+   */
+  private long lastPossibleEnd(RunningTask rt, Executor e, long now) {
     long end = now;
-    Executor e = executors.get(rt.executorId());
     if (e != null && e.removedMs != null) {
       end = Math.min(end, e.removedMs);
     }
@@ -612,30 +626,21 @@ public class SparkscaleListener extends SparkListener {
   }
 
   /**
-   * Forget running tasks whose end event was lost (see {@link #AGE_OUT_MS}), counted in tasksAgedOut. Their time up to
-   * the last possible end stays in the busy counters, so that no counter ever goes down.
+   * Counts a running task whose end event was lost (see {@link #AGE_OUT_MS}) as ended, in tasksAgedOut. Its time up to
+   * the last possible end ({@code busy}) stays in the busy counters, so that no counter ever goes down.
    */
-  private void ageOutLostTasks(long now) {
-    running.values().removeIf(rt -> {
-      long end = lastPossibleEnd(rt, now);
-      if (end == now || now - end < AGE_OUT_MS) {
-        return false;
+  private void ageOut(RunningTask rt, Executor e, double busy) {
+    tasksAgedOut++;
+    finishedBusyMs += busy;
+    if (e != null) {
+      e.busyMs += busy;
+      if (e.runningTasks > 0) {
+        e.runningTasks--;
       }
-      tasksAgedOut++;
-      double busy = Math.max(0L, end - rt.launchMs());
-      finishedBusyMs += busy;
-      Executor e = executors.get(rt.executorId());
-      if (e != null) {
-        e.busyMs += busy;
-        if (e.runningTasks > 0) {
-          e.runningTasks--;
-        }
-      }
-      if (rt.tag() != null) {
-        query(rt.tag().queryId()).busyMs += busy;
-      }
-      return true;
-    });
+    }
+    if (rt.tag() != null) {
+      query(rt.tag().queryId()).busyMs += busy;
+    }
   }
 
   private static double slotMs(Executor e, long now) {
