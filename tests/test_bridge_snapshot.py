@@ -19,8 +19,10 @@ from sparkscale_listener.spark.bridge import (
     BatchTasks,
     BridgeSnapshot,
     ExecutorSnapshot,
+    JvmBridge,
     ListenerTotals,
     QuerySnapshot,
+    RecentBatches,
     json_name,
     record_fields,
 )
@@ -125,3 +127,80 @@ def test_the_records_are_frozen() -> None:
     with pytest.raises(AttributeError):
         snap.time_ms = 6  # type: ignore[misc]
     assert typing.get_type_hints(BridgeSnapshot)["executors"] == Mapping[str, ExecutorSnapshot]
+
+
+# --- polls that carry only the changed batches -----------------------------------------------------------
+
+def batch(tasks: int) -> dict[str, Any]:
+    return {"busyMs": 10.0 * tasks, "tasks": tasks, "executors": 1, "stages": 1}
+
+
+def document(batches: dict[str, dict[str, dict[str, Any]]], since: int, changes: int, listener: str = "L1",
+             per_query: int = 3) -> dict[str, Any]:
+    """A snapshot as the listener sends it, with the given batches per query."""
+    return {"timeMs": 1_700_000_000_000 + changes, "appId": "app", "listenerId": listener, "changes": changes,
+            "batchesSince": since, "batchesPerQuery": per_query,
+            "queries": {q: {"tasksFinished": 1, "batches": b} for q, b in batches.items()}}
+
+
+def tasks_by_batch(snapshot: BridgeSnapshot) -> dict[str, dict[str, int]]:
+    return {q: {b: t.tasks for b, t in query.batches.items()} for q, query in snapshot.queries.items()}
+
+
+def test_changed_batches_are_put_with_those_kept_as_the_listener_keeps_them() -> None:
+    kept = RecentBatches()
+    assert kept.since == -1  # the first poll asks for everything
+    first = {"q1": {"1": batch(1), "2": batch(2)}, "q2": {"9": batch(9)}}
+    whole = BridgeSnapshot.from_json(document(first, -1, 5))
+    assert kept.continues(whole)
+    assert tasks_by_batch(kept.merge(whole)) == {"q1": {"1": 1, "2": 2}, "q2": {"9": 9}}
+    assert kept.since == 5
+
+    # Batch 2 changed, 3 and 4 are new: 3 per query kept, the oldest (1) goes, as in the listener. q2 has
+    # nothing new; q3 is new.
+    delta = BridgeSnapshot.from_json(document({"q1": {"2": batch(20), "3": batch(3), "4": batch(4)}, "q2": {},
+                                               "q3": {"1": batch(1)}}, 5, 9))
+    assert kept.continues(delta)
+    merged = kept.merge(delta)
+    assert tasks_by_batch(merged) == {"q1": {"2": 20, "3": 3, "4": 4}, "q2": {"9": 9}, "q3": {"1": 1}}
+    assert list(merged.queries["q1"].batches) == ["2", "3", "4"]  # the listener's order: oldest first
+    assert merged.queries["q1"].tasks_finished == 1  # the rest of the query as the listener sent it
+    assert kept.since == 9
+    # A query the listener no longer tracks is forgotten; a snapshot handed out earlier stays as it was.
+    later = kept.merge(BridgeSnapshot.from_json(document({"q1": {"5": batch(5)}}, 9, 10)))
+    assert tasks_by_batch(later) == {"q1": {"3": 3, "4": 4, "5": 5}}
+    assert tasks_by_batch(merged)["q1"] == {"2": 20, "3": 3, "4": 4}
+
+
+def test_another_listeners_changes_or_no_plugin_start_over() -> None:
+    kept = RecentBatches()
+    kept.merge(BridgeSnapshot.from_json(document({"q1": {"1": batch(1)}}, -1, 5)))
+    assert not kept.continues(BridgeSnapshot.from_json(document({}, 5, 7, listener="L2")))
+    assert kept.merge(BridgeSnapshot()) == BridgeSnapshot()  # the plugin stopped
+    assert kept.since == -1
+
+
+class _Listener:
+    """The bridge class as py4j shows it, serving whole snapshots or the changes since a count."""
+
+    def __init__(self) -> None:
+        self.listener, self.batches, self.changed = "L1", {"1": batch(1)}, {"1": 1}
+        self.changes, self.asked = 1, []
+
+    def snapshotJson(self, since: int = -1) -> str:  # the Java method's name
+        self.asked.append(since)
+        shown = {b: v for b, v in self.batches.items() if self.changed[b] > since}
+        return json.dumps(document({"q1": shown}, since, self.changes, listener=self.listener, per_query=64))
+
+
+def test_poll_asks_for_the_changes_since_its_previous_poll_and_for_everything_from_a_new_listener() -> None:
+    jvm = _Listener()
+    bridge = JvmBridge.__new__(JvmBridge)
+    bridge._cls, bridge._batches = jvm, RecentBatches()
+    assert tasks_by_batch(bridge.poll()) == {"q1": {"1": 1}}
+    jvm.batches["2"], jvm.changed["2"], jvm.changes = batch(2), 2, 2
+    assert tasks_by_batch(bridge.poll()) == {"q1": {"1": 1, "2": 2}}
+    # A new SparkContext: its listener counts from 1 again and has other batches.
+    jvm.listener, jvm.batches, jvm.changed, jvm.changes = "L2", {"7": batch(7)}, {"7": 1}, 1
+    assert tasks_by_batch(bridge.poll()) == {"q1": {"7": 7}}
+    assert jvm.asked == [-1, 1, 2, -1]

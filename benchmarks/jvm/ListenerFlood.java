@@ -75,6 +75,7 @@ public final class ListenerFlood {
   private static List<String> queryIds = new ArrayList<>();
   private static int nextTaskId = 1 << 28; // ids of tasks posted outside the pool
   private static int nextStageId = 1 << 20;
+  private static int nextBatchId = 1_000_000; // batches posted outside the pool
 
   private ListenerFlood() {
   }
@@ -184,6 +185,43 @@ public final class ListenerFlood {
     }
     drain(q, 60_000);
     return JSON.writeValueAsString(Map.of("running", started));
+  }
+
+  /**
+   * One new micro-batch in each query, {@code tasks} tasks started and ended: what the listener sees between two polls
+   * of the control loop when every query's trigger is as short as the loop's interval.
+   */
+  public static String nextBatches(int tasks) throws Exception {
+    AsyncEventQueue q = queue(BRIDGE_QUEUE);
+    long now = System.currentTimeMillis();
+    TaskMetrics metrics = new TaskMetrics();
+    metrics.setExecutorRunTime(40L);
+    String batchId = Integer.toString(nextBatchId++);
+    int ended = 0;
+    for (String queryId : queryIds) {
+      int stageId = nextStageId++;
+      Properties props = new Properties();
+      props.setProperty("sql.streaming.queryId", queryId);
+      props.setProperty("streaming.sql.batchId", batchId);
+      StageInfo stage = stage(stageId, tasks);
+      stage.completionTime_$eq(Option.apply((Object) now));
+      q.post(new SparkListenerJobStart(stageId, now, List$.MODULE$.empty().$colon$colon(stage), props));
+      q.post(new SparkListenerStageSubmitted(stage, props));
+      for (int t = 0; t < tasks; t++) {
+        String exec = Integer.toString(ended % Math.max(1, executorsAdded));
+        TaskInfo info = new TaskInfo(nextTaskId++, t, 0, t, now - 50, exec, "host-" + exec,
+            TaskLocality.PROCESS_LOCAL(), false);
+        q.post(new SparkListenerTaskStart(stageId, 0, info));
+        info.finishTime_$eq(now);
+        q.post(new SparkListenerTaskEnd(stageId, 0, "ResultTask", Success$.MODULE$, info, new ExecutorMetrics(),
+            metrics));
+        ended++;
+      }
+      q.post(new SparkListenerStageCompleted(stage));
+      q.post(new SparkListenerJobEnd(stageId, now, JobSucceeded$.MODULE$));
+    }
+    drain(q, 60_000);
+    return JSON.writeValueAsString(Map.of("batches", queryIds.size(), "taskEnds", ended));
   }
 
   private static StageInfo stage(int stageId, int tasks) {
@@ -334,6 +372,49 @@ public final class ListenerFlood {
   }
 
   /**
+   * The listener's copy of its counters under its lock ({@code n} times), on a fresh listener instance fed the pool
+   * once (every query's batches, all ended) and {@code runningPerQuery} running tasks per query: the state of a
+   * healthy application of that size, without the tasks whose end events the paced runs dropped.
+   */
+  public static String freshCaptureCost(int n, int runningPerQuery) throws Exception {
+    SparkscaleListener l = new SparkscaleListener(sc.conf());
+    scala.collection.immutable.Map<String, String> none = scala.collection.immutable.Map$.MODULE$.empty();
+    for (int e = 0; e < executorsAdded; e++) {
+      l.onExecutorAdded(new SparkListenerExecutorAdded(0L, Integer.toString(e), new ExecutorInfo("h", 4, none)));
+    }
+    for (SparkListenerEvent e : pool) {
+      deliver(l, e);
+    }
+    long now = System.currentTimeMillis();
+    int started = 0;
+    for (String queryId : queryIds) {
+      int stageId = nextStageId++;
+      Properties props = new Properties();
+      props.setProperty("sql.streaming.queryId", queryId);
+      props.setProperty("streaming.sql.batchId", "100000");
+      StageInfo stage = stage(stageId, runningPerQuery);
+      l.onJobStart(new SparkListenerJobStart(stageId, now, List$.MODULE$.empty().$colon$colon(stage), props));
+      l.onStageSubmitted(new SparkListenerStageSubmitted(stage, props));
+      for (int t = 0; t < runningPerQuery; t++, started++) {
+        String exec = Integer.toString(started % Math.max(1, executorsAdded));
+        l.onTaskStart(new SparkListenerTaskStart(stageId, 0, new TaskInfo(nextTaskId++, t, 0, t, now, exec,
+            "host-" + exec, TaskLocality.PROCESS_LOCAL(), false)));
+      }
+    }
+    double[] locked = new double[n];
+    for (int k = 0; k < n; k++) {
+      long t0 = System.nanoTime();
+      l.capture(System.currentTimeMillis(), -1);
+      locked[k] = (System.nanoTime() - t0) / 1e6;
+    }
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("n", n);
+    out.put("runningTasks", runningTasks(l));
+    out.put("captureMs", stats(locked));
+    return JSON.writeValueAsString(out);
+  }
+
+  /**
    * What one poll of the bridge costs inside the JVM, {@code n} times each: the listener's capture of its counters
    * (the part that holds the listener's lock, blocking its queue) and SparkscaleBridge.snapshotJson() (snapshot +
    * Jackson), in ms.
@@ -341,12 +422,15 @@ public final class ListenerFlood {
   public static String snapshotCost(int n) throws Exception {
     SparkscaleListener l = bridgeListener(queue(BRIDGE_QUEUE));
     String appId = sc.applicationId();
+    // The running tasks the listener tracks, each a step of the copy: the ones started for this section and those
+    // whose end the paced runs dropped, until they age out.
+    int started = runningTasks(l);
     double[] locked = new double[n];
     double[] json = new double[n];
     int chars = 0;
     for (int k = 0; k < n; k++) {
       long t0 = System.nanoTime();
-      SparkscaleListener.State state = l.capture(System.currentTimeMillis());
+      SparkscaleListener.State state = l.capture(System.currentTimeMillis(), -1);
       long t1 = System.nanoTime();
       Map<String, Object> snap = SparkscaleListener.view(state, appId);
       String text = SparkscaleBridge.snapshotJson();
@@ -363,21 +447,20 @@ public final class ListenerFlood {
     out.put("snapshotMs", stats(locked));
     out.put("snapshotJsonMs", stats(json));
     out.put("jsonChars", chars);
-    // The running tasks the listener tracks: the ones started for this test and those whose end the paced runs
-    // dropped (they wait to age out), each a step of the copy.
-    out.put("runningTasks", runningTasks(l.snapshot(appId)));
+    out.put("runningTasksAtStart", started);
+    out.put("runningTasksAtEnd", runningTasks(l));
     return JSON.writeValueAsString(out);
   }
 
   // ------------------------------------------------------------------ helpers
 
-  @SuppressWarnings("unchecked")
-  private static long runningTasks(Map<String, Object> snapshot) {
-    long n = 0;
-    for (Object e : ((Map<String, Object>) snapshot.get("executors")).values()) {
-      n += ((Number) ((Map<String, Object>) e).get("runningTasks")).longValue();
+  /** Read from the private map: the executors' runningTasks counters count the flood's replayed task ids twice. */
+  private static int runningTasks(SparkscaleListener l) throws ReflectiveOperationException {
+    java.lang.reflect.Field running = SparkscaleListener.class.getDeclaredField("running");
+    running.setAccessible(true);
+    synchronized (l) {
+      return ((Map<?, ?>) running.get(l)).size();
     }
-    return n;
   }
 
   private static Map<String, Object> result(String target, long ends, long events, double elapsed) {

@@ -119,6 +119,10 @@ class BridgeSnapshot:
     totals: ListenerTotals = field(default_factory=ListenerTotals)
     queries: Mapping[str, QuerySnapshot] = field(default_factory=dict)  # by query id
     other_tasks: int = 0  # pending or running tasks of jobs outside every streaming query
+    listener_id: str = ""  # change counts of another listener (a new SparkContext) are not comparable
+    changes: int = 0  # changes to batches the listener has seen
+    batches_since: int = -1  # the batches are those changed after this change count; -1: all of them
+    batches_per_query: int = 0  # how many of a query's latest batches the listener keeps
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> BridgeSnapshot:
@@ -192,6 +196,52 @@ def _parse(record: type[R], document: Mapping[str, Any]) -> R:
     return record(**values)
 
 
+class RecentBatches:
+    """The queries' latest batches, kept across polls that carry only the batches that changed.
+
+    At 100 queries the listener's 64 batches each are most of a snapshot's JSON, and between two
+    polls a second apart a few of them change: :meth:`JvmBridge.poll` asks for those (the change
+    count of the previous poll, :attr:`since`) and :meth:`merge` puts them with the others, keeping
+    what the listener keeps (its ``batchesPerQuery`` latest per query, oldest first out).
+    """
+
+    def __init__(self) -> None:
+        self._listener_id = ""
+        self._changes = -1
+        self._by_query: dict[str, dict[str, BatchTasks]] = {}
+
+    @property
+    def since(self) -> int:
+        """The change count to ask the listener for the batches changed after; -1: all of them."""
+        return self._changes
+
+    def continues(self, snapshot: BridgeSnapshot) -> bool:
+        """Whether ``snapshot`` completes what is kept: a whole one, or the changes of the same listener
+        since :attr:`since` (a new SparkContext's listener counts from 0 again)."""
+        return snapshot.batches_since == -1 or (
+            snapshot.listener_id == self._listener_id and snapshot.batches_since == self._changes)
+
+    def merge(self, snapshot: BridgeSnapshot) -> BridgeSnapshot:
+        """``snapshot`` with every query's latest batches: its changed ones on top of those kept."""
+        if snapshot.time_ms == 0:  # no plugin running: nothing to keep
+            self._listener_id, self._changes, self._by_query = "", -1, {}
+            return snapshot
+        whole = snapshot.batches_since == -1
+        keep = snapshot.batches_per_query
+        kept: dict[str, dict[str, BatchTasks]] = {}
+        queries = {}
+        for query_id, query in snapshot.queries.items():
+            batches = {} if whole else self._by_query.get(query_id, {})
+            batches.update(query.batches)  # a changed batch keeps its place, a new one goes last
+            while keep and len(batches) > keep:
+                del batches[next(iter(batches))]
+            kept[query_id] = batches
+            queries[query_id] = dataclasses.replace(query, batches=dict(batches))
+        # Queries the listener no longer tracks are forgotten here too.
+        self._by_query, self._listener_id, self._changes = kept, snapshot.listener_id, snapshot.changes
+        return dataclasses.replace(snapshot, queries=queries)
+
+
 class BridgeNotInstalledError(RuntimeError):
     """The bridge jar is not on the driver classpath (or the plugin is not enabled)."""
 
@@ -215,6 +265,7 @@ class JvmBridge:
             cls = getattr(cls, part)
         # py4j answers an unknown class with a JavaPackage, not an error.
         self._cls: Any = cls if isinstance(cls, JavaClass) else None
+        self._batches = RecentBatches()
 
     @staticmethod
     def running_jvm() -> Any | None:
@@ -270,8 +321,15 @@ class JvmBridge:
 
     def poll(self) -> BridgeSnapshot:
         """The listener's counters, typed; empty (``time_ms == 0``) when the class is loaded but the
-        plugin is not running."""
-        return BridgeSnapshot.from_json(self.snapshot())
+        plugin is not running. Only the batches that changed since the previous poll cross py4j; the
+        others are this object's from before (see :class:`RecentBatches`)."""
+        snapshot = self._snapshot_since(self._batches.since)
+        if not self._batches.continues(snapshot):  # another listener since the previous poll
+            snapshot = self._snapshot_since(-1)
+        return self._batches.merge(snapshot)
+
+    def _snapshot_since(self, batches_since: int) -> BridgeSnapshot:
+        return BridgeSnapshot.from_json(json.loads(self._bridge().snapshotJson(batches_since)))
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as the JVM's JSON (declared in ``SNAPSHOT_SCHEMA``); ``{}`` when the class is

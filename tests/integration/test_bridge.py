@@ -166,8 +166,12 @@ def test_streaming_query_attributed_per_query_and_batch(env: Env) -> None:
         .trigger(processingTime="200 milliseconds")
         .start()
     )
+    def progress() -> Any:
+        env.bridge.poll()  # each poll takes the batches changed since the previous one
+        return query.lastProgress
+
     try:
-        wait_for(lambda: query.lastProgress, lambda p: p is not None and p["batchId"] >= 2, "3 micro-batches")
+        wait_for(progress, lambda p: p is not None and p["batchId"] >= 3, "4 micro-batches")
     finally:
         query.stop()
     done = {str(p["batchId"]) for p in query.recentProgress}
@@ -191,6 +195,9 @@ def test_streaming_query_attributed_per_query_and_batch(env: Env) -> None:
         assert batch.stages >= 1 and 1 <= batch.executors <= 2
         assert batch.first_launch_ms is not None and batch.last_end_ms is not None
         assert batch.first_launch_ms <= batch.last_end_ms <= snap.time_ms
+    # The polls' batches, put together from what changed between them, are the listener's own.
+    whole = BridgeSnapshot.from_json(env.bridge.snapshot())
+    assert env.bridge.poll().queries[query_id].batches == whole.queries[query_id].batches
 
 
 def test_failing_streaming_query_reports_task_and_job_failures(env: Env) -> None:

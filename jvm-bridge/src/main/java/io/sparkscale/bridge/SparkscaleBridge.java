@@ -117,13 +117,22 @@ public final class SparkscaleBridge {
 
   /** The listener's counters as one JSON object (declared in snapshot-schema.json), "{}" when not installed. */
   public static String snapshotJson() {
+    return snapshotJson(-1);
+  }
+
+  /**
+   * {@link #snapshotJson()} with only the micro-batches that changed after change count {@code batchesSince} (the
+   * {@code changes} of an earlier snapshot; -1: all of them). At 100 queries the 64 batches each are most of the
+   * JSON, and a poll a second sees a few of them change.
+   */
+  public static String snapshotJson(long batchesSince) {
     SparkscaleListener l = listener;
     SparkContext c = sc;
     if (l == null || c == null) {
       return "{}";
     }
     l.forgetOtherStages(jobId -> jobEnded(c, jobId));
-    return toJson(l.snapshot(c.applicationId()));
+    return toJson(l.snapshot(c.applicationId(), System.currentTimeMillis(), batchesSince));
   }
 
   private static boolean jobEnded(SparkContext c, int jobId) {

@@ -51,7 +51,7 @@ public class SparkscaleListener extends SparkListener {
   static final int MAX_BATCHES_PER_QUERY = 64;
   static final int MAX_QUERIES = 256;
   static final int MAX_REASON_CHARS = 300;
-  static final int MAX_COMPLETED_STAGES = 2000;
+  static final int MAX_RUNNING_STAGES = 10_000;
   // A task still "running" this long after its stage completed or its executor was removed lost
   // its end event (Spark drops events when a listener queue is full): without its end it would
   // stay busy forever and keep its executor from ever looking idle.
@@ -79,6 +79,7 @@ public class SparkscaleListener extends SparkListener {
 
   /** One micro-batch of a query: what its tasks did (see BatchTasks in snapshot-schema.json). */
   static final class Batch {
+    long change; // the listener's change count when it last changed: snapshots can carry only what changed
     double busyMs;
     long tasks;
     final BitSet executors = new BitSet();
@@ -102,8 +103,10 @@ public class SparkscaleListener extends SparkListener {
       }
     };
 
-    Batch batch(String batchId) {
-      return batches.computeIfAbsent(batchId, b -> new Batch());
+    Batch batch(String batchId, long change) {
+      Batch b = batches.computeIfAbsent(batchId, id -> new Batch());
+      b.change = change;
+      return b;
     }
   }
 
@@ -125,8 +128,13 @@ public class SparkscaleListener extends SparkListener {
     }
   }
 
+  /** A stage attempt that has running tasks: when it completed, -1 until then. */
+  static final class StageRun {
+    long completedMs = -1;
+  }
+
   /** @param tag null when the task's stage belongs to no streaming query */
-  record RunningTask(String executorId, long launchMs, Tag tag, long stageKey) {
+  record RunningTask(String executorId, long launchMs, Tag tag, StageRun stage) {
   }
 
   private static long stageKey(int stageId, int attempt) {
@@ -137,6 +145,9 @@ public class SparkscaleListener extends SparkListener {
   private final int confCoresPerExecutor; // 0 when spark.executor.cores is unset
   private int firstExecutorCores;
   private int executorsSeen; // the next Executor.index
+  private long changes; // changes to batches so far (see Batch.change)
+  // Tells this listener's change counts from another's (a new SparkContext in the same Python process).
+  private final String listenerId = java.util.UUID.randomUUID().toString();
 
   private final LinkedHashMap<String, Executor> executors = new LinkedHashMap<>();
   private final ArrayDeque<String> removedOrder = new ArrayDeque<>();
@@ -152,10 +163,13 @@ public class SparkscaleListener extends SparkListener {
   // Running stage attempts of other jobs, by stageKey: their tasks not yet succeeded are the demand of other jobs that
   // the autoscaler counts, as Spark's own dynamic allocation counts pending and running tasks.
   private final HashMap<Long, OtherStage> otherStages = new HashMap<>();
-  private final LinkedHashMap<Long, Long> completedStages = new LinkedHashMap<>() {
+  // Stage attempts with tasks started and no completion seen yet, by stageKey. Their running tasks share the record,
+  // so a completion reaches every one of them however many stages complete after it. The bound only matters when
+  // completions are lost with dropped events; the tasks of a stage dropped from it then end when their executor goes.
+  private final LinkedHashMap<Long, StageRun> runningStages = new LinkedHashMap<>() {
     @Override
-    protected boolean removeEldestEntry(Map.Entry<Long, Long> eldest) {
-      return size() > MAX_COMPLETED_STAGES;
+    protected boolean removeEldestEntry(Map.Entry<Long, StageRun> eldest) {
+      return size() > MAX_RUNNING_STAGES;
     }
   };
   private final LinkedHashMap<String, Query> queries = new LinkedHashMap<>(16, 0.75f, true) {
@@ -294,7 +308,7 @@ public class SparkscaleListener extends SparkListener {
     q.stageTasks[q.stagesSeen % MAX_STAGES_PER_QUERY] = info.numTasks();
     q.stagesSeen++;
     if (tag.batchId() != null) {
-      q.batch(tag.batchId()).stages++;
+      q.batch(tag.batchId(), ++changes).stages++;
     }
   }
 
@@ -310,10 +324,11 @@ public class SparkscaleListener extends SparkListener {
     e.runningTasks++;
     // The tag travels with the task: its end may arrive after the job has ended (e.g. speculative copies).
     Tag tag = stageTags.get(event.stageId());
-    running.put(info.taskId(), new RunningTask(info.executorId(), info.launchTime(), tag,
-        stageKey(event.stageId(), event.stageAttemptId())));
+    StageRun stage = runningStages.computeIfAbsent(stageKey(event.stageId(), event.stageAttemptId()),
+        k -> new StageRun());
+    running.put(info.taskId(), new RunningTask(info.executorId(), info.launchTime(), tag, stage));
     if (tag != null && tag.batchId() != null) {
-      Batch b = query(tag.queryId()).batch(tag.batchId());
+      Batch b = query(tag.queryId()).batch(tag.batchId(), ++changes);
       b.executors.set(e.index);
       if (b.firstLaunchMs < 0 || info.launchTime() < b.firstLaunchMs) {
         b.firstLaunchMs = info.launchTime();
@@ -325,7 +340,10 @@ public class SparkscaleListener extends SparkListener {
   public synchronized void onStageCompleted(SparkListenerStageCompleted event) {
     StageInfo info = event.stageInfo();
     long done = info.completionTime().isDefined() ? (Long) info.completionTime().get() : System.currentTimeMillis();
-    completedStages.put(stageKey(info.stageId(), info.attemptNumber()), done);
+    StageRun stage = runningStages.remove(stageKey(info.stageId(), info.attemptNumber()));
+    if (stage != null) {
+      stage.completedMs = done;
+    }
     otherStages.remove(stageKey(info.stageId(), info.attemptNumber()));
   }
 
@@ -398,7 +416,7 @@ public class SparkscaleListener extends SparkListener {
         q.tasksFailed++;
       }
       if (tag.batchId() != null) {
-        Batch b = q.batch(tag.batchId());
+        Batch b = q.batch(tag.batchId(), ++changes);
         b.busyMs += busy;
         b.tasks++;
         b.executors.set(e.index);
@@ -438,7 +456,15 @@ public class SparkscaleListener extends SparkListener {
 
   /** {@link #snapshot(String)} as of {@code now} (epoch ms). */
   public Map<String, Object> snapshot(String appId, long now) {
-    return view(capture(now), appId);
+    return view(capture(now, -1), appId);
+  }
+
+  /**
+   * {@link #snapshot(String)} with only the batches that changed after change count {@code batchesSince} (the
+   * {@code changes} of an earlier snapshot of this listener; -1: all): the reader keeps the others from before.
+   */
+  public Map<String, Object> snapshot(String appId, long now, long batchesSince) {
+    return view(capture(now, batchesSince), appId);
   }
 
   /** An executor's counters as {@link #capture} copied them. */
@@ -462,11 +488,15 @@ public class SparkscaleListener extends SparkListener {
    * lock is released, so a poll holds up the listener's queue for the copying alone.
    */
   public record State(long timeMs, int coresPerExecutor, long heapMaxBytes, List<ExecutorState> executors,
-      Map<String, Object> totals, List<QueryState> queries, int otherTasks) {
+      Map<String, Object> totals, List<QueryState> queries, int otherTasks, String listenerId, long changes,
+      long batchesSince) {
   }
 
-  /** The counters as of {@code now} (epoch ms), copied under the lock; {@link #view} makes the snapshot of them. */
-  public synchronized State capture(long now) {
+  /**
+   * The counters as of {@code now} (epoch ms), copied under the lock, with the batches changed after change count
+   * {@code batchesSince} (-1: all); {@link #view} makes the snapshot of them.
+   */
+  public synchronized State capture(long now, long batchesSince) {
     // Elapsed part of running tasks, per executor (by index) and per query, in one pass that also forgets the tasks
     // whose end event was lost: after dropped events they may be tens of thousands.
     double[] inflightByExec = new double[executorsSeen];
@@ -531,6 +561,9 @@ public class SparkscaleListener extends SparkListener {
       List<BatchState> batches = new ArrayList<>(q.batches.size());
       for (Map.Entry<String, Batch> b : q.batches.entrySet()) {
         Batch batch = b.getValue();
+        if (batch.change <= batchesSince) {
+          continue;
+        }
         batches.add(new BatchState(b.getKey(), batch.busyMs, batch.tasks, batch.executors.cardinality(),
             batch.firstLaunchMs, batch.lastEndMs, batch.stages));
       }
@@ -543,7 +576,8 @@ public class SparkscaleListener extends SparkListener {
     for (OtherStage stage : otherStages.values()) {
       otherTasks += stage.left();
     }
-    return new State(now, coresPerExecutor(), heapMaxBytes, execs, totals, qs, otherTasks);
+    return new State(now, coresPerExecutor(), heapMaxBytes, execs, totals, qs, otherTasks, listenerId, changes,
+        batchesSince);
   }
 
   /** The snapshot (see snapshot-schema.json) of what {@link #capture} copied; needs no lock. */
@@ -600,6 +634,10 @@ public class SparkscaleListener extends SparkListener {
     out.put("totals", state.totals());
     out.put("queries", qs);
     out.put("otherTasks", state.otherTasks());
+    out.put("listenerId", state.listenerId());
+    out.put("changes", state.changes());
+    out.put("batchesSince", state.batchesSince());
+    out.put("batchesPerQuery", MAX_BATCHES_PER_QUERY);
     return out;
   }
 
@@ -621,8 +659,8 @@ public class SparkscaleListener extends SparkListener {
     if (e != null && e.removedMs != null) {
       end = Math.min(end, e.removedMs);
     }
-    Long stageDone = completedStages.get(rt.stageKey());
-    return stageDone != null ? Math.min(end, stageDone) : end;
+    long stageDone = rt.stage().completedMs;
+    return stageDone >= 0 ? Math.min(end, stageDone) : end;
   }
 
   /**

@@ -310,6 +310,49 @@ class SparkscaleListenerTest {
 
 
   @Test
+  void aSnapshotSinceAChangeCountCarriesOnlyTheBatchesThatChangedAfterIt() {
+    events.executorAdded("1", 1, T0);
+    for (int b = 0; b < 3; b++) {
+      StageInfo stage = Events.stage(b, 0, 1);
+      Properties props = Events.microBatch(Q1, Integer.toString(b));
+      events.jobStart(b, T0, props, stage).stageSubmitted(stage, props);
+      events.taskSucceeded(b, events.taskStart(b, b, 0, "1", T0 + b), T0 + 10 + b).jobEnd(b, T0 + 10 + b);
+    }
+    JsonNode all = JSON.valueToTree(listener.snapshot("app-1", T0 + 100, -1));
+    assertEquals(Set.of("0", "1", "2"), fieldNames(all.get("queries").get(Q1).get("batches")));
+    assertEquals(-1, all.get("batchesSince").asLong());
+    assertEquals(SparkscaleListener.MAX_BATCHES_PER_QUERY, all.get("batchesPerQuery").asInt());
+    long seen = all.get("changes").asLong();
+
+    // Nothing changed: no batch, the rest of the snapshot as always.
+    JsonNode none = JSON.valueToTree(listener.snapshot("app-1", T0 + 200, seen));
+    assertEquals(0, none.get("queries").get(Q1).get("batches").size());
+    assertEquals(3, none.get("queries").get(Q1).get("tasksFinished").asLong());
+    assertEquals(seen, none.get("changes").asLong());
+    assertEquals(all.get("listenerId"), none.get("listenerId"));
+
+    // A late task of batch 1 and a new batch 3: those two only, with all they hold.
+    StageInfo late = Events.stage(10, 0, 1);
+    Properties batch1 = Events.microBatch(Q1, "1");
+    events.jobStart(10, T0 + 300, batch1, late).stageSubmitted(late, batch1);
+    events.taskSucceeded(10, events.taskStart(10, 10, 0, "1", T0 + 300), T0 + 310);
+    StageInfo next = Events.stage(11, 0, 1);
+    Properties batch3 = Events.microBatch(Q1, "3");
+    events.jobStart(11, T0 + 300, batch3, next).stageSubmitted(next, batch3);
+    JsonNode changed = JSON.valueToTree(listener.snapshot("app-1", T0 + 400, seen));
+    JsonNode batches = changed.get("queries").get(Q1).get("batches");
+    assertEquals(Set.of("1", "3"), fieldNames(batches));
+    assertEquals(2, batches.get("1").get("tasks").asLong());
+    assertEquals(2, batches.get("1").get("stages").asInt());
+    assertEquals(0, batches.get("3").get("tasks").asLong());
+    assertTrue(changed.get("changes").asLong() > seen);
+    assertEquals(seen, changed.get("batchesSince").asLong());
+    // Another listener's counts are its own.
+    SparkscaleListener other = new SparkscaleListener(new SparkConf(false));
+    assertFalse(all.get("listenerId").equals(JSON.valueToTree(other.snapshot("app-1", T0)).get("listenerId")));
+  }
+
+  @Test
   void aCaptureIsACopyThatLaterEventsDoNotChange() {
     // The snapshot's maps are built from the capture after the listener's lock is released: the events handled
     // meanwhile must not show in it, or a snapshot would be a mix of two moments.
@@ -319,7 +362,7 @@ class SparkscaleListenerTest {
     events.jobStart(1, T0, props, stage).stageSubmitted(stage, props);
     TaskInfo a = events.taskStart(1, 1, 0, "1", T0);
     events.taskSucceeded(1, a, T0 + 100);
-    SparkscaleListener.State state = listener.capture(T0 + 200);
+    SparkscaleListener.State state = listener.capture(T0 + 200, -1);
 
     TaskInfo b = events.taskStart(1, 2, 1, "1", T0 + 200);
     events.taskSucceeded(1, b, T0 + 500).stageCompleted(stage, T0 + 500).jobEnd(1, T0 + 500)
@@ -360,6 +403,25 @@ class SparkscaleListenerTest {
     JsonNode later = snapshot(T0 + 90_000);
     assertEquals(1_000.0, later.get("totals").get("busyMs").asDouble());
     assertEquals(1, later.get("totals").get("tasksAgedOut").asLong());
+  }
+
+  @Test
+  void aTaskWhoseEndWasLostAgesOutHoweverManyStagesCompletedAfterItsOwn() {
+    // At 100 queries a second's triggers complete hundreds of stages: what the listener remembers of a completed
+    // stage must last until its lost tasks age out, not only for the latest stages.
+    events.executorAdded("7", 2, T0);
+    StageInfo stage = Events.stage(900, 0, 1);
+    events.taskStart(900, 9001, 0, "7", T0);
+    events.stageCompleted(stage, T0 + 1_000); // the task's end never comes
+    for (int s = 0; s < 5_000; s++) {
+      StageInfo other = Events.stage(1_000 + s, 0, 1);
+      events.taskSucceeded(1_000 + s, events.taskStart(1_000 + s, 20_000 + s, 0, "7", T0 + 2_000), T0 + 2_010)
+          .stageCompleted(other, T0 + 2_010);
+    }
+    JsonNode late = snapshot(T0 + 1_000 + SparkscaleListener.AGE_OUT_MS);
+    assertEquals(0, executor(late, "7").get("runningTasks").asInt());
+    assertEquals(1, late.get("totals").get("tasksAgedOut").asLong());
+    assertEquals(1_000.0 + 5_000 * 10.0, late.get("totals").get("busyMs").asDouble());
   }
 
   @Test
