@@ -201,12 +201,12 @@ def test_a_batch_job_keeps_the_executors_its_tasks_need(cluster: SharedCluster) 
     done_at: list[float] = []
 
     def batch() -> None:
-        # Two batch jobs in a row, 24 tasks of 2 s each on 1-core executors: more tasks than
+        # Two batch jobs in a row, 24 tasks of 1 s each on 1-core executors: more tasks than
         # maxExecutors=3 slots, and a moment between the jobs with none pending.
         try:
             sc.setJobGroup("nightly-report", "a batch job beside the query")
             for _ in range(2):
-                counts.append(sc.parallelize(range(24), 24).map(sleepy(2.0)).count())
+                counts.append(sc.parallelize(range(24), 24).map(sleepy(1.0)).count())
         finally:
             done_at.append(time.time())
             finished.set()
