@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -196,7 +197,7 @@ class _Listener:
 def test_poll_asks_for_the_changes_since_its_previous_poll_and_for_everything_from_a_new_listener() -> None:
     jvm = _Listener()
     bridge = JvmBridge.__new__(JvmBridge)
-    bridge._cls, bridge._batches = jvm, RecentBatches()
+    bridge._cls, bridge._batches, bridge._poll_lock = jvm, RecentBatches(), threading.Lock()
     assert tasks_by_batch(bridge.poll()) == {"q1": {"1": 1}}
     jvm.batches["2"], jvm.changed["2"], jvm.changes = batch(2), 2, 2
     assert tasks_by_batch(bridge.poll()) == {"q1": {"1": 1, "2": 2}}

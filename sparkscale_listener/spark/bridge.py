@@ -27,6 +27,7 @@ import json
 import math
 import os
 import pathlib
+import threading
 import types
 import typing
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -266,6 +267,7 @@ class JvmBridge:
         # py4j answers an unknown class with a JavaPackage, not an error.
         self._cls: Any = cls if isinstance(cls, JavaClass) else None
         self._batches = RecentBatches()
+        self._poll_lock = threading.Lock()  # one poll at a time: each continues from the previous one
 
     @staticmethod
     def running_jvm() -> Any | None:
@@ -323,10 +325,11 @@ class JvmBridge:
         """The listener's counters, typed; empty (``time_ms == 0``) when the class is loaded but the
         plugin is not running. Only the batches that changed since the previous poll cross py4j; the
         others are this object's from before (see :class:`RecentBatches`)."""
-        snapshot = self._snapshot_since(self._batches.since)
-        if not self._batches.continues(snapshot):  # another listener since the previous poll
-            snapshot = self._snapshot_since(-1)
-        return self._batches.merge(snapshot)
+        with self._poll_lock:
+            snapshot = self._snapshot_since(self._batches.since)
+            if not self._batches.continues(snapshot):  # another listener since the previous poll
+                snapshot = self._snapshot_since(-1)
+            return self._batches.merge(snapshot)
 
     def _snapshot_since(self, batches_since: int) -> BridgeSnapshot:
         return BridgeSnapshot.from_json(json.loads(self._bridge().snapshotJson(batches_since)))
