@@ -278,7 +278,7 @@ class StatefulQuery:
         self.spark.conf.set("spark.sql.streaming.stateStore.providerClass", STORES[self.store])
         rows = (self.spark.readStream.format(testing_source.NAME)
                 .option("controlFile", str(self.control)).option("rowsPerSecond", "20")
-                .option("maxRowsPerBatch", "800").option("partitions", "3")
+                .option("maxRowsPerBatch", "500").option("partitions", "3")
                 .option("costMs", "10").option("costMode", "sleep").load())
         twice = rows.select(F.explode(F.array(F.col("id"), F.col("id"))).alias("id"))
         timed = twice.select("id", (F.col("id") % KEYS).alias("key"),
@@ -333,7 +333,7 @@ def test_stateful_queries_with_shuffles_scale_up_and_down_with_exact_results(clu
     started = time.monotonic()
     try:
         wait_for(lambda: scaler.status()["live_executors"] == 1, 120, what="the baseline of 1 executor")
-        # Learnt at the low rate's short batches: at the high rate a batch on 1 executor takes ~17 s.
+        # Learnt at the low rate's short batches: at the high rate a batch on 1 executor takes ~10 s.
         wait_for(lambda: cost_learned(scaler), 180, what="the model of the queries' batch cost")
         for q in queries:
             q.set_rate(110)  # together > 2x what one executor does: a backlog grows
