@@ -8,7 +8,7 @@ excluded periods. Every decision, "none" included, carries a reason a person can
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from .config.core import AutoscalerConfig
@@ -199,7 +199,9 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
         out["recommended_executors"] = ev.recommended_executors
         out["required_slots"] = ev.required_slots
         out["backlog_mode"] = ev.backlog_mode
-        out["queries"] = {q: {k: v for k, v in asdict(e).items() if k != "cost"}
+        # Shallow: the fields are figures, and the model (cost) is left out, so asdict's deep copy
+        # of it would be wasted work at every tick.
+        out["queries"] = {q: {f.name: getattr(e, f.name) for f in fields(e) if f.name != "cost"}
                           for q, e in ev.queries.items()}
     return out
 
