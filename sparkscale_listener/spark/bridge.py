@@ -17,7 +17,11 @@ The snapshot: :meth:`JvmBridge.poll` returns it as a :class:`BridgeSnapshot` of 
 Its objects, fields, types and meanings are declared once, in
 ``jvm-bridge/src/main/resources/io/sparkscale/bridge/snapshot-schema.json`` (packaged in every bridge
 jar); a JUnit test holds the JVM's JSON to it and ``tests/test_bridge_snapshot.py`` these records.
-A record's attribute is the JSON field in snake case (``busyMs`` -> ``busy_ms``).
+A record's attribute is the JSON field in snake case (``busyMs`` -> ``busy_ms``). A poll carries only
+the batches that changed since the previous one; :class:`RecentBatches` keeps the others.
+
+Why one module of ~480 lines: the snapshot's records, their parsing, the batches kept between polls
+and the py4j wrapper that polls are the Python side of one contract with the JVM, and change together.
 """
 
 from __future__ import annotations
