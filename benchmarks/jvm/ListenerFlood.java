@@ -166,7 +166,17 @@ public final class ListenerFlood {
   /** One job of one stage in each query, {@code perQuery} tasks started and never ended: running at snapshot time. */
   public static String startRunningTasks(int perQuery) throws Exception {
     AsyncEventQueue q = queue(BRIDGE_QUEUE);
+    for (SparkListenerEvent e : runningTaskEvents(perQuery)) {
+      q.post(e);
+    }
+    drain(q, 60_000);
+    return JSON.writeValueAsString(Map.of("running", perQuery * queryIds.size()));
+  }
+
+  /** The events of {@link #startRunningTasks}: a job and stage per query, its tasks started over the executors. */
+  private static List<SparkListenerEvent> runningTaskEvents(int perQuery) {
     long now = System.currentTimeMillis();
+    ArrayList<SparkListenerEvent> events = new ArrayList<>();
     int started = 0;
     for (String queryId : queryIds) {
       int stageId = nextStageId++;
@@ -174,17 +184,15 @@ public final class ListenerFlood {
       props.setProperty("sql.streaming.queryId", queryId);
       props.setProperty("streaming.sql.batchId", "100000");
       StageInfo stage = stage(stageId, perQuery);
-      q.post(new SparkListenerJobStart(stageId, now, List$.MODULE$.empty().$colon$colon(stage), props));
-      q.post(new SparkListenerStageSubmitted(stage, props));
-      for (int t = 0; t < perQuery; t++) {
+      events.add(new SparkListenerJobStart(stageId, now, List$.MODULE$.empty().$colon$colon(stage), props));
+      events.add(new SparkListenerStageSubmitted(stage, props));
+      for (int t = 0; t < perQuery; t++, started++) {
         String exec = Integer.toString(started % Math.max(1, executorsAdded));
-        q.post(new SparkListenerTaskStart(stageId, 0, new TaskInfo(nextTaskId++, t, 0, t, now, exec, "host-" + exec,
-            TaskLocality.PROCESS_LOCAL(), false)));
-        started++;
+        events.add(new SparkListenerTaskStart(stageId, 0, new TaskInfo(nextTaskId++, t, 0, t, now, exec,
+            "host-" + exec, TaskLocality.PROCESS_LOCAL(), false)));
       }
     }
-    drain(q, 60_000);
-    return JSON.writeValueAsString(Map.of("running", started));
+    return events;
   }
 
   /**
@@ -385,21 +393,8 @@ public final class ListenerFlood {
     for (SparkListenerEvent e : pool) {
       deliver(l, e);
     }
-    long now = System.currentTimeMillis();
-    int started = 0;
-    for (String queryId : queryIds) {
-      int stageId = nextStageId++;
-      Properties props = new Properties();
-      props.setProperty("sql.streaming.queryId", queryId);
-      props.setProperty("streaming.sql.batchId", "100000");
-      StageInfo stage = stage(stageId, runningPerQuery);
-      l.onJobStart(new SparkListenerJobStart(stageId, now, List$.MODULE$.empty().$colon$colon(stage), props));
-      l.onStageSubmitted(new SparkListenerStageSubmitted(stage, props));
-      for (int t = 0; t < runningPerQuery; t++, started++) {
-        String exec = Integer.toString(started % Math.max(1, executorsAdded));
-        l.onTaskStart(new SparkListenerTaskStart(stageId, 0, new TaskInfo(nextTaskId++, t, 0, t, now, exec,
-            "host-" + exec, TaskLocality.PROCESS_LOCAL(), false)));
-      }
+    for (SparkListenerEvent e : runningTaskEvents(runningPerQuery)) {
+      deliver(l, e);
     }
     double[] locked = new double[n];
     for (int k = 0; k < n; k++) {
