@@ -19,6 +19,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sparkscale_listener.config.options import Duration, Number, Option
+from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.decisions import Evaluation, ScalingContext
 from sparkscale_listener.evaluator import MetricEvaluator
 from sparkscale_listener.metrics import MetricSample
@@ -294,6 +296,33 @@ class DStreamsAllocation(ClusterModel):
             self.kill(sim, [self.rng.choice(registered)])
 
 
+def busiest_occupancy(before: MetricSample | None, now: MetricSample,
+                      trigger_interval_s: float | None = None) -> float | None:
+    """The occupancy rule's signal: the busiest query's average batch duration over its trigger
+    interval, over the batches completed since ``before``; None without a completed batch (or a
+    trigger). ``trigger_interval_s`` stands for the triggers the queries report."""
+    worst: float | None = None
+    for qid, q in now.queries.items():
+        q0 = before.queries.get(qid) if before is not None else None
+        n = q.batches - (q0.batches if q0 else 0)
+        trigger_s = trigger_interval_s or (q.trigger_interval_ms or 0.0) / 1000.0
+        if n <= 0 or trigger_s <= 0:
+            continue
+        avg = (q.batch_duration_ms - (q0.batch_duration_ms if q0 else 0.0)) / 1000.0 / n
+        worst = max(worst or 0.0, avg / trigger_s)
+    return worst
+
+
+def occupancy_target(live: int, occupancy: float, low: float, high: float, min_executors: int,
+                     max_executors: int) -> int | None:
+    """The rule's new target, ``ceil(live x occupancy)`` within the bounds; None inside the band
+    ``[low, high]``."""
+    if low <= occupancy <= high:
+        return None
+    target = math.ceil(live * occupancy - 1e-9)
+    return max(min_executors, min(max_executors, target))
+
+
 @dataclass
 class OccupancyRule(ClusterModel):
     """A hand-written rule a user would put beside a query (no Spark class): every ``interval_s``,
@@ -303,7 +332,8 @@ class OccupancyRule(ClusterModel):
     ``requestTotalExecutors``, down by killing the newest idle executors
     (``killExecutors(force=false)``) and re-setting the target. No other damping. Its timer runs
     ``phase_s`` after the triggers (a user's thread has no reason to fire as a batch starts, when
-    every executor is busy and none could be killed)."""
+    every executor is busy and none could be killed). :class:`OccupancyEvaluator` is the same rule
+    as sparkscale's evaluator, for real Spark."""
 
     trigger_interval_s: float = 10.0
     interval_s: float = 60.0
@@ -318,24 +348,11 @@ class OccupancyRule(ClusterModel):
         self.last_sample: MetricSample | None = None
 
     def occupancy(self, before: MetricSample | None, now: MetricSample) -> float | None:
-        """The busiest query's average batch duration / trigger since ``before``; None without
-        a completed batch."""
-        worst: float | None = None
-        for qid, q in now.queries.items():
-            q0 = before.queries.get(qid) if before is not None else None
-            n = q.batches - (q0.batches if q0 else 0)
-            if n <= 0:
-                continue
-            avg = (q.batch_duration_ms - (q0.batch_duration_ms if q0 else 0.0)) / 1000.0 / n
-            worst = max(worst or 0.0, avg / self.trigger_interval_s)
-        return worst
+        return busiest_occupancy(before, now, self.trigger_interval_s)
 
     def target_for(self, live: int, occupancy: float) -> int | None:
-        """The new target, or None inside the band."""
-        if self.low <= occupancy <= self.high:
-            return None
-        target = math.ceil(live * occupancy - 1e-9)
-        return max(self.min_executors, min(self.max_executors, target))
+        return occupancy_target(live, occupancy, self.low, self.high, self.min_executors,
+                                self.max_executors)
 
     def __call__(self, sim: Simulation) -> None:
         if self.next_tick is None:
@@ -362,3 +379,52 @@ class OccupancyRule(ClusterModel):
         before = self.heading(sim)
         sim.cluster.request_total(target)
         self._record(sim, before)
+
+
+class OccupancyEvaluator(MetricEvaluator):
+    """The occupancy rule of :class:`OccupancyRule` as sparkscale's evaluator
+    (``spark.sparkscale.evaluator=alternatives.OccupancyEvaluator``), so that it runs on real Spark
+    with everything else of sparkscale (its policy's scale-down delay, checkers, realizer) and only
+    the sizing differs: every ``evaluator.interval`` the busiest query's occupancy over the batches
+    completed since; outside ``[evaluator.low, evaluator.high]`` it recommends
+    ``ceil(live executors x occupancy)``, inside it the live executors. Between its evaluations it
+    is not ready, so the policy does nothing (a pending scale-down neither continues nor breaks)."""
+
+    options = (
+        Option("interval", Duration(at_most=3600.0, positive=True), 60.0, "how often the rule looks"),
+        Option("low", Number(0.0, 1.0), 0.5, "occupancy under which it scales down"),
+        Option("high", Number(0.0, None, low_open=True), 1.0, "occupancy over which it scales up"),
+    )
+
+    def __init__(self, context: PluginContext) -> None:
+        o = context.options.read(self.options)
+        self.interval_s: float = o["interval"]
+        self.low: float = o["low"]
+        self.high: float = o["high"]
+        self.last: MetricSample | None = None
+
+    def evaluate(self, history: Sequence[MetricSample], context: ScalingContext) -> Evaluation:
+        now, current, cfg = history[-1], context.current_target, context.config
+        if self.last is None or now.time < self.last.time + self.interval_s:
+            self.last = self.last or now
+            left = self.last.time + self.interval_s - now.time
+            return Evaluation(time=context.now, ready=False, current_executors=current,
+                              recommended_executors=current, required_slots=0.0, utilization=None,
+                              backlog_mode=False,
+                              reason=f"not ready: the occupancy rule looks in {left:.0f} s")
+        occupancy = busiest_occupancy(self.last, now)
+        self.last = now
+        if occupancy is None:
+            return Evaluation(time=context.now, ready=False, current_executors=current,
+                              recommended_executors=current, required_slots=0.0, utilization=None,
+                              backlog_mode=False,
+                              reason="not ready: no batch completed since the rule last looked")
+        live = now.cluster.live_executors
+        target = occupancy_target(live, occupancy, self.low, self.high, cfg.min_executors, cfg.max_executors)
+        recommended = live if target is None else target
+        headline = (f"occupancy {occupancy:.2f} of the trigger on {live} executors: "
+                    + (f"{recommended} executors" if target is not None else "inside the band, hold"))
+        return Evaluation(time=context.now, ready=True, current_executors=current,
+                          recommended_executors=recommended,
+                          required_slots=float(recommended * context.slots_per_executor),
+                          utilization=occupancy, backlog_mode=False, reason=headline, headline=headline)

@@ -1,5 +1,6 @@
-"""Real Spark, side by side (issue 14): sparkscale, a static cluster sized for the peak, and Spark's
-own dynamic allocation, on the same query under the same arrivals, on a real standalone cluster.
+"""Real Spark, side by side: sparkscale, a static cluster sized for the peak, Spark's own dynamic
+allocation and the occupancy rule (as sparkscale's evaluator, ``alternatives.OccupancyEvaluator``),
+on the same query under the same arrivals, on a real standalone cluster.
 
 Run on purpose: ``.venv/bin/python benchmarks/bench_real_spark.py`` (about 30 minutes on a 2-core
 machine; ``--quick`` for a smoke run of about 12 minutes, ``--cost`` to skip the calibration run,
@@ -75,7 +76,13 @@ BACKLOG_THRESHOLD_S = 6.0
 SCALE_DOWN_INTERVAL_S = 30.0  # also the yardstick for flaps, for every policy
 # Spark's default spark.dynamicAllocation.executorIdleTimeout is 60 s: /10, as scaleDownInterval.
 DA_IDLE_TIMEOUT = "6s"
-POLICIES = ("sparkscale", "static-peak", "dynamic-allocation")
+# The occupancy rule (``ceil(executors x batch time / trigger)`` outside [0.5, 1.0], a user's
+# five lines) runs as sparkscale's evaluator, everything else of sparkscale as is: only the sizing
+# differs. It looks every 60 s /10, like the simulator's rule every 60 s.
+OCCUPANCY = "occupancy"
+OCCUPANCY_CONF = {"spark.sparkscale.evaluator": "alternatives.OccupancyEvaluator",
+                  "spark.sparkscale.evaluator.interval": "6s"}
+POLICIES = ("sparkscale", "static-peak", "dynamic-allocation", OCCUPANCY)
 # Consecutive executor-count changes in the same direction less than this apart are one action:
 # executors asked for together register one by one over a few seconds.
 ACTION_MERGE_S = 5.0
@@ -435,13 +442,13 @@ def start_cluster(procs: Processes, work: Path, env: Mapping[str, str]) -> Clust
 
 # ----------------------------------------------------------------------------- one run (driver)
 def policy_conf(policy: str, static_executors: int) -> dict[str, str]:
-    if policy == "sparkscale":
+    if policy in ("sparkscale", OCCUPANCY):
         conf = {f"spark.sparkscale.{key}": used for key, (_, used, _) in SPARKSCALE_COMPRESSED.items()}
         # Start where dynamic allocation starts (its initialExecutors = minExecutors = 1) rather
         # than with every core the Master hands a new application; the cluster's size is the max.
         conf.update({"spark.sparkscale.initialExecutors": "1",
                      "spark.sparkscale.maxExecutors": str(MAX_EXECUTORS)})
-        return conf
+        return {**conf, **OCCUPANCY_CONF} if policy == OCCUPANCY else conf
     if policy == "static-peak":
         return {"spark.cores.max": str(static_executors), "spark.dynamicAllocation.enabled": "false"}
     if policy == "dynamic-allocation":
@@ -498,7 +505,7 @@ def driver_main(spec_path: Path) -> int:
     builder = SparkSession.builder.appName(spec["app"])
     for key, value in spec["conf"].items():
         builder = builder.config(key, value)
-    spark = autoscale(builder) if spec["policy"] == "sparkscale" else builder.getOrCreate()
+    spark = autoscale(builder) if spec["policy"] in ("sparkscale", OCCUPANCY) else builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     quiet_executor_removal_noise(spark)
     schedule = [tuple(x) for x in spec["schedule"]]
@@ -676,7 +683,7 @@ def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[
         by = {r.policy: r.figures for r in rows if r.run == 1}
         if "sparkscale" in by:
             s = by["sparkscale"]
-            for other in ("static-peak", "dynamic-allocation"):
+            for other in ("static-peak", "dynamic-allocation", OCCUPANCY):
                 if other in by and by[other]["executor_s"] > 0:
                     lines.append(f"- sparkscale / {other} executor-seconds: "
                                  f"**{s['executor_s'] / by[other]['executor_s']:.2f}x** "
@@ -688,7 +695,10 @@ def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[
     lines += ["", "Also `initialExecutors=1` (dynamic allocation's start) and `maxExecutors="
               f"{MAX_EXECUTORS}` (the cluster). Dynamic allocation: `executorIdleTimeout={DA_IDLE_TIMEOUT}` "
               "(default 60 s, /10 like `scaleDownInterval`), `minExecutors=1`, `maxExecutors="
-              f"{MAX_EXECUTORS}`, shuffle tracking on, every other setting its default.", "",
+              f"{MAX_EXECUTORS}`, shuffle tracking on, every other setting its default. Occupancy: "
+              "sparkscale with the same keys and its evaluator replaced by the occupancy rule ("
+              + ", ".join(f"`{k.removeprefix('spark.sparkscale.')}={v}`" for k, v in OCCUPANCY_CONF.items())
+              + ": every 6 s, `ceil(executors x batch time / trigger)` when outside [0.5, 1.0]).", "",
               "Actions: executor-count changes, consecutive ones in one direction less than "
               f"{ACTION_MERGE_S:g} s apart merged; flaps: opposite actions less than "
               f"{SCALE_DOWN_INTERVAL_S:g} s apart. Lag: how long the oldest row not yet committed has "

@@ -10,10 +10,18 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from benchmarks.alternatives import DStreamsAllocation, OccupancyRule, SparkDynamicAllocation
+from benchmarks.alternatives import (
+    DStreamsAllocation,
+    OccupancyEvaluator,
+    OccupancyRule,
+    SparkDynamicAllocation,
+)
 from benchmarks.bench_decisions import POLICIES, Load, markdown, oracle_executors, query, run, step
 from benchmarks.figures import Timeline, figures, flaps
 from sparkscale_listener.config.core import AutoscalerConfig
+from sparkscale_listener.config.options import ConfigError
+from sparkscale_listener.config.plugins import PluginContext, construct, load_class
+from sparkscale_listener.evaluator import MetricEvaluator
 from sparkscale_listener.testing.sim import (
     BatchView,
     SimCluster,
@@ -286,3 +294,36 @@ def test_the_benchmark_runs_every_policy_and_writes_a_table() -> None:
     assert static.figures["actions"] == 0 and set(static.timeline.executors) == {max(static.oracle)}
     text = markdown(runs, "test", 1.0)
     assert text.count("| tiny |") == len(POLICIES)
+
+
+# -- the occupancy rule as sparkscale's evaluator (real Spark's alternative) --------------------
+
+
+def test_occupancy_evaluator_loads_by_class_path_and_rejects_a_bad_key() -> None:
+    def build(**keys: str) -> object:
+        cfg = AutoscalerConfig.from_keys({"evaluator": "benchmarks.alternatives.OccupancyEvaluator", **keys})
+        cls = load_class("evaluator", cfg.evaluator_class, MetricEvaluator, ("evaluate",))
+        return construct(cls, PluginContext(cfg, cfg.module("evaluator.")))
+
+    assert build(**{"evaluator.interval": "6s"}).interval_s == 6.0  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"evaluator\.low"):
+        build(**{"evaluator.low": "1.5"})
+
+
+def test_occupancy_evaluator_sizes_by_executors_times_occupancy_at_its_own_pace() -> None:
+    """The real autoscaler with the rule as its evaluator, in the simulator: a query whose batches
+    take twice its trigger on 2 executors is given ceil(2 x occupancy) executors, and only once
+    the rule's interval has passed."""
+    cfg = AutoscalerConfig.from_keys({"interval": "5s", "maxExecutors": "10", "evaluator.interval": "30s"})
+    evaluator = OccupancyEvaluator(PluginContext(cfg, cfg.module("evaluator.")))
+    q = SimQuery("q", lambda t: 200.0, cost_per_row=0.02, batch_overhead_s=0.2, partitions=16,
+                 trigger_interval_s=2.0)
+    sim = Simulation(cfg, [q], initial_executors=2, provisioning_delay_s=0.0, seed=1, cores_per_executor=1,
+                     evaluator=evaluator)
+    result = sim.run(80.0)
+    ups = [a for a in result.actions if a.to_executors > a.from_executors]
+    assert ups, [d.reason for d in result.decisions][-5:]
+    first = ups[0]
+    assert first.time >= 30.0  # not before the rule's first look
+    assert first.from_executors == 2 and first.to_executors >= 4  # 200 rows x 0.02 s on 2 slots: > 2x
+    assert "occupancy" in first.reason

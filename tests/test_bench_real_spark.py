@@ -125,3 +125,18 @@ def test_markdown_reports_every_policy(log) -> None:
     assert "| 2 | sparkscale | 0.40 / 0.90 | 37 |" in text
     assert "- sparkscale: executor-s 35 (33-37)" in text
     assert not math.isnan(figs["executor_s_vs_oracle"])
+
+
+def test_occupancy_policy_is_sparkscale_with_the_rule_as_its_evaluator() -> None:
+    """The occupancy run's configuration is sparkscale's plus the evaluator, and it loads as the
+    driver loads it (``alternatives`` importable from the benchmark's folder)."""
+    from sparkscale_listener.config.core import AutoscalerConfig
+    from sparkscale_listener.config.plugins import PluginContext, construct, load_class
+    from sparkscale_listener.evaluator import MetricEvaluator
+
+    rule, plain = bench.policy_conf(bench.OCCUPANCY, 5), bench.policy_conf("sparkscale", 5)
+    assert {k: v for k, v in rule.items() if k not in bench.OCCUPANCY_CONF} == plain
+    cfg = AutoscalerConfig.from_spark_conf(rule)
+    cls = load_class("evaluator", cfg.evaluator_class, MetricEvaluator, ("evaluate",))
+    evaluator = construct(cls, PluginContext(cfg, cfg.module("evaluator.")))
+    assert type(evaluator).__name__ == "OccupancyEvaluator" and evaluator.interval_s == 6.0
