@@ -131,8 +131,9 @@ bench-decisions: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) benchmarks/bench_decisions.py
 
-# The same comparison on real Spark (a loopback standalone cluster): sparkscale, static-peak and
-# Spark's dynamic allocation, side by side on a step load and a compressed day (about 30 minutes).
+# The same comparison on real Spark (a loopback standalone cluster): sparkscale, static-peak,
+# Spark's dynamic allocation and the occupancy rule (as sparkscale's evaluator), side by side on a
+# step load and a compressed day (about 35 minutes).
 bench-real: $(JAR)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) benchmarks/bench_real_spark.py

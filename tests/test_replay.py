@@ -244,3 +244,20 @@ def test_environment_is_not_touched() -> None:
     with tempfile.TemporaryDirectory():
         _cli(str(STATIC))
     assert set(os.listdir(".")) == before
+
+
+def test_actions_after_the_queries_last_batch_are_left_out_and_said(rolling) -> None:
+    """An action the log records after every query's last batch (a batch job's scale-up once the
+    queries stopped) is outside the replayed window: neither compared nor counted as done."""
+    from dataclasses import replace as changed
+
+    from sparkscale_listener.replay.records import RecordedScaling
+
+    h = build_history(rolling)
+    late = RecordedScaling(h.end + 1.0, "scale_up", 2, 3, "other jobs' tasks need 3 executors", True,
+                           "autoscale", {})
+    later = build_history(changed(rolling, scalings=(*rolling.scalings, late)))
+    assert later.actions == h.actions
+    assert any("outside the replayed window: scale_up 2 -> 3" in x for x in later.assumptions)
+    a = replay(changed(rolling, scalings=(*rolling.scalings, late))).agreement
+    assert a is not None and a.recorded == len(h.actions)

@@ -176,11 +176,20 @@ def build_history(app: RecordedApplication) -> ApplicationHistory:
         at_start -= len(leaving)
         changes = [(t, n) for t, n in changes if t > max(leaving)]
     actions = _actions(app, changes)
+    # The replay simulates the queries up to their last batch: an action after it (the executors
+    # of a batch job that ran once the queries stopped) is outside what it can reproduce.
+    after = [a for a in actions if a.time > end]
+    if after:
+        actions = tuple(a for a in actions if a.time <= end)
+        assumptions.append("recorded actions after the queries' last batch are outside the replayed window: "
+                           + "; ".join(f"{a.action} {a.from_executors} -> {a.to_executors} at "
+                                       f"{a.time - start:.0f} s" for a in after))
     if app.jobs:
         task_s = sum(j.tasks.task_ms for j in app.jobs if j.tasks) / 1000.0
-        assumptions.append(f"{len(app.jobs)} jobs outside the streaming queries ({task_s:.0f} s of task "
-                           "time) "
-                           "are not replayed: the simulated executors run only the queries")
+        n = len(app.jobs)
+        assumptions.append(f"{n} job{'s' if n != 1 else ''} outside the streaming queries ({task_s:.0f} s "
+                           f"of task time) {'are' if n != 1 else 'is'} not replayed: the simulated "
+                           "executors run only the queries")
     return ApplicationHistory(
         start=start, end=end, queries=queries, cores=cores, executors_at_start=at_start,
         executor_seconds=_executor_seconds(app, start, end), actions=actions, provisioning_s=provisioning,

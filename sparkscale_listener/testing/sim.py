@@ -394,6 +394,11 @@ class SimCluster(ClusterBackend):
         return len(self._live) - len(self._removing)
 
     @property
+    def listed_count(self) -> int:
+        """Executors Spark's listener still lists: a killed one until its removal is announced."""
+        return len(self._live)
+
+    @property
     def pending_count(self) -> int:
         return len(self._pending)
 
@@ -477,10 +482,11 @@ class SimCluster(ClusterBackend):
         return self._order
 
     def infos(self) -> tuple[ExecutorInfo, ...]:
+        """The executors as the listener lists them: a killed one stays until its removal."""
         live = [ExecutorInfo(e.executor_id, host="sim", cores=self.cores_per_executor,
                              running_tasks=e.running_tasks, added_time=e.added_time,
                              tasks_failed=int(e.failed + _EPS), heap_used_ratio=self.heap_used_ratio)
-                for e in self._live.values() if e.executor_id not in self._removing]
+                for e in self._live.values()]
         gone = [ExecutorInfo(e.executor_id, host="sim", cores=self.cores_per_executor,
                              added_time=e.added_time, removed_time=e.removed_time,
                              removed_reason=e.removed_reason, tasks_failed=int(e.failed + _EPS))
@@ -951,7 +957,7 @@ class Simulation:
         busy = sum(s.busy_ms for s in self._states)
         run_ms = sum(s.batch_busy_ms for s in self._states)  # task time of finished tasks
         cluster = ClusterMetrics(
-            live_executors=self.cluster.live_count, cores_per_executor=self.cores,
+            live_executors=self.cluster.listed_count, cores_per_executor=self.cores,
             executors=self.cluster.infos(), slot_ms=self._slot_ms, busy_ms=busy,
             tasks_finished=sum(s.tasks_finished for s in self._states),
             tasks_failed=self.cluster.tasks_failed,
