@@ -2,7 +2,7 @@
 allocation and the occupancy rule (as sparkscale's evaluator, ``alternatives.OccupancyEvaluator``),
 on the same query under the same arrivals, on a real standalone cluster.
 
-Run on purpose: ``.venv/bin/python benchmarks/bench_real_spark.py`` (about 30 minutes on a 2-core
+Run on purpose: ``.venv/bin/python benchmarks/bench_real_spark.py`` (about 35 minutes on a 2-core
 machine; ``--quick`` for a smoke run of about 12 minutes, ``--cost`` to skip the calibration run,
 ``--repeat N`` for N rounds of the policies, their order rotated each round, ``--render`` to redraw
 the report from its JSON). It starts
