@@ -312,8 +312,8 @@ def test_occupancy_evaluator_loads_by_class_path_and_rejects_a_bad_key() -> None
 
 def test_occupancy_evaluator_sizes_by_executors_times_occupancy_at_its_own_pace() -> None:
     """The real autoscaler with the rule as its evaluator, in the simulator: a query whose batches
-    take twice its trigger on 2 executors is given ceil(2 x occupancy) executors, and only once
-    the rule's interval has passed."""
+    take more than twice its trigger on 2 executors is scaled up on the rule's figure, and only
+    once the rule's interval has passed."""
     cfg = AutoscalerConfig.from_keys({"interval": "5s", "maxExecutors": "10", "evaluator.interval": "30s"})
     evaluator = OccupancyEvaluator(PluginContext(cfg, cfg.module("evaluator.")))
     q = SimQuery("q", lambda t: 200.0, cost_per_row=0.02, batch_overhead_s=0.2, partitions=16,

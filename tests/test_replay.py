@@ -10,6 +10,7 @@ import math
 import os
 import tempfile
 from argparse import Namespace
+from dataclasses import replace as changed
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from benchmarks.bench_eventlog import SOURCE, source_lines, stretch
 from sparkscale_listener.replay import read_event_log
 from sparkscale_listener.replay.cli import main, run
 from sparkscale_listener.replay.history import Action, build_history
+from sparkscale_listener.replay.records import RecordedScaling
 from sparkscale_listener.replay.report import markdown, to_json
 from sparkscale_listener.replay.run import agreement, compare, replay
 
@@ -249,10 +251,6 @@ def test_environment_is_not_touched() -> None:
 def test_actions_after_the_queries_last_batch_are_left_out_and_said(rolling) -> None:
     """An action the log records after every query's last batch (a batch job's scale-up once the
     queries stopped) is outside the replayed window: neither compared nor counted as done."""
-    from dataclasses import replace as changed
-
-    from sparkscale_listener.replay.records import RecordedScaling
-
     h = build_history(rolling)
     late = RecordedScaling(h.end + 1.0, "scale_up", 2, 3, "other jobs' tasks need 3 executors", True,
                            "autoscale", {})
