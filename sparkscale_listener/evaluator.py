@@ -198,15 +198,18 @@ class MicroBatchEvaluator(MetricEvaluator):
 
     @staticmethod
     def _outgrown(demands: list[_Demand], context: ScalingContext) -> bool:
-        """Some query's confirmed arrivals exceed what the last change was sized for."""
+        """Some query's confirmed arrivals exceed what the last change was sized for. A scale-down
+        counts too: a step that comes while its executors go would otherwise wait for two batches
+        on the smaller size, each longer than the one before (on a real Kafka log, 160 s)."""
         rec = context.last_scaling
-        if rec is None or rec.action != "scale_up" or not rec.predictions:
+        if rec is None or rec.action not in ("scale_up", "scale_down") or not rec.predictions:
             return False
         for d in demands:
             prediction = rec.predictions.get(d.q.query_id)
             if prediction is not None and d.recent_rate + d.catch_up > (1.0 + RISING) * prediction.rate:
                 d.notes.append(f"arrivals {readable.rate(d.recent_rate)} outgrew the "
-                               f"{readable.rate(prediction.rate)} the last scale-up was sized for")
+                               f"{readable.rate(prediction.rate)} the last {rec.action.replace('_', '-')} "
+                               "was sized for")
                 return True
         return False
 

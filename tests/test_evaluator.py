@@ -172,7 +172,7 @@ def test_after_a_change_it_waits_for_two_batches_at_the_new_size() -> None:
     assert not waiting.ready and "waiting for the requested executors to register" in waiting.headline
 
 
-def test_arrivals_beyond_what_the_last_scale_up_was_sized_for_need_no_stabilization() -> None:
+def test_arrivals_beyond_what_the_last_change_was_sized_for_need_no_stabilization() -> None:
     step = Stream("a", lambda t: 1000.0 if t < 200 else 20_000.0, tasks=64)
     history = history_of([step], 240.0)
     cost = BatchCost(0.2, 0.0, 0.0, 0.001, 64, 64, CORES, 1.0, 0.0, 10, True)
@@ -182,6 +182,16 @@ def test_arrivals_beyond_what_the_last_scale_up_was_sized_for_need_no_stabilizat
     ev = MicroBatchEvaluator().evaluate(history, context)
     assert ev.ready and ev.recommended_executors > 4
     assert "outgrew the 1,000 rows/s the last scale-up was sized for" in ev.queries["a"].note
+    # The same after a scale-down: a step while its executors go is sized at once.
+    sized_down = ScalingRecord(205.0, "scale_down", 8, 4, "r", predictions={
+        "a": Prediction("a", 1000.0, 10_000.0, 1, 0.9, 2.7, 64_000.0, None, cost)})
+    context = replace(scaling_context(240.0, window_start=math.inf), last_scaling=sized_down)
+    ev = MicroBatchEvaluator().evaluate(history, context)
+    assert ev.ready and ev.recommended_executors > 4
+    assert "outgrew the 1,000 rows/s the last scale-down was sized for" in ev.queries["a"].note
+    # Arrivals as the scale-down expected: it waits for the new size's batches.
+    steady = history_of([Stream("a", 1000.0, tasks=64)], 240.0)
+    assert not MicroBatchEvaluator().evaluate(steady, context).ready
 
 
 def test_a_backlog_asks_for_catch_up_and_provisioning_capacity_and_sets_backlog_mode() -> None:
