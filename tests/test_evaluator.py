@@ -172,24 +172,20 @@ def test_after_a_change_it_waits_for_two_batches_at_the_new_size() -> None:
     assert not waiting.ready and "waiting for the requested executors to register" in waiting.headline
 
 
-def test_arrivals_beyond_what_the_last_change_was_sized_for_need_no_stabilization() -> None:
+@pytest.mark.parametrize("action, before, after", [("scale_up", 1, 4), ("scale_down", 8, 4)])
+def test_arrivals_beyond_what_the_last_change_was_sized_for_need_no_stabilization(action: str, before: int,
+                                                                                  after: int) -> None:
+    """A step after a change is sized at once, a scale-down's included (a step while its executors
+    go); arrivals as the change expected wait for the new size's batches."""
     step = Stream("a", lambda t: 1000.0 if t < 200 else 20_000.0, tasks=64)
-    history = history_of([step], 240.0)
     cost = BatchCost(0.2, 0.0, 0.0, 0.001, 64, 64, CORES, 1.0, 0.0, 10, True)
-    sized_for_1000 = ScalingRecord(205.0, "scale_up", 1, 4, "r", predictions={
+    sized_for_1000 = ScalingRecord(205.0, action, before, after, "r", predictions={
         "a": Prediction("a", 1000.0, 10_000.0, 1, 2.7, 0.9, 64_000.0, None, cost)})
     context = replace(scaling_context(240.0, window_start=math.inf), last_scaling=sized_for_1000)
-    ev = MicroBatchEvaluator().evaluate(history, context)
-    assert ev.ready and ev.recommended_executors > 4
-    assert "outgrew the 1,000 rows/s the last scale-up was sized for" in ev.queries["a"].note
-    # The same after a scale-down: a step while its executors go is sized at once.
-    sized_down = ScalingRecord(205.0, "scale_down", 8, 4, "r", predictions={
-        "a": Prediction("a", 1000.0, 10_000.0, 1, 0.9, 2.7, 64_000.0, None, cost)})
-    context = replace(scaling_context(240.0, window_start=math.inf), last_scaling=sized_down)
-    ev = MicroBatchEvaluator().evaluate(history, context)
-    assert ev.ready and ev.recommended_executors > 4
-    assert "outgrew the 1,000 rows/s the last scale-down was sized for" in ev.queries["a"].note
-    # Arrivals as the scale-down expected: it waits for the new size's batches.
+    ev = MicroBatchEvaluator().evaluate(history_of([step], 240.0), context)
+    assert ev.ready and ev.recommended_executors > after
+    name = action.replace("_", "-")
+    assert f"outgrew the 1,000 rows/s the last {name} was sized for" in ev.queries["a"].note
     steady = history_of([Stream("a", 1000.0, tasks=64)], 240.0)
     assert not MicroBatchEvaluator().evaluate(steady, context).ready
 
