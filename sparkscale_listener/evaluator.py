@@ -119,6 +119,7 @@ class _Demand:
     rising: bool
     idle: bool
     backlog_mode: bool
+    arrivals_seen: bool  # two consecutive batches came: the arrivals are measured
     notes: list[str] = field(default_factory=list)
     signal: str = ""  # what, beside the arrivals, drives its size (for the decision's reason)
 
@@ -173,7 +174,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             self._costs[q.query_id] = cost
             if demand.idle:
                 continue
-            if cost is None or not batch_arrivals(q.recent_batches):
+            if cost is None or not demand.arrivals_seen:
                 waiting.append(f"learning the cost of {readable.query(q.name, q.query_id)} "
                                f"({len(learner.batches)} of {MIN_BATCHES} warm batches)")
                 continue
@@ -362,7 +363,7 @@ class MicroBatchEvaluator(MetricEvaluator):
                        provisioning=provisioning, read_limit=read_limit, saturated=saturated,
                        trigger_s=trigger_s, signal=signal,
                        batch_time_s=batch_time, rising=rising, idle=idle, backlog_mode=backlog_mode,
-                       notes=notes)
+                       arrivals_seen=bool(arrivals), notes=notes)
 
     # -- sizing ------------------------------------------------------------------------------------
 

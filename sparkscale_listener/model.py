@@ -28,6 +28,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -158,12 +159,19 @@ class BatchCost:
             if executors in seen:
                 return seen[executors]
             return seen[min(seen, key=lambda k: (abs(k - executors), k))]
-        known = np.array(sorted(seen), dtype=float)
-        values = np.array([seen[int(k)] for k in known])
+        known, values = self._efficiency_table
         above = np.clip(np.searchsorted(known, executors), 0, len(known) - 1)
         below = np.clip(above - 1, 0, len(known) - 1)
         nearer_below = np.abs(executors - known[below]) <= np.abs(known[above] - executors)
         return np.where(nearer_below, values[below], values[above])
+
+    @cached_property
+    def _efficiency_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sizes seen, ascending, and the efficiency at each (built once per fit: the
+        evaluator asks for every size of every query each tick)."""
+        known = sorted(self.efficiency_by_executors)
+        return (np.array(known, dtype=float),
+                np.array([self.efficiency_by_executors[k] for k in known], dtype=float))
 
     def task_phase(self, rows: float, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
         """Seconds its tasks take on ``executors`` executors: what more executors shorten."""
