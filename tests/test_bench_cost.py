@@ -58,6 +58,17 @@ def test_latency_ratio_per_pair_and_pooled() -> None:
     assert r.overhead_pct == pytest.approx(5.0)
 
 
+@pytest.mark.parametrize(("ratios", "verdict"), [
+    ((1.01, 0.99, 1.0), "**met**"),
+    ((1.04, 1.05, 1.06), "**missed**"),
+    ((1.062, 0.915, 1.002, 1.077, 0.946), "**not separable**"),  # 2026-11-27's five pairs
+])
+def test_the_latency_verdict_says_when_the_pairs_spread_more_than_the_target(
+        ratios: tuple[float, ...], verdict: str) -> None:
+    r = bench.RatioSummary(ratios, sorted(ratios)[len(ratios) // 2], min(ratios), max(ratios), 1.0)
+    assert r.verdict().startswith(verdict)
+
+
 def test_first_dropping_rate() -> None:
     paced = [{"postedTaskEndsPerSecond": 100.0, "dropped": 0},
              {"postedTaskEndsPerSecond": 200.0, "dropped": 0},
