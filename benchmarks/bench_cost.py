@@ -477,8 +477,12 @@ def python_snapshot_cost(bridge: Any, query_ids: Sequence[str], collector_cls: A
     for i, qid in enumerate(query_ids):
         recorder.record_started(qid, f"query-{i}", f"run-{i}", now)
         for b in range(BATCHES):
+            # A start time per batch, one a second: the collector joins each batch with its tasks
+            # and with the executors live when it ran (without it no batch record is built).
+            started = datetime.fromtimestamp(now - BATCHES + b, timezone.utc)
             recorder.record_progress({
                 "id": qid, "runId": f"run-{i}", "name": f"query-{i}", "batchId": b, "numInputRows": 1000,
+                "timestamp": started.strftime("%Y-%m-%dT%H:%M:%S.") + f"{started.microsecond // 1000:03d}Z",
                 "inputRowsPerSecond": 1000.0, "processedRowsPerSecond": 1200.0,
                 "durationMs": {"triggerExecution": 800},
                 "sources": [{"description": "bench", "startOffset": b * 1000, "endOffset": (b + 1) * 1000,
@@ -499,8 +503,10 @@ def python_snapshot_cost(bridge: Any, query_ids: Sequence[str], collector_cls: A
         dropped_ms.append((t2 - t1) * 1000)
     assert sample is not None
     joined = sum(1 for q in sample.queries.values() if q.batch_busy_ms > 0)
+    records = sum(len(q.recent_batches) for q in sample.queries.values())
     return {"n": n, "jsonChars": len(text), "executors": len(sample.cluster.executors),
-            "queriesJoined": joined, "py4jCallMs": summary(call_ms), "jsonLoadsMs": summary(parse_ms),
+            "queriesJoined": joined, "batchRecords": records, "py4jCallMs": summary(call_ms),
+            "jsonLoadsMs": summary(parse_ms),
             "bridgeSnapshotMs": summary(snapshot_ms), "pollMs": summary(poll_ms),
             "collectMs": summary(collect_ms),
             "droppedEventsLookupMs": summary(dropped_ms)}
@@ -748,8 +754,9 @@ def render_report(results: dict[str, Any], meta: dict[str, Any]) -> str:
                   *([f"| Python: `JvmBridge.poll()`: the batches changed since its previous poll (one "
                      f"new per query), merged | {_ms(sp['pollMs'])} | {_ms(sp['pollMs'], 'p90')} | "
                      f"{_ms(sp['pollMs'], 'max')} |"] if "pollMs" in sp else []),
-                  f"| Python: the collector's whole `collect()` (its poll as above) | {_ms(sp['collectMs'])} "
-                  "| "
+                  f"| Python: the collector's whole `collect()` (its poll as above; "
+                  f"{sp.get('batchRecords', 0):,} batch records joined with tasks and executors) | "
+                  f"{_ms(sp['collectMs'])} | "
                   f"{_ms(sp['collectMs'], 'p90')} | {_ms(sp['collectMs'], 'max')} |",
                   f"| of which dropped-events lookup (py4j) | {_ms(sp['droppedEventsLookupMs'])} | "
                   f"{_ms(sp['droppedEventsLookupMs'], 'p90')} | {_ms(sp['droppedEventsLookupMs'], 'max')} |",
