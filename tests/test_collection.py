@@ -10,16 +10,18 @@ import copy
 import itertools
 import json
 import logging
+import random
 from typing import Any
 
 import pytest
 
 from sparkscale_listener.collect.backlog import offset_difference, query_backlog, source_backlog
+from sparkscale_listener.collect.batches import ExecutorTimeline
 from sparkscale_listener.collect.collector import MetricCollector, SparkMetricCollector
 from sparkscale_listener.collect.progress import MAX_BATCH_IDS, ProgressRecorder
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
-from sparkscale_listener.metrics import MetricSample, SourceBacklog
+from sparkscale_listener.metrics import ExecutorInfo, MetricSample, SourceBacklog
 from sparkscale_listener.spark.bridge import BridgeSnapshot
 from sparkscale_listener.testing.source import ArrivalClock, _parse_control
 
@@ -501,3 +503,27 @@ def test_a_failing_wake_never_reaches_the_listener(caplog: pytest.LogCaptureFixt
             r.record_progress(p, now=100.0 + i)
     assert "could not wake the control loop" in caplog.text
     assert r.get(QID).batches == 5
+
+
+def test_the_executor_timeline_answers_as_asking_every_executor_would() -> None:
+    """Live at a batch's start and joined during it, by binary search, against the definitions
+    asked executor by executor; ties at the boundaries, removals stamped before the addition (lost
+    events) and an empty cluster included."""
+    rng = random.Random(7)
+    times = [float(t) for t in range(0, 40, 2)]  # coarse, so batch starts hit additions exactly
+    executors = []
+    for i in range(60):
+        added = rng.choice(times)
+        removed = rng.choice([None, None, added, added + rng.choice(times), added - 3.0])
+        executors.append(ExecutorInfo(str(i), host="h", cores=1, running_tasks=0, added_time=added,
+                                      removed_time=removed))
+    timeline = ExecutorTimeline(executors)
+    for t in [*times, -1.0, 1.0, 100.0]:
+        live = sum(1 for e in executors
+                   if e.added_time <= t and (e.removed_time is None or e.removed_time > t))
+        assert timeline.live_at(t) == (live or None), t
+        for since in (t - 2.0, t - 0.5, t):
+            joined = any(since < e.added_time <= t for e in executors)
+            assert timeline.joined_during(since, t) == joined, (since, t)
+    assert ExecutorTimeline([]).live_at(5.0) is None
+    assert not ExecutorTimeline([]).joined_during(0.0, 5.0)

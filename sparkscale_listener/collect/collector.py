@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 
 from ..config.plugins import PluginContext
@@ -44,7 +44,7 @@ from ..metrics import (
     finite_float,
 )
 from ..spark.bridge import BatchTasks, BridgeSnapshot, ExecutorSnapshot, QuerySnapshot
-from .batches import batch_records
+from .batches import ExecutorTimeline, batch_records
 from .progress import ProgressRecorder, QueryProgress
 
 log = logging.getLogger("sparkscale")
@@ -130,7 +130,8 @@ class SparkMetricCollector(MetricCollector):
         cluster = replace(self._cluster(snapshot), other_tasks=snapshot.other_tasks,
                           events_lost=self._events_lost(snapshot))
         no_jobs = QuerySnapshot()
-        queries = {qid: self._query(p, snapshot.queries.get(qid, no_jobs), cluster.executors)
+        timeline = ExecutorTimeline(cluster.executors)
+        queries = {qid: self._query(p, snapshot.queries.get(qid, no_jobs), timeline)
                    for qid, p in progress.items()}
         return MetricSample(time=now, cluster=cluster, queries=queries,
                             external=self._external(now))
@@ -213,7 +214,7 @@ class SparkMetricCollector(MetricCollector):
         self._batch_busy_total[qid] = total
         return total
 
-    def _query(self, p: QueryProgress, jvm: QuerySnapshot, executors: Sequence[ExecutorInfo]) -> QueryMetrics:
+    def _query(self, p: QueryProgress, jvm: QuerySnapshot, executors: ExecutorTimeline) -> QueryMetrics:
         return QueryMetrics(
             query_id=p.query_id,
             name=p.name,
