@@ -70,6 +70,28 @@ SCALE_DOWN_INTERVAL_S = DEFAULTS.scale_down_interval_s
 SHORT_SCALE_DOWN = "sparkscale-60s"
 POLICIES = ("sparkscale", SHORT_SCALE_DOWN, "static-peak", "static-average", "dynamic-allocation",
             "dstreams", "occupancy")
+# Also accepted (not run by default): sparkscale at another utilization.target, "sparkscale-u0.9".
+# The alternatives differ in headroom as much as in method: this tells one from the other.
+OTHER_TARGET = "sparkscale-u"
+
+
+def sparkscale_config(policy: str) -> AutoscalerConfig | None:
+    """The configuration of a sparkscale policy, or None for an alternative's."""
+    if policy == "sparkscale":
+        return DEFAULTS
+    if policy == SHORT_SCALE_DOWN:
+        return replace(DEFAULTS, scale_down_interval_s=60.0)
+    if policy.startswith(OTHER_TARGET):
+        try:
+            target = float(policy[len(OTHER_TARGET):])
+        except ValueError:
+            target = math.nan
+        if not 0.0 < target <= 1.0:
+            raise ValueError(f"policy {policy!r}: the utilization target after {OTHER_TARGET!r} must be a "
+                             "number in (0, 1], e.g. sparkscale-u0.9")
+        return replace(DEFAULTS, utilization_target=target,
+                       utilization_max=max(target, DEFAULTS.utilization_max))
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,14 +241,13 @@ def simulate(load: Load, policy: str, seed: int = SEED) -> Simulated:
     elif policy == "occupancy":
         model = OccupancyRule(trigger_interval_s=TRIGGER_S, min_executors=1,
                               max_executors=MAX_EXECUTORS)
-    elif policy not in ("sparkscale", SHORT_SCALE_DOWN, "static-peak", "static-average"):
-        raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
+    config = sparkscale_config(policy)
+    if model is None and config is None and policy not in ("static-peak", "static-average"):
+        raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)} or "
+                         f"{OTHER_TARGET}<utilization.target>")
     common = {"cores_per_executor": CORES_PER_EXECUTOR, "launch_commit_s": LAUNCH_COMMIT_S}
-    if policy == "sparkscale":
-        sim = Simulation(DEFAULTS, load.queries, initial, PROVISIONING_DELAY_S, seed, **common)
-    elif policy == SHORT_SCALE_DOWN:
-        sim = Simulation(replace(DEFAULTS, scale_down_interval_s=60.0), load.queries, initial,
-                         PROVISIONING_DELAY_S, seed, **common)
+    if config is not None:
+        sim = Simulation(config, load.queries, initial, PROVISIONING_DELAY_S, seed, **common)
     else:
         # The control loop runs beside, in recommend mode with nothing to recommend: the
         # simulator records the same timeline, and only the model (if any) acts.
@@ -335,7 +356,9 @@ def markdown(runs: Sequence[Run], command: str, wall_s: float) -> str:
         "down at 0.3); **occupancy**: every 60 s, `ceil(executors x batch time / trigger)` when "
         "outside [0.5, 1.0]. Actions of dynamic allocation are its rounds of adding executors and "
         "its idle removals; it also lowers its target between micro-batches (no task pending or "
-        "running), which withdraws launches not committed yet and is not counted.",
+        "running), which withdraws launches not committed yet and is not counted."
+        + (f" **{OTHER_TARGET}X**: sparkscale with `utilization.target=X`."
+           if any(r.policy.startswith(OTHER_TARGET) for r in runs) else ""),
     ]
     return "\n".join(lines) + "\n"
 
@@ -483,7 +506,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="two loads, shortened: a smoke run")
     parser.add_argument("--loads", help="comma-separated load names (default: all)")
-    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies")
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help=f"comma-separated policies; also {OTHER_TARGET}<target> (e.g. sparkscale-u0.9): "
+                             "sparkscale at another utilization.target")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the table and plots")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNGs (no matplotlib)")
     args = parser.parse_args(argv)
@@ -497,7 +522,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     policies = [p for p in args.policies.split(",") if p]
     runs = run_all(selected, policies, progress=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python benchmarks/bench_decisions.py" + (" --quick" if args.quick else "")
+    command = "python benchmarks/bench_decisions.py" + (" --quick" if args.quick else "") + "".join(
+        f" --{name} {value}" for name, value in (("loads", args.loads), ("policies", args.policies))
+        if value and value != parser.get_default(name))
     text = markdown(runs, command, time.monotonic() - started)
     (args.out / "decisions.md").write_text(text)
     print(text)

@@ -16,7 +16,18 @@ from benchmarks.alternatives import (
     OccupancyRule,
     SparkDynamicAllocation,
 )
-from benchmarks.bench_decisions import POLICIES, Load, markdown, oracle_executors, query, run, step
+from benchmarks.bench_decisions import (
+    DEFAULTS,
+    POLICIES,
+    Load,
+    markdown,
+    oracle_executors,
+    query,
+    run,
+    simulate,
+    sparkscale_config,
+    step,
+)
 from benchmarks.figures import Timeline, figures, flaps
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.options import ConfigError
@@ -294,6 +305,20 @@ def test_the_benchmark_runs_every_policy_and_writes_a_table() -> None:
     assert static.figures["actions"] == 0 and set(static.timeline.executors) == {max(static.oracle)}
     text = markdown(runs, "test", 1.0)
     assert text.count("| tiny |") == len(POLICIES)
+
+
+def test_sparkscale_runs_at_another_utilization_target_by_name_and_a_bad_name_fails() -> None:
+    config = sparkscale_config("sparkscale-u0.85")
+    assert config is not None and config.utilization_target == 0.85
+    assert config.utilization_max == DEFAULTS.utilization_max
+    assert sparkscale_config("sparkscale-u1").utilization_max == 1.0  # type: ignore[union-attr]
+    assert sparkscale_config("sparkscale") == DEFAULTS and sparkscale_config("occupancy") is None
+    for bad in ("sparkscale-u0", "sparkscale-u1.5", "sparkscale-ux"):
+        with pytest.raises(ValueError, match=bad):
+            sparkscale_config(bad)
+    load = Load("tiny", "tiny", (query("q", lambda t: 1000.0, 0.05, 2000.0),), duration_s=60.0)
+    with pytest.raises(ValueError, match="unknown policy 'sparkscale-fast'"):
+        simulate(load, "sparkscale-fast")
 
 
 # -- the occupancy rule as sparkscale's evaluator (real Spark's alternative) --------------------
