@@ -134,6 +134,14 @@ def step_load(duration_s: float, low: float = 30.0, high: float = 120.0) -> Load
                 (float(up), float(down)))
 
 
+def fall_load(duration_s: float, high: float = 120.0, low: float = 30.0) -> Load:
+    """The load falls /4 after the first 30 % and stays low: what happens to executors nobody
+    needs any more (Spark's dynamic allocation gives back only executors idle for its timeout)."""
+    down = round(0.3 * duration_s)
+    schedule = ((0.0, high), (float(down), low))
+    return Load("fall", f"fall {high:g} -> {low:g} rows/s", duration_s, schedule, schedule, (float(down),))
+
+
 def day_load(duration_s: float, low: float = 15.0, high: float = 120.0, seed: int = 14,
              segment_s: float = 2.0) -> Load:
     """A diurnal cosine (night, noon, night) over ``duration_s``, with seeded noise: each
@@ -754,7 +762,9 @@ def calibrate(procs: Processes, cluster: Cluster, env: Mapping[str, str], work: 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short loads: a smoke run of a few minutes")
-    parser.add_argument("--loads", default="step,day", help="comma-separated: step, day")
+    parser.add_argument("--loads", default="step,day",
+                        help="comma-separated: step, day, fall (the load falls /4 and stays low; not run "
+                             "by default)")
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help="comma-separated: " + ", ".join(POLICIES))
     parser.add_argument("--repeat", type=int, default=1,
@@ -773,7 +783,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return render(json.loads(args.render.read_text()), args.out)
     started = time.monotonic()
     step_s, day_s, warmup_s, calib_s = (60.0, 80.0, 10.0, 20.0) if args.quick else (120.0, 210.0, 15.0, 25.0)
-    all_loads = {"step": step_load(step_s), "day": day_load(day_s)}
+    fall_s = 2 * step_s
+    all_loads = {"step": step_load(step_s), "day": day_load(day_s), "fall": fall_load(fall_s)}
+    unknown = [name for name in args.loads.split(",") if name not in all_loads]
+    if unknown:
+        parser.error(f"--loads: unknown load {unknown[0]!r}; one of {', '.join(all_loads)}")
     loads = [all_loads[name] for name in args.loads.split(",")]
     policies = args.policies.split(",")
     for policy in policies:

@@ -100,6 +100,9 @@ def test_schedules_are_deterministic_and_integrate_exactly() -> None:
     assert all(r > 0 for _, r in day.schedule) and len(day.schedule) == 120
     step = bench.step_load(150.0)
     assert step.schedule == ((0.0, 30.0), (30.0, 120.0), (90.0, 30.0)) and step.steps == (30.0, 90.0)
+    fall = bench.fall_load(240.0)
+    assert fall.schedule == ((0.0, 120.0), (72.0, 30.0)) and fall.steps == (72.0,)
+    assert bench.rows_between(fall.schedule, 0.0, 240.0) == pytest.approx(72 * 120 + 168 * 30)
 
 
 def test_oracle_sizes_for_the_utilization_target() -> None:
