@@ -102,6 +102,9 @@ class Load:
     schedule: tuple[tuple[float, float], ...]
     clean: tuple[tuple[float, float], ...]
     steps: tuple[float, ...] = ()
+    # The dynamic policies start on the oracle's executors for the first rate (as after a long
+    # run at it) instead of on one: the load is about what comes after, not about a cold start.
+    start_sized: bool = False
 
 
 def rate_at(schedule: Sequence[tuple[float, float]], t: float) -> float:
@@ -139,7 +142,8 @@ def fall_load(duration_s: float, high: float = 120.0, low: float = 30.0) -> Load
     needs any more (Spark's dynamic allocation gives back only executors idle for its timeout)."""
     down = round(0.3 * duration_s)
     schedule = ((0.0, high), (float(down), low))
-    return Load("fall", f"fall {high:g} -> {low:g} rows/s", duration_s, schedule, schedule, (float(down),))
+    return Load("fall", f"fall {high:g} -> {low:g} rows/s", duration_s, schedule, schedule, (float(down),),
+                start_sized=True)
 
 
 def day_load(duration_s: float, low: float = 15.0, high: float = 120.0, seed: int = 14,
@@ -449,12 +453,12 @@ def start_cluster(procs: Processes, work: Path, env: Mapping[str, str]) -> Clust
 
 
 # ----------------------------------------------------------------------------- one run (driver)
-def policy_conf(policy: str, static_executors: int) -> dict[str, str]:
+def policy_conf(policy: str, static_executors: int, initial_executors: int = 1) -> dict[str, str]:
     if policy in ("sparkscale", OCCUPANCY):
         conf = {f"spark.sparkscale.{key}": used for key, (_, used, _) in SPARKSCALE_COMPRESSED.items()}
-        # Start where dynamic allocation starts (its initialExecutors = minExecutors = 1) rather
-        # than with every core the Master hands a new application; the cluster's size is the max.
-        conf.update({"spark.sparkscale.initialExecutors": "1",
+        # Start where dynamic allocation starts (its initialExecutors, by default minExecutors = 1)
+        # rather than with every core the Master hands a new application; the cluster's size is the max.
+        conf.update({"spark.sparkscale.initialExecutors": str(initial_executors),
                      "spark.sparkscale.maxExecutors": str(MAX_EXECUTORS)})
         return {**conf, **OCCUPANCY_CONF} if policy == OCCUPANCY else conf
     if policy == "static-peak":
@@ -463,6 +467,7 @@ def policy_conf(policy: str, static_executors: int) -> dict[str, str]:
         return {"spark.dynamicAllocation.enabled": "true",
                 "spark.dynamicAllocation.shuffleTracking.enabled": "true",
                 "spark.dynamicAllocation.minExecutors": "1",
+                "spark.dynamicAllocation.initialExecutors": str(initial_executors),
                 "spark.dynamicAllocation.maxExecutors": str(MAX_EXECUTORS),
                 "spark.dynamicAllocation.executorIdleTimeout": DA_IDLE_TIMEOUT}
     raise ValueError(f"unknown policy {policy!r}")
@@ -584,7 +589,8 @@ class RunResult:
 
 
 def run_one(procs: Processes, cluster: Cluster, env: Mapping[str, str], work: Path, load: Load, policy: str,
-            static_executors: int, warmup_s: float) -> tuple[RunLog, dict[str, Any]]:
+            static_executors: int, warmup_s: float,
+            initial_executors: int = 1) -> tuple[RunLog, dict[str, Any]]:
     """One driver process for (load, policy); returns its event log and result."""
     work.mkdir(parents=True)
     (work / "events").mkdir()
@@ -594,7 +600,7 @@ def run_one(procs: Processes, cluster: Cluster, env: Mapping[str, str], work: Pa
         "spark.sql.shuffle.partitions": str(PARTITIONS),
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(work / "events"),
         "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false",
-        **policy_conf(policy, static_executors),
+        **policy_conf(policy, static_executors, initial_executors),
     }
     spec = {"app": f"bench-{load.name}-{policy}", "policy": policy, "conf": conf, "work": str(work),
             "schedule": load.schedule, "duration_s": load.duration_s, "warmup_s": warmup_s,
@@ -700,7 +706,11 @@ def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[
     lines += ["## What was shortened for the compressed timescale", "",
               "| sparkscale key | default | here | why |", "|---|---|---|---|"]
     lines += [f"| `{k}` | {d} | {u} | {why} |" for k, (d, u, why) in SPARKSCALE_COMPRESSED.items()]
-    lines += ["", "Also `initialExecutors=1` (dynamic allocation's start) and `maxExecutors="
+    sized = [load.name for load in loads if load.start_sized]
+    lines += ["", "Also `initialExecutors=1` (dynamic allocation's start"
+              + (f"; for the {', '.join(sized)} load, sparkscale, the occupancy rule and dynamic allocation "
+                 "alike start on the oracle's executors for its first rate" if sized else "")
+              + ") and `maxExecutors="
               f"{MAX_EXECUTORS}` (the cluster). Dynamic allocation: `executorIdleTimeout={DA_IDLE_TIMEOUT}` "
               "(default 60 s, /10 like `scaleDownInterval`), `minExecutors=1`, `maxExecutors="
               f"{MAX_EXECUTORS}`, shuffle tracking on, every other setting its default. Occupancy: "
@@ -823,8 +833,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             shift = (rnd - 1) % len(policies)
             for policy in policies[shift:] + policies[:shift]:
                 load_before = settle(args.settle_load)
+                initial = oracle_executors(load.clean[0][1], cost) if load.start_sized else 1
                 log, result = run_one(procs, cluster, env, work / f"{load.name}-{policy}-{rnd}", load, policy,
-                                      static, warmup_s)
+                                      static, warmup_s, initial)
                 load_avg = f"{load_before:.2f} / {os.getloadavg()[0]:.2f}"
                 run, figs = run_figures(log, load, result["t0"], cost)
                 results.append(RunResult(load.name, policy, result["t0"], result["rows_in"],
@@ -869,7 +880,8 @@ def settle(quiet_load: float, longest_s: float = 180.0) -> float:
 def render(data: Mapping[str, Any], out: Path) -> int:
     """Write real_spark.md, real_spark.json and a PNG per load from a run's data."""
     loads = [Load(d["name"], d["title"], d["duration_s"], tuple(tuple(x) for x in d["schedule"]),
-                  tuple(tuple(x) for x in d["clean"]), tuple(d["steps"])) for d in data["loads"]]
+                  tuple(tuple(x) for x in d["clean"]), tuple(d["steps"]), d.get("start_sized", False))
+             for d in data["loads"]]
     results = [RunResult(**r) for r in data["runs"]]
     meta = data["meta"]
     out.mkdir(parents=True, exist_ok=True)

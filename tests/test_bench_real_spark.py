@@ -139,6 +139,10 @@ def test_occupancy_policy_is_sparkscale_with_the_rule_as_its_evaluator() -> None
 
     rule, plain = bench.policy_conf(bench.OCCUPANCY, 5), bench.policy_conf("sparkscale", 5)
     assert {k: v for k, v in rule.items() if k not in bench.OCCUPANCY_CONF} == plain
+    # A load that starts sized starts every dynamic policy on the same executors.
+    assert plain["spark.sparkscale.initialExecutors"] == "1"
+    assert bench.policy_conf("sparkscale", 5, 4)["spark.sparkscale.initialExecutors"] == "4"
+    assert bench.policy_conf("dynamic-allocation", 5, 4)["spark.dynamicAllocation.initialExecutors"] == "4"
     cfg = AutoscalerConfig.from_spark_conf(rule)
     cls = load_class("evaluator", cfg.evaluator_class, MetricEvaluator, ("evaluate",))
     evaluator = construct(cls, PluginContext(cfg, cfg.module("evaluator.")))
