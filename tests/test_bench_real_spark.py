@@ -147,3 +147,10 @@ def test_occupancy_policy_is_sparkscale_with_the_rule_as_its_evaluator() -> None
     cls = load_class("evaluator", cfg.evaluator_class, MetricEvaluator, ("evaluate",))
     evaluator = construct(cls, PluginContext(cfg, cfg.module("evaluator.")))
     assert type(evaluator).__name__ == "OccupancyEvaluator" and evaluator.interval_s == 6.0
+
+
+def test_the_reports_command_line_keeps_the_options_that_change_what_ran() -> None:
+    argv = ["--cost", "0.0236", "--repeat", "2", "--out", "somewhere", "--loads", "fall", "--keep",
+            "--out=elsewhere", "--quick"]
+    assert bench.report_options(argv) == "--cost 0.0236 --repeat 2 --loads fall"
+    assert bench.report_options([]) == ""
