@@ -10,7 +10,8 @@ evaluator and the checkers without Spark.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,6 +160,33 @@ class ExecutorInfo:
     removed_reason: str | None = None
     tasks_failed: int = 0
     heap_used_ratio: float | None = None
+
+
+class ExecutorTimeline:
+    """When an application's executors came and went, sorted once, so that asking how many were
+    live at an instant, or whether one joined in a span, is a binary search: the collector asks it
+    of every recent batch of every query (a pass over 1,000 executors per batch took 0.67 s of a
+    collect() at 100 queries), the replay of every recorded batch and tick."""
+
+    def __init__(self, added: Iterable[float] = (), removed: Iterable[float] = ()) -> None:
+        self._added = sorted(added)
+        self._removed = sorted(removed)
+
+    @classmethod
+    def of(cls, executors: Iterable[ExecutorInfo]) -> ExecutorTimeline:
+        """From the collector's executors. A removal stamped before the addition (events lost)
+        counts at the addition: such an executor was never live."""
+        executors = list(executors)
+        return cls((e.added_time for e in executors),
+                   (max(e.removed_time, e.added_time) for e in executors if e.removed_time is not None))
+
+    def live_at(self, t: float) -> int:
+        """Executors added at or before ``t`` and not removed by then."""
+        return bisect_right(self._added, t) - bisect_right(self._removed, t)
+
+    def joined_during(self, since: float, until: float) -> bool:
+        """An executor added after ``since`` and by ``until``."""
+        return bisect_right(self._added, until) > bisect_right(self._added, since)
 
 
 @dataclass(frozen=True)

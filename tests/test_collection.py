@@ -16,12 +16,11 @@ from typing import Any
 import pytest
 
 from sparkscale_listener.collect.backlog import offset_difference, query_backlog, source_backlog
-from sparkscale_listener.collect.batches import ExecutorTimeline
 from sparkscale_listener.collect.collector import MetricCollector, SparkMetricCollector
 from sparkscale_listener.collect.progress import MAX_BATCH_IDS, ProgressRecorder
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
-from sparkscale_listener.metrics import ExecutorInfo, MetricSample, SourceBacklog
+from sparkscale_listener.metrics import ExecutorInfo, ExecutorTimeline, MetricSample, SourceBacklog
 from sparkscale_listener.spark.bridge import BridgeSnapshot
 from sparkscale_listener.testing.source import ArrivalClock, _parse_control
 
@@ -517,13 +516,13 @@ def test_the_executor_timeline_answers_as_asking_every_executor_would() -> None:
         removed = rng.choice([None, None, added, added + rng.choice(times), added - 3.0])
         executors.append(ExecutorInfo(str(i), host="h", cores=1, running_tasks=0, added_time=added,
                                       removed_time=removed))
-    timeline = ExecutorTimeline(executors)
+    timeline = ExecutorTimeline.of(executors)
     for t in [*times, -1.0, 1.0, 100.0]:
         live = sum(1 for e in executors
                    if e.added_time <= t and (e.removed_time is None or e.removed_time > t))
-        assert timeline.live_at(t) == (live or None), t
+        assert timeline.live_at(t) == live, t
         for since in (t - 2.0, t - 0.5, t):
             joined = any(since < e.added_time <= t for e in executors)
             assert timeline.joined_during(since, t) == joined, (since, t)
-    assert ExecutorTimeline([]).live_at(5.0) is None
-    assert not ExecutorTimeline([]).joined_during(0.0, 5.0)
+    assert ExecutorTimeline.of([]).live_at(5.0) == 0
+    assert not ExecutorTimeline.of([]).joined_during(0.0, 5.0)

@@ -38,13 +38,14 @@ from ..config.plugins import PluginContext
 from ..metrics import (
     ClusterMetrics,
     ExecutorInfo,
+    ExecutorTimeline,
     MetricSample,
     QueryMetrics,
     executor_id_order,
     finite_float,
 )
 from ..spark.bridge import BatchTasks, BridgeSnapshot, ExecutorSnapshot, QuerySnapshot
-from .batches import ExecutorTimeline, batch_records
+from .batches import batch_records
 from .progress import ProgressRecorder, QueryProgress
 
 log = logging.getLogger("sparkscale")
@@ -130,7 +131,7 @@ class SparkMetricCollector(MetricCollector):
         cluster = replace(self._cluster(snapshot), other_tasks=snapshot.other_tasks,
                           events_lost=self._events_lost(snapshot))
         no_jobs = QuerySnapshot()
-        timeline = ExecutorTimeline(cluster.executors)
+        timeline = ExecutorTimeline.of(cluster.executors)
         queries = {qid: self._query(p, snapshot.queries.get(qid, no_jobs), timeline)
                    for qid, p in progress.items()}
         return MetricSample(time=now, cluster=cluster, queries=queries,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ..metrics import ExecutorTimeline
 from .batches import TaskSums, epoch_seconds, frozen
 from .records import (
     ExecutorRecord,
@@ -244,8 +245,9 @@ class Assembler:
                      for j in sorted(self.jobs.values(), key=lambda j: j.job_id) if j.tag is None)
         for sentence in application_assumptions(self, in_progress, queries):
             self.assume(sentence)
-        added = sorted(e.added_time for e in executors if e.added_time is not None)
-        removed = sorted(e.removed_time for e in executors if e.removed_time is not None)
+        # An executor whose addition the log lacks counts only its removal.
+        timeline = ExecutorTimeline((e.added_time for e in executors if e.added_time is not None),
+                                    (e.removed_time for e in executors if e.removed_time is not None))
         return RecordedApplication(
             path=self.path, app_id=self.app.get("app_id"), name=self.app.get("name"),
             attempt_id=self.app.get("attempt_id"), spark_version=self.app.get("spark_version"),
@@ -255,7 +257,7 @@ class Assembler:
             executors=executors, queries=queries, jobs=jobs, scalings=tuple(self.scalings),
             autoscaler_events=tuple(self.autoscaler_events), ticks=tuple(self.ticks),
             assumptions=tuple(self.assumptions), truncated=self.is_truncated,
-            _added=tuple(added), _removed=tuple(removed))
+            _timeline=timeline)
 
     def _executors(self, conf: Mapping[str, str]) -> tuple[ExecutorRecord, ...]:
         """The executors announced, plus any that ran tasks (or were removed) unannounced."""

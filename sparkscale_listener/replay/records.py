@@ -7,12 +7,11 @@ from a log; the replay reads only these records, never the log's JSON. Times are
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..metrics import SourceBacklog
+from ..metrics import ExecutorTimeline, SourceBacklog
 
 
 class EventLogError(Exception):
@@ -191,8 +190,7 @@ class RecordedApplication:
     ticks: tuple[RecordedTick, ...]
     assumptions: tuple[str, ...]  # what the log lacks and what was assumed instead
     truncated: bool  # the log ends mid-line or mid-block (still being written, or cut)
-    _added: tuple[float, ...] = field(default=(), repr=False, compare=False)
-    _removed: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    _timeline: ExecutorTimeline = field(default_factory=ExecutorTimeline, repr=False, compare=False)
 
     @property
     def sparkscale_conf(self) -> dict[str, str]:
@@ -219,7 +217,7 @@ class RecordedApplication:
 
     def executors_at(self, t: float) -> int:
         """Executors alive at time ``t`` (added at or before it, not yet removed)."""
-        return bisect.bisect_right(self._added, t) - bisect.bisect_right(self._removed, t)
+        return self._timeline.live_at(t)
 
     def job_task_ms(self, start: float, end: float) -> float:
         """Task time of the jobs outside streaming queries within [start, end): each job's task
