@@ -684,22 +684,21 @@ def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[
                 rows_note += f" (backlog not worked off{arrived} in 60 s after the load)"
             lines.append(f"| {r.run} | {r.policy} | {r.load_avg or 'n/a'} | " + " | ".join(cells)
                          + f" | {rows_note} |")
+        # Each policy's runs, per headline figure, sorted: their median and range (one run: its figures).
+        runs = {policy: {key: sorted(r.figures.get(key, math.nan) for r in rows if r.policy == policy)
+                         for key, _, _ in COLUMNS[:5]}
+                for policy in dict.fromkeys(r.policy for r in rows)}
         if len({r.run for r in rows}) > 1:
             lines += ["", "Median (range) over the runs:", ""]
-            for policy in dict.fromkeys(r.policy for r in rows):
-                cells = []
-                for key, label, pattern in COLUMNS[:5]:
-                    values = sorted(r.figures.get(key, math.nan) for r in rows if r.policy == policy)
-                    low, high = fmt(values[0], pattern), fmt(values[-1], pattern)
-                    cells.append(f"{label} {fmt(statistics.median(values), pattern)} ({low}-{high})")
-                lines.append(f"- {policy}: " + "; ".join(cells))
+            for policy, values in runs.items():
+                lines.append(f"- {policy}: " + "; ".join(
+                    f"{label} {fmt(statistics.median(values[key]), pattern)} "
+                    f"({fmt(values[key][0], pattern)}-{fmt(values[key][-1], pattern)})"
+                    for key, label, pattern in COLUMNS[:5]))
         oracle = rows[0].figures.get("oracle_executor_s", math.nan)
         lines += ["", f"Oracle: {oracle:.0f} executor-s. ![{load.name}](real_spark_{load.name}.png)", ""]
-        # Medians over the runs (one run: its figures).
-        by = {policy: {key: statistics.median(r.figures.get(key, math.nan)
-                                              for r in rows if r.policy == policy)
-                       for key in ("executor_s", "max_lag_s")}
-              for policy in dict.fromkeys(r.policy for r in rows)}
+        by = {policy: {key: statistics.median(v) for key, v in values.items()}
+              for policy, values in runs.items()}
         if "sparkscale" in by:
             s = by["sparkscale"]
             for other in ("static-peak", "dynamic-allocation", OCCUPANCY):
