@@ -180,6 +180,12 @@ class ExecutorTimeline:
         return cls((e.added_time for e in executors),
                    (max(e.removed_time, e.added_time) for e in executors if e.removed_time is not None))
 
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, ExecutorTimeline) and self._added == other._added
+                and self._removed == other._removed)
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value and mutable-looking: no hashing
+
     def live_at(self, t: float) -> int:
         """Executors added at or before ``t`` and not removed by then."""
         return bisect_right(self._added, t) - bisect_right(self._removed, t)

@@ -26,6 +26,7 @@ from sparkscale_listener.spark.bridge import (
     RecentBatches,
     json_name,
     record_fields,
+    with_tables_by_id,
 )
 
 RESOURCES = Path(__file__).resolve().parents[1] / "jvm-bridge" / "src" / "main" / "resources"
@@ -43,8 +44,8 @@ def python_type(declared_type: str) -> Any:
     """The annotation a record attribute of this declared type must have."""
     nullable = declared_type.endswith("?")
     base = declared_type.rstrip("?")
-    if base.startswith("map of "):
-        kind: Any = Mapping[str, RECORDS[base.removeprefix("map of ")]]  # type: ignore[valid-type]
+    if base.startswith(("map of ", "table of ")):
+        kind: Any = Mapping[str, RECORDS[base.split(" of ")[1]]]  # type: ignore[valid-type]
     else:
         kind = SCALARS.get(base) or RECORDS[base]
     return kind | None if nullable else kind
@@ -75,14 +76,11 @@ def test_attribute_names_are_the_json_names_in_snake_case() -> None:
 def test_a_snapshot_parses_into_the_records() -> None:
     document = {
         "timeMs": 1_700_000_010_000, "appId": "app-7", "coresPerExecutor": 2,
-        "executors": {
-            "1": {"host": "h1", "cores": 2, "addedMs": 1_700_000_000_000, "removedMs": None,
-                  "removedReason": None, "runningTasks": 1, "liveShuffleJobs": 1, "busyMs": 1500.5,
-                  "tasksFinished": 3, "tasksFailed": 1, "gcMs": 12.0, "runMs": 1400.0,
-                  "heapUsedBytes": 512, "heapMaxBytes": 1024},
-            "2": {"host": "h2", "cores": 2, "addedMs": 1_700_000_000_000, "removedMs": 1_700_000_005_000,
-                  "removedReason": "lost worker"},
-        },
+        # A row each: the id, then the fields in the declared order (a short row: the rest defaults).
+        "executors": [
+            ["1", "h1", 2, 1_700_000_000_000, None, None, 1, 1, 1500.5, 3, 1, 12.0, 1400.0, 512, 1024],
+            ["2", "h2", 2, 1_700_000_000_000, 1_700_000_005_000, "lost worker"],
+        ],
         "totals": {"slotMs": 30_000.0, "busyMs": 1500.5, "tasksFinished": 3, "tasksFailed": 1,
                    "tasksKilled": 2, "tasksAgedOut": 1, "gcMs": 12.0, "runMs": 1400.0,
                    "executorsAdded": 2, "executorsRemoved": 1},
@@ -121,6 +119,19 @@ def test_no_snapshot_and_stray_values_give_defaults_never_an_error() -> None:
     assert odd.time_ms == 0 and odd.cores_per_executor == 2
     assert list(odd.executors) == ["2"] and odd.executors["2"].busy_ms == 0.0
     assert odd.queries == {}
+
+
+def test_a_table_row_is_the_id_then_the_declared_fields_in_order() -> None:
+    names = list(declared()["objects"]["ExecutorSnapshot"])
+    values = ["h", 4, 10, None, None, 2, 0, 5.5, 6, 1, 0.5, 4.0, 100, 200]
+    assert len(values) == len(names)
+    as_row = BridgeSnapshot.from_json({"executors": [["3", *values], "not a row", []]}).executors
+    by_name = dict(zip(names, values, strict=True))
+    as_object = BridgeSnapshot.from_json({"executors": {"3": by_name}}).executors
+    assert as_row == as_object and as_row["3"].cores == 4 and as_row["3"].gc_ms == 0.5
+    # How tests read one field of one executor of the JVM's JSON.
+    assert with_tables_by_id({"executors": [["3", *values]], "timeMs": 1}) == {
+        "executors": {"3": by_name}, "timeMs": 1}
 
 
 def test_the_records_are_frozen() -> None:
@@ -198,6 +209,7 @@ def test_poll_asks_for_the_changes_since_its_previous_poll_and_for_everything_fr
     jvm = _Listener()
     bridge = JvmBridge.__new__(JvmBridge)
     bridge._cls, bridge._batches, bridge._poll_lock = jvm, RecentBatches(), threading.Lock()
+    bridge._replies_without_delay = True  # no gateway to speed up here
     assert tasks_by_batch(bridge.poll()) == {"q1": {"1": 1}}
     jvm.batches["2"], jvm.changed["2"], jvm.changes = batch(2), 2, 2
     assert tasks_by_batch(bridge.poll()) == {"q1": {"1": 1, "2": 2}}

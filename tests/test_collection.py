@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 
 from sparkscale_listener.collect.backlog import offset_difference, query_backlog, source_backlog
+from sparkscale_listener.collect.batches import BatchRecords, batch_records
 from sparkscale_listener.collect.collector import MetricCollector, SparkMetricCollector
-from sparkscale_listener.collect.progress import MAX_BATCH_IDS, ProgressRecorder
+from sparkscale_listener.collect.progress import MAX_BATCH_IDS, BatchProgress, ProgressRecorder
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.metrics import ExecutorInfo, ExecutorTimeline, MetricSample, SourceBacklog
-from sparkscale_listener.spark.bridge import BridgeSnapshot
+from sparkscale_listener.spark.bridge import BatchTasks, BridgeSnapshot
 from sparkscale_listener.testing.source import ArrivalClock, _parse_control
 
 QID = "76067d42-123f-41a8-8582-9c401264d7c2"
@@ -526,3 +527,36 @@ def test_the_executor_timeline_answers_as_asking_every_executor_would() -> None:
             assert timeline.joined_during(since, t) == joined, (since, t)
     assert ExecutorTimeline.of([]).live_at(5.0) == 0
     assert not ExecutorTimeline.of([]).joined_during(0.0, 5.0)
+
+
+def test_batch_records_kept_between_ticks_are_those_built_afresh() -> None:
+    """Tick after tick, the records kept for unchanged batches and built for new or changed ones
+    (tasks that ended late, an executor that came) equal building every record again; a query gone
+    is forgotten."""
+    def progress_of(n: int) -> list[BatchProgress]:
+        return [BatchProgress(i, 100.0 + 2 * i, 1.5, 100 + i, None) for i in range(n)]
+
+    def tasks_of(n: int, busy: float = 300.0) -> dict[str, BatchTasks]:
+        return {str(i): BatchTasks(busy, 4, 2, int((100 + 2 * i) * 1000), int((101 + 2 * i) * 1000), 1)
+                for i in range(n)}
+
+    one = ExecutorTimeline([50.0, 50.0], [])
+    two = ExecutorTimeline([50.0, 50.0, 109.0], [])
+    records = BatchRecords()
+    batches, tasks = progress_of(5), tasks_of(5)
+    six = [*batches, *progress_of(6)[5:]]
+    late = tasks | tasks_of(6) | {"4": BatchTasks(900.0, 4, 2, 108_000, 109_500, 1)}
+    ticks = [
+        (batches, tasks, one),
+        (batches, tasks, ExecutorTimeline([50.0, 50.0], [])),  # the same timeline, a new object
+        (six, tasks | tasks_of(6), one),  # a new batch
+        (six, late, one),  # a batch's tasks ended late
+        (six, late, two),  # an executor came: batch 4 ran its first tasks, batch 5 on 3 executors
+        (six[1:], late, two),  # the oldest batch went
+    ]
+    for tick, (b, t, timeline) in enumerate(ticks):
+        kept = records.of("q", b, t, timeline)
+        assert kept == batch_records(b, t, timeline), tick
+    assert records.of("q", six, late, two)[4].fresh_executors
+    records.keep_only(["other"])
+    assert records._kept == {}

@@ -45,7 +45,7 @@ from ..metrics import (
     finite_float,
 )
 from ..spark.bridge import BatchTasks, BridgeSnapshot, ExecutorSnapshot, QuerySnapshot
-from .batches import batch_records
+from .batches import BatchRecords
 from .progress import ProgressRecorder, QueryProgress
 
 log = logging.getLogger("sparkscale")
@@ -108,6 +108,7 @@ class SparkMetricCollector(MetricCollector):
         # (query id, run id) pairs whose trigger interval was looked up, so a failing lookup
         # (e.g. an AvailableNow trigger) is tried once per run, not every tick.
         self._trigger_looked_up: set[tuple[str, str | None]] = set()
+        self._records = BatchRecords()  # each query's batch records, kept between ticks
         # Per query: the backlog problem last logged, so each change is logged once, not every tick.
         self._backlog_problems: dict[str, str | None] = {}
         if spark is not None and not recorder.attached:
@@ -127,6 +128,7 @@ class SparkMetricCollector(MetricCollector):
             self._batch_busy_total.pop(qid, None)
             self._batch_busy_added.pop(qid, None)
         self._trigger_looked_up = {k for k in self._trigger_looked_up if k[0] in progress}
+        self._records.keep_only(progress)
         self._report_backlog_problems(progress)
         cluster = replace(self._cluster(snapshot), other_tasks=snapshot.other_tasks,
                           events_lost=self._events_lost(snapshot))
@@ -239,7 +241,7 @@ class SparkMetricCollector(MetricCollector):
             active=p.active,
             exception=p.exception,
             failed_batches=p.failed_batches,
-            recent_batches=batch_records(p.recent_batches, jvm.batches, executors))
+            recent_batches=self._records.of(p.query_id, p.recent_batches, jvm.batches, executors))
 
     def _report_backlog_problems(self, progress: Mapping[str, QueryProgress]) -> None:
         """Say once, on the control-loop thread, when a query's sources stop giving a usable backlog

@@ -17,7 +17,9 @@ The snapshot: :meth:`JvmBridge.poll` returns it as a :class:`BridgeSnapshot` of 
 Its objects, fields, types and meanings are declared once, in
 ``jvm-bridge/src/main/resources/io/sparkscale/bridge/snapshot-schema.json`` (packaged in every bridge
 jar); a JUnit test holds the JVM's JSON to it and ``tests/test_bridge_snapshot.py`` these records.
-A record's attribute is the JSON field in snake case (``busyMs`` -> ``busy_ms``). A poll carries only
+A record's attribute is the JSON field in snake case (``busyMs`` -> ``busy_ms``). The executors come as a
+table, a row of values in the declared order each (the field names were most of a poll at 1,000
+executors); a map of objects by id parses the same (the tests' fakes write that). A poll carries only
 the batches that changed since the previous one; :class:`RecentBatches` keeps the others.
 
 Why one module of ~480 lines: the snapshot's records, their parsing, the batches kept between polls
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import pathlib
@@ -137,6 +140,8 @@ class BridgeSnapshot:
         return _parse(cls, document)
 
 
+log = logging.getLogger("sparkscale")
+
 R = TypeVar("R")
 
 
@@ -164,11 +169,16 @@ def _converter(kind: Any) -> Callable[[Any], Any]:
     if origin in (types.UnionType, typing.Union):  # X | None
         (inner,) = [a for a in typing.get_args(kind) if a is not type(None)]
         return _converter(inner)
-    if origin is not None and issubclass(origin, Mapping):  # Mapping[str, Record]
+    if origin is not None and issubclass(origin, Mapping):  # Mapping[str, Record]: a map or a table
         _, value = typing.get_args(kind)
         parse = _converter(value)
-        return lambda v: {str(k): parse(x) for k, x in v.items() if isinstance(x, Mapping)} \
-            if isinstance(v, Mapping) else {}
+
+        def by_id(v: Any) -> dict[str, Any]:
+            if isinstance(v, list):
+                return {str(row[0]): _parse_row(value, row) for row in v if isinstance(row, list) and row}
+            return {str(k): parse(x) for k, x in v.items() if isinstance(x, Mapping)} \
+                if isinstance(v, Mapping) else {}
+        return by_id
     if dataclasses.is_dataclass(kind):
         return lambda v: _parse(kind, v) if isinstance(v, Mapping) else kind()
     raise TypeError(f"no JSON conversion for {kind!r}")
@@ -184,14 +194,19 @@ def _number(value: Any) -> float:
 _PLANS: dict[type, list[tuple[str, str, Callable[[Any], Any]]]] = {}
 
 
-def _parse(record: type[R], document: Mapping[str, Any]) -> R:
+def _plan(record: type) -> list[tuple[str, str, Callable[[Any], Any]]]:
+    """(attribute, JSON field, converter) of each of a record's fields, in their declared order."""
     plan = _PLANS.get(record)
     if plan is None:
         plan = _PLANS[record] = [(f.name, json_name(f.name), _converter(t))
                                  for f, t in zip(dataclasses.fields(record),  # type: ignore[arg-type]
                                                  record_fields(record).values(), strict=True)]
+    return plan
+
+
+def _parse(record: type[R], document: Mapping[str, Any]) -> R:
     values = {}
-    for attribute, key, convert in plan:
+    for attribute, key, convert in _plan(record):
         value = document.get(key)
         if value is not None:
             try:
@@ -199,6 +214,49 @@ def _parse(record: type[R], document: Mapping[str, Any]) -> R:
             except (TypeError, ValueError):
                 pass  # a value of the wrong type: the default, as for an absent field
     return record(**values)
+
+
+def _parse_row(record: type[R], row: Sequence[Any]) -> R:
+    """A table's row: the id, then the record's fields in their declared order (a short row leaves
+    the last ones at their defaults). A value already of its field's type is taken as it is (a
+    table has a row per executor: a thousand rows a poll)."""
+    values = {}
+    fields = zip(_plan(record), _exact_types(record), row[1:], strict=False)
+    for (attribute, _, convert), exact, value in fields:
+        if value is None:
+            continue
+        if type(value) is exact and (exact is not float or math.isfinite(value)):
+            values[attribute] = value
+            continue
+        try:
+            values[attribute] = convert(value)
+        except (TypeError, ValueError):
+            pass
+    return record(**values)
+
+
+_EXACT: dict[type, tuple[type | None, ...]] = {}
+
+
+def _exact_types(record: type) -> tuple[type | None, ...]:
+    """Each field's type where a JSON value of it needs no conversion (int, float, str), else None."""
+    exact = _EXACT.get(record)
+    if exact is None:
+        scalars = (int, float, str)
+        exact = _EXACT[record] = tuple(
+            next((t for t in scalars if kind is t or kind == t | None), None)
+            for kind in record_fields(record).values())
+    return exact
+
+
+def with_tables_by_id(document: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot's JSON with its tables (the executors) as maps of objects by id, each row's values
+    under their JSON names: how tests and tools read one field of one executor."""
+    if not isinstance(document.get("executors"), list):
+        return document
+    names = [key for _, key, _ in _plan(ExecutorSnapshot)]
+    executors = {str(row[0]): dict(zip(names, row[1:], strict=False)) for row in document["executors"]}
+    return {**document, "executors": executors}
 
 
 class RecentBatches:
@@ -272,6 +330,7 @@ class JvmBridge:
         self._cls: Any = cls if isinstance(cls, JavaClass) else None
         self._batches = RecentBatches()
         self._poll_lock = threading.Lock()  # one poll at a time: each continues from the previous one
+        self._replies_without_delay = False
 
     @staticmethod
     def running_jvm() -> Any | None:
@@ -339,10 +398,10 @@ class JvmBridge:
         return BridgeSnapshot.from_json(json.loads(self._bridge().snapshotJson(batches_since)))
 
     def snapshot(self) -> dict[str, Any]:
-        """The counters as the JVM's JSON (declared in ``SNAPSHOT_SCHEMA``); ``{}`` when the class is
-        loaded but the plugin is not running. For tests and diagnostics: the collector reads
-        :meth:`poll`."""
-        return json.loads(self._bridge().snapshotJson())
+        """The counters as the JVM's JSON (declared in ``SNAPSHOT_SCHEMA``), its executors by id
+        (:func:`with_tables_by_id`); ``{}`` when the class is loaded but the plugin is not running.
+        For tests and diagnostics: the collector reads :meth:`poll`."""
+        return with_tables_by_id(json.loads(self._bridge().snapshotJson()))
 
     def request_total_executors(self, total: int) -> bool:
         """Absolute target; False when the cluster manager refused (e.g. local mode)."""
@@ -470,7 +529,20 @@ class JvmBridge:
                 f"{BRIDGE_CLASS} is not on the driver classpath: create the session with "
                 "sparkscale_listener.autoscale(SparkSession.builder...)"
             )
+        if not self._replies_without_delay:
+            self._replies_without_delay = True
+            self._without_delay(self._cls)
         return self._cls
+
+    def _without_delay(self, cls: Any) -> None:
+        """Once: py4j's replies of more than 8 KB (a poll at hundreds of executors, the tab's
+        document) wait 44 ms each for a delayed TCP acknowledgement unless the JVM's sockets send
+        at once (``Py4jReplies`` in the bridge says why). Best effort: a bridge or py4j without it
+        is only slower."""
+        try:
+            cls.repliesWithoutDelay(self._gateway.java_gateway_server)
+        except Exception:
+            log.debug("could not turn off the delay of py4j's replies", exc_info=True)
 
     def _string_array(self, ids: Sequence[str]) -> Any:
         array = self._gateway.new_array(self._jvm.java.lang.String, len(ids))

@@ -10,6 +10,7 @@ skip (run them in their own process: ``pytest tests/integration/test_bridge.py``
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +23,14 @@ from py4j.protocol import Py4JJavaError
 
 from sparkscale_listener.spark import bridge as bridge_module
 from sparkscale_listener.spark import jars as bridge_jars
-from sparkscale_listener.spark.bridge import PLUGIN_CLASS, BridgeNotInstalledError, BridgeSnapshot, JvmBridge
+from sparkscale_listener.spark.bridge import (
+    PLUGIN_CLASS,
+    BridgeNotInstalledError,
+    BridgeSnapshot,
+    ExecutorSnapshot,
+    JvmBridge,
+    record_fields,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -118,6 +126,29 @@ def test_plugin_installed_and_sees_both_executors(env: Env) -> None:
     assert totals["executorsAdded"] == 2
     assert totals["executorsRemoved"] == 0
     assert totals["slotMs"] > 0
+
+
+def test_replies_to_python_go_out_without_delay_on_every_gateway_connection(env: Env) -> None:
+    """py4j leaves Nagle's algorithm on, so each reply over 8 KB waited 44 ms for a delayed ACK:
+    once the bridge is used, every connection of the gateway sends at once, and so does one that a
+    new Python thread opens later (PySpark gives each thread a connection of its own)."""
+    jvm, gateway = env.spark.sparkContext._jvm, env.spark.sparkContext._gateway
+    field = jvm.java.lang.Class.forName("py4j.GatewayServer").getDeclaredField("connections")
+    field.setAccessible(True)
+
+    def no_delay() -> list[bool]:
+        connections = field.get(gateway.java_gateway_server)
+        return [connections.get(i).getSocket().getTcpNoDelay() for i in range(connections.size())]
+
+    env.bridge.poll()
+    assert no_delay() and all(no_delay()), no_delay()
+    opened: list[int] = []
+    thread = threading.Thread(target=lambda: opened.append(jvm.java.lang.Integer.valueOf(7)))
+    thread.start()
+    thread.join(60)
+    assert opened == [7]
+    after = no_delay()
+    assert len(after) >= 2 and all(after), after
 
 
 def test_missing_class_is_not_installed(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -284,10 +315,14 @@ def test_a_task_whose_end_event_was_lost_ages_out(env: Env) -> None:
     for event in events:
         handlers[event["Event"]](jvm.org.apache.spark.util.JsonProtocol.sparkEventFromJson(json.dumps(event)))
 
+    # A row of the executors' table: the id, then the fields in their declared order.
+    running = 1 + list(record_fields(ExecutorSnapshot)).index("runningTasks")
+
     def at(ms: int) -> tuple[int, float, int]:
         snap = listener.snapshot("app", t0 + ms)
-        executor, totals = snap.get("executors").get("7"), snap.get("totals")
-        return executor.get("runningTasks"), totals.get("busyMs"), totals.get("tasksAgedOut")
+        executor = next(row for row in snap.get("executors") if row[0] == "7")
+        totals = snap.get("totals")
+        return executor[running], totals.get("busyMs"), totals.get("tasksAgedOut")
 
     # Within the grace a straggler may still end; it ran at most until its stage completed.
     assert at(20_000) == (1, 1000.0, 0)

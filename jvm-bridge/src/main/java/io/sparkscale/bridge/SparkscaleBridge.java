@@ -108,6 +108,14 @@ public final class SparkscaleBridge {
     }
   }
 
+  /**
+   * Replies to Python without the 44 ms that py4j's sockets add to every reply over 8 KB (see {@link Py4jReplies});
+   * {@code gatewayServer} is Python's {@code gateway.java_gateway_server}. Returns the connections set now.
+   */
+  public static int repliesWithoutDelay(Object gatewayServer) {
+    return Py4jReplies.withoutDelay(gatewayServer);
+  }
+
   // ---------------------------------------------------------------- queries
 
   public static boolean isInstalled() {

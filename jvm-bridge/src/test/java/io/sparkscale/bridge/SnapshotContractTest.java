@@ -15,6 +15,7 @@ import java.util.TreeSet;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.scheduler.StageInfo;
@@ -78,7 +79,7 @@ class SnapshotContractTest {
       object.getValue().fields().forEachRemaining(f -> {
         String where = object.getKey() + "." + f.getKey();
         String type = f.getValue().path("type").asText("");
-        String base = type.replace("map of ", "").replace("?", "");
+        String base = type.replace("map of ", "").replace("table of ", "").replace("?", "");
         assertTrue(Set.of("integer", "number", "string").contains(base) || objects.has(base),
             where + ": unknown type '" + type + "'");
         assertTrue(!f.getValue().path("meaning").asText("").isBlank(), where + ": no meaning");
@@ -106,6 +107,14 @@ class SnapshotContractTest {
         assertTrue(v.isObject(), where + " is a map");
         v.fields().forEachRemaining(e -> check(e.getValue(), base.substring(7), objects, where + "[" + e.getKey() + "]",
             seen, nullsSeen));
+      } else if (base.startsWith("table of ")) {
+        String row = base.substring(9);
+        assertTrue(v.isArray(), where + " is a table");
+        v.forEach(r -> {
+          assertTrue(r.isArray() && r.size() == 1 + objects.get(row).size() && r.get(0).isTextual(),
+              where + ": a row is the id and one value per field of " + row + ": " + r);
+          check(rowObject(r, objects.get(row)), row, objects, where + "[" + r.get(0).asText() + "]", seen, nullsSeen);
+        });
       } else if (objects.has(base)) {
         check(v, base, objects, where, seen, nullsSeen);
       } else {
@@ -117,6 +126,29 @@ class SnapshotContractTest {
         }
       }
     });
+  }
+
+  /** A table's row (the id, then the values in the declared order) as the object it stands for. */
+  static ObjectNode rowObject(JsonNode row, JsonNode fields) {
+    ObjectNode object = JSON.createObjectNode();
+    Iterator<String> names = fields.fieldNames();
+    for (int i = 1; names.hasNext(); i++) {
+      object.set(names.next(), row.path(i));
+    }
+    return object;
+  }
+
+  /**
+   * {@code snapshot} with its executors as a map of objects by id, as the tests read them: the values of each table
+   * row put under their declared names.
+   */
+  static JsonNode withExecutorsById(JsonNode snapshot) throws IOException {
+    JsonNode fields = schema().get("objects").get("ExecutorSnapshot");
+    ObjectNode byId = JSON.createObjectNode();
+    snapshot.get("executors").forEach(row -> byId.set(row.get(0).asText(), rowObject(row, fields)));
+    ObjectNode copy = snapshot.deepCopy();
+    copy.set("executors", byId);
+    return copy;
   }
 
   private static Set<String> names(JsonNode node) {

@@ -36,8 +36,17 @@ class SparkscaleListenerTest {
     events = new Events(listener);
   }
 
+  /** The snapshot at {@code atMs}, its executors by id (SnapshotContractTest checks the table they come in). */
   private JsonNode snapshot(long atMs) {
-    return JSON.valueToTree(listener.snapshot("app-1", atMs));
+    return byId(JSON.valueToTree(listener.snapshot("app-1", atMs)));
+  }
+
+  private static JsonNode byId(JsonNode snapshot) {
+    try {
+      return SnapshotContractTest.withExecutorsById(snapshot);
+    } catch (java.io.IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
   }
 
   private static JsonNode executor(JsonNode snap, String id) {
@@ -368,7 +377,7 @@ class SparkscaleListenerTest {
     events.taskSucceeded(1, b, T0 + 500).stageCompleted(stage, T0 + 500).jobEnd(1, T0 + 500)
         .executorAdded("2", 1, T0 + 600);
 
-    JsonNode then = JSON.valueToTree(SparkscaleListener.view(state, "app-1"));
+    JsonNode then = byId(JSON.valueToTree(SparkscaleListener.view(state, "app-1")));
     assertEquals(Set.of("1"), fieldNames(then.get("executors")));
     assertEquals(1, executor(then, "1").get("tasksFinished").asLong());
     JsonNode batch = then.get("queries").get(Q1).get("batches").get("0");
