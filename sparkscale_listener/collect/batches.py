@@ -66,9 +66,10 @@ class BatchRecords:
 
     def of(self, query_id: str, batches: Sequence[BatchProgress], jvm_batches: Mapping[str, BatchTasks],
            executors: ExecutorTimeline) -> tuple[BatchRecord, ...]:
-        if executors != self._timeline:  # an executor came or went: every batch's executors may differ
-            self._kept.clear()
-            self._timeline = executors
+        if executors is not self._timeline:
+            if executors != self._timeline:  # an executor came or went: every batch's may differ
+                self._kept.clear()
+            self._timeline = executors  # the next query of this collect() finds it by identity
         kept = self._kept.get(query_id, {})
         now: dict[int, tuple[BatchProgress, BatchProgress | None, BatchTasks | None, BatchRecord]] = {}
         previous: BatchProgress | None = None
