@@ -4,7 +4,10 @@ import java.lang.reflect.Field;
 import java.net.Socket;
 import java.net.SocketException;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
+import java.util.Set;
+import java.util.WeakHashMap;
 
 import py4j.DefaultGatewayServerListener;
 import py4j.GatewayServer;
@@ -19,6 +22,9 @@ import py4j.Py4JServerConnection;
  * cannot be set).
  */
 final class Py4jReplies {
+  /** The gateways given the listener that sets the option on connections they open later. */
+  private static final Set<GatewayServer> LISTENING = Collections.newSetFromMap(new WeakHashMap<>());
+
   private Py4jReplies() {
   }
 
@@ -31,12 +37,16 @@ final class Py4jReplies {
     if (!(server instanceof GatewayServer gateway)) {
       return 0;
     }
-    gateway.addListener(new DefaultGatewayServerListener() {
-      @Override
-      public void connectionStarted(Py4JServerConnection connection) {
-        noDelay(connection);
+    synchronized (LISTENING) {
+      if (LISTENING.add(gateway)) { // once per gateway, however many bridges Python makes
+        gateway.addListener(new DefaultGatewayServerListener() {
+          @Override
+          public void connectionStarted(Py4JServerConnection connection) {
+            noDelay(connection);
+          }
+        });
       }
-    });
+    }
     int set = 0;
     for (Py4JServerConnection connection : current(gateway)) {
       set += noDelay(connection) ? 1 : 0;
