@@ -83,6 +83,27 @@ OCCUPANCY = "occupancy"
 OCCUPANCY_CONF = {"spark.sparkscale.evaluator": "alternatives.OccupancyEvaluator",
                   "spark.sparkscale.evaluator.interval": "6s"}
 POLICIES = ("sparkscale", "static-peak", "dynamic-allocation", OCCUPANCY)
+# sparkscale at another utilization.target: "sparkscale-u0.8" (not run by default).
+OTHER_TARGET = "sparkscale-u"
+
+
+def other_target(policy: str) -> float | None:
+    """The utilization.target of a ``sparkscale-u<target>`` policy, None for another policy."""
+    if not policy.startswith(OTHER_TARGET):
+        return None
+    try:
+        target = float(policy[len(OTHER_TARGET):])
+    except ValueError:
+        target = math.nan
+    if not 0.0 < target <= 1.0:
+        raise ValueError(f"policy {policy!r}: the utilization target after {OTHER_TARGET!r} must be a number "
+                         "in (0, 1], e.g. sparkscale-u0.8")
+    return target
+
+
+def runs_sparkscale(policy: str) -> bool:
+    """Whether the run's session is built with sparkscale (its own policies and the occupancy rule)."""
+    return policy in ("sparkscale", OCCUPANCY) or other_target(policy) is not None
 # Consecutive executor-count changes in the same direction less than this apart are one action:
 # executors asked for together register one by one over a few seconds.
 ACTION_MERGE_S = 5.0
@@ -454,12 +475,19 @@ def start_cluster(procs: Processes, work: Path, env: Mapping[str, str]) -> Clust
 
 # ----------------------------------------------------------------------------- one run (driver)
 def policy_conf(policy: str, static_executors: int, initial_executors: int = 1) -> dict[str, str]:
-    if policy in ("sparkscale", OCCUPANCY):
+    if runs_sparkscale(policy):
         conf = {f"spark.sparkscale.{key}": used for key, (_, used, _) in SPARKSCALE_COMPRESSED.items()}
         # Start where dynamic allocation starts (its initialExecutors, by default minExecutors = 1)
         # rather than with every core the Master hands a new application; the cluster's size is the max.
         conf.update({"spark.sparkscale.initialExecutors": str(initial_executors),
                      "spark.sparkscale.maxExecutors": str(MAX_EXECUTORS)})
+        target = other_target(policy)
+        if target is not None:
+            from sparkscale_listener.config.core import AutoscalerConfig
+
+            scale_up_above = max(target, AutoscalerConfig().utilization_max)
+            conf.update({"spark.sparkscale.utilization.target": f"{target:g}",
+                         "spark.sparkscale.utilization.max": f"{scale_up_above:g}"})
         return {**conf, **OCCUPANCY_CONF} if policy == OCCUPANCY else conf
     if policy == "static-peak":
         return {"spark.cores.max": str(static_executors), "spark.dynamicAllocation.enabled": "false"}
@@ -518,7 +546,7 @@ def driver_main(spec_path: Path) -> int:
     builder = SparkSession.builder.appName(spec["app"])
     for key, value in spec["conf"].items():
         builder = builder.config(key, value)
-    spark = autoscale(builder) if spec["policy"] in ("sparkscale", OCCUPANCY) else builder.getOrCreate()
+    spark = autoscale(builder) if runs_sparkscale(spec["policy"]) else builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     quiet_executor_removal_noise(spark)
     schedule = [tuple(x) for x in spec["schedule"]]
@@ -699,13 +727,15 @@ def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[
         lines += ["", f"Oracle: {oracle:.0f} executor-s. ![{load.name}](real_spark_{load.name}.png)", ""]
         by = {policy: {key: statistics.median(v) for key, v in values.items()}
               for policy, values in runs.items()}
-        if "sparkscale" in by:
-            s = by["sparkscale"]
+        ours = [p for p in by if p == "sparkscale" or other_target(p) is not None]
+        for mine in ours:
+            s = by[mine]
             for other in ("static-peak", "dynamic-allocation", OCCUPANCY):
                 if other in by and by[other]["executor_s"] > 0:
-                    lines.append(f"- sparkscale / {other} executor-seconds, medians: "
+                    lines.append(f"- {mine} / {other} executor-seconds, medians: "
                                  f"**{s['executor_s'] / by[other]['executor_s']:.2f}x** "
                                  f"(max lag {s['max_lag_s']:.1f} s vs {by[other]['max_lag_s']:.1f} s)")
+        if ours:
             lines.append("")
     lines += ["## What was shortened for the compressed timescale", "",
               "| sparkscale key | default | here | why |", "|---|---|---|---|"]
@@ -795,7 +825,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated: step, day, fall (the load falls /4 and stays low; not run "
                              "by default)")
     parser.add_argument("--policies", default=",".join(POLICIES),
-                        help="comma-separated: " + ", ".join(POLICIES))
+                        help="comma-separated: " + ", ".join(POLICIES)
+                        + f"; also {OTHER_TARGET}<target> (e.g. {OTHER_TARGET}0.8): sparkscale at another "
+                        "utilization.target")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds: one run of each policy per round, their order rotated each round")
     parser.add_argument("--cost", type=float, help="slot-s per row: skip the calibration run")
@@ -820,8 +852,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     loads = [all_loads[name] for name in args.loads.split(",")]
     policies = args.policies.split(",")
     for policy in policies:
-        if policy not in POLICIES:
-            parser.error(f"unknown policy {policy!r}")
+        try:
+            known = policy in POLICIES or other_target(policy) is not None
+        except ValueError as e:
+            parser.error(str(e))
+        if not known:
+            parser.error(f"unknown policy {policy!r}; one of {', '.join(POLICIES)} or {OTHER_TARGET}<target>")
 
     def on_signal(signum: int, _frame: Any) -> None:
         raise SystemExit(128 + signum)  # runs the finally below: every daemon is stopped

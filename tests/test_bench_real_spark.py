@@ -149,6 +149,30 @@ def test_occupancy_policy_is_sparkscale_with_the_rule_as_its_evaluator() -> None
     assert type(evaluator).__name__ == "OccupancyEvaluator" and evaluator.interval_s == 6.0
 
 
+def test_sparkscale_at_another_target_is_sparkscale_with_that_target_and_reported_beside_it(log) -> None:
+    """``sparkscale-u0.8``: sparkscale's configuration with utilization.target 0.8 (scale-ups still
+    above the default utilization.max), valid as the driver reads it; its ratios to the other
+    policies are in the report like sparkscale's; a target out of (0, 1] is refused."""
+    from sparkscale_listener.config.core import AutoscalerConfig
+
+    conf = bench.policy_conf("sparkscale-u0.8", 5)
+    plain = bench.policy_conf("sparkscale", 5)
+    assert {k: v for k, v in conf.items() if not k.startswith("spark.sparkscale.utilization.")} == plain
+    cfg = AutoscalerConfig.from_spark_conf(conf)
+    assert (cfg.utilization_target, cfg.utilization_max) == (0.8, AutoscalerConfig().utilization_max)
+    assert bench.runs_sparkscale("sparkscale-u0.8") and not bench.runs_sparkscale("dynamic-allocation")
+    with pytest.raises(ValueError, match="in \\(0, 1\\]"):
+        bench.other_target("sparkscale-u1.5")
+    _, figs = bench.run_figures(log, LOAD, T0, COST)
+    meta = {"quick": True, "date": "today", "wall_min": 1.0, "spark": "4.3.0", "cost_s_per_row": COST,
+            "static_executors": 3, "calibration": {"executors": 3, "rate": 90.0}}
+    runs = [bench.RunResult("fixture", policy, T0, 150, 150, True, True, 60.0,
+                            {**figs, "executor_s": seconds}, {})
+            for policy, seconds in (("sparkscale-u0.8", 30.0), ("dynamic-allocation", 40.0))]
+    assert "- sparkscale-u0.8 / dynamic-allocation executor-seconds, medians: **0.75x**" in bench.markdown(
+        runs, [LOAD], meta)
+
+
 def test_the_reports_command_line_keeps_the_options_that_change_what_ran() -> None:
     argv = ["--cost", "0.0236", "--repeat", "2", "--out", "somewhere", "--loads", "fall", "--keep",
             "--out=elsewhere", "--quick"]
