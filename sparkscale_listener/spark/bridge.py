@@ -22,7 +22,7 @@ table, a row of values in the declared order each (the field names were most of 
 executors); a map of objects by id parses the same (the tests' fakes write that). A poll carries only
 the batches that changed since the previous one; :class:`RecentBatches` keeps the others.
 
-Why one module of ~480 lines: the snapshot's records, their parsing, the batches kept between polls
+Why one module of ~560 lines: the snapshot's records, their parsing, the batches kept between polls
 and the py4j wrapper that polls are the Python side of one contract with the JVM, and change together.
 """
 
@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from py4j.java_gateway import JavaClass
+
+log = logging.getLogger("sparkscale")
 
 PLUGIN_CLASS = "io.sparkscale.bridge.SparkscalePlugin"
 BRIDGE_CLASS = "io.sparkscale.bridge.SparkscaleBridge"
@@ -139,8 +141,6 @@ class BridgeSnapshot:
         contract tests rather than as a failing tick."""
         return _parse(cls, document)
 
-
-log = logging.getLogger("sparkscale")
 
 R = TypeVar("R")
 
