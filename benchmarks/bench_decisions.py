@@ -36,7 +36,7 @@ from benchmarks.alternatives import (
     OccupancyRule,
     SparkDynamicAllocation,
 )
-from benchmarks.figures import Timeline, figures
+from benchmarks.figures import OTHER_TARGET, Timeline, figures, other_target
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.testing.sim import SimQuery, SimResult, Simulation, smallest_sufficient_executors
 
@@ -72,7 +72,6 @@ POLICIES = ("sparkscale", SHORT_SCALE_DOWN, "static-peak", "static-average", "dy
             "dstreams", "occupancy")
 # Also accepted (not run by default): sparkscale at another utilization.target, "sparkscale-u0.9".
 # The alternatives differ in headroom as much as in method: this tells one from the other.
-OTHER_TARGET = "sparkscale-u"
 
 
 def sparkscale_config(policy: str) -> AutoscalerConfig | None:
@@ -81,14 +80,8 @@ def sparkscale_config(policy: str) -> AutoscalerConfig | None:
         return DEFAULTS
     if policy == SHORT_SCALE_DOWN:
         return replace(DEFAULTS, scale_down_interval_s=60.0)
-    if policy.startswith(OTHER_TARGET):
-        try:
-            target = float(policy[len(OTHER_TARGET):])
-        except ValueError:
-            target = math.nan
-        if not 0.0 < target <= 1.0:
-            raise ValueError(f"policy {policy!r}: the utilization target after {OTHER_TARGET!r} must be a "
-                             "number in (0, 1], e.g. sparkscale-u0.9")
+    target = other_target(policy)
+    if target is not None:
         return replace(DEFAULTS, utilization_target=target,
                        utilization_max=max(target, DEFAULTS.utilization_max))
     return None

@@ -47,7 +47,7 @@ VENV_BIN = Path(sys.executable).parent
 
 # figures.py sits next to this file; benchmarks/ is a folder of scripts, not a package.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figures import Timeline, figures  # noqa: E402
+from figures import OTHER_TARGET, Timeline, figures, other_target  # noqa: E402
 
 # The cluster: enough one-core executors for the peak, little memory each.
 WORKERS = 2
@@ -83,27 +83,15 @@ OCCUPANCY = "occupancy"
 OCCUPANCY_CONF = {"spark.sparkscale.evaluator": "alternatives.OccupancyEvaluator",
                   "spark.sparkscale.evaluator.interval": "6s"}
 POLICIES = ("sparkscale", "static-peak", "dynamic-allocation", OCCUPANCY)
-# sparkscale at another utilization.target: "sparkscale-u0.8" (not run by default).
-OTHER_TARGET = "sparkscale-u"
-
-
-def other_target(policy: str) -> float | None:
-    """The utilization.target of a ``sparkscale-u<target>`` policy, None for another policy."""
-    if not policy.startswith(OTHER_TARGET):
-        return None
-    try:
-        target = float(policy[len(OTHER_TARGET):])
-    except ValueError:
-        target = math.nan
-    if not 0.0 < target <= 1.0:
-        raise ValueError(f"policy {policy!r}: the utilization target after {OTHER_TARGET!r} must be a number "
-                         "in (0, 1], e.g. sparkscale-u0.8")
-    return target
+# Also accepted (not run by default): sparkscale at another utilization.target, "sparkscale-u0.8"
+# (figures.other_target).
 
 
 def runs_sparkscale(policy: str) -> bool:
     """Whether the run's session is built with sparkscale (its own policies and the occupancy rule)."""
     return policy in ("sparkscale", OCCUPANCY) or other_target(policy) is not None
+
+
 # Consecutive executor-count changes in the same direction less than this apart are one action:
 # executors asked for together register one by one over a few seconds.
 ACTION_MERGE_S = 5.0

@@ -1,5 +1,6 @@
 """Figures of merit of one autoscaling run against an oracle, shared by the simulated and the
-real-Spark decision benchmarks (depends on numpy only).
+real-Spark decision benchmarks (depends on numpy only), and the name both give sparkscale run at
+another ``utilization.target`` (:func:`other_target`).
 
 A run is a :class:`Timeline` of samples. Every figure integrating over time treats a sample as
 holding from its time to the next sample's (sample-and-hold): sample ``i`` weighs
@@ -48,6 +49,25 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Timeline", "figures", "flaps", "sample_weights"]
+
+
+# A policy of the decision benchmarks: sparkscale at another utilization.target, "sparkscale-u0.8".
+OTHER_TARGET = "sparkscale-u"
+
+
+def other_target(policy: str) -> float | None:
+    """The utilization.target of a ``sparkscale-u<target>`` policy; None for another policy. A
+    target out of (0, 1] raises ValueError."""
+    if not policy.startswith(OTHER_TARGET):
+        return None
+    try:
+        target = float(policy[len(OTHER_TARGET):])
+    except ValueError:
+        target = math.nan
+    if not 0.0 < target <= 1.0:
+        raise ValueError(f"policy {policy!r}: the utilization target after {OTHER_TARGET!r} must be a number "
+                         "in (0, 1], e.g. sparkscale-u0.8")
+    return target
 
 
 @dataclass(frozen=True)
