@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Timeline", "figures", "flaps", "sample_weights"]
+__all__ = ["OTHER_TARGET", "Timeline", "figures", "flaps", "other_target", "sample_weights"]
 
 
 # A policy of the decision benchmarks: sparkscale at another utilization.target, "sparkscale-u0.8".

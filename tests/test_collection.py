@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sparkscale_listener.collect.backlog import offset_difference, query_backlog, source_backlog
-from sparkscale_listener.collect.batches import BatchRecords, batch_records
+from sparkscale_listener.collect.batches import BatchRecords
 from sparkscale_listener.collect.collector import MetricCollector, SparkMetricCollector
 from sparkscale_listener.collect.progress import MAX_BATCH_IDS, BatchProgress, ProgressRecorder
 from sparkscale_listener.config.core import AutoscalerConfig
@@ -556,7 +556,7 @@ def test_batch_records_kept_between_ticks_are_those_built_afresh() -> None:
     ]
     for tick, (b, t, timeline) in enumerate(ticks):
         kept = records.of("q", b, t, timeline)
-        assert kept == batch_records(b, t, timeline), tick
+        assert kept == BatchRecords().of("q", b, t, timeline), tick  # a fresh keeper builds every record
     assert records.of("q", six, late, two)[4].fresh_executors
     records.keep_only(["other"])
     assert records._kept == {}

@@ -16,25 +16,12 @@ from ..spark.bridge import BatchTasks
 from .progress import BatchProgress
 
 
-def batch_records(batches: Sequence[BatchProgress], jvm_batches: Mapping[str, BatchTasks],
-                  executors: ExecutorTimeline) -> tuple[BatchRecord, ...]:
-    """The query's recent batches as :class:`BatchRecord` s, oldest first.
-
-    ``jvm_batches`` maps a batch id (text) to what its tasks did, as the bridge's snapshot gives it;
-    ``executors``: the application's executors' registrations and removals (removed ones kept a
-    while)."""
-    previous: BatchProgress | None = None
-    out = []
-    for b in batches:
-        out.append(_record(b, previous, jvm_batches.get(str(b.batch_id)), executors))
-        previous = b
-    return tuple(out)
-
-
 def _record(b: BatchProgress, previous: BatchProgress | None, tasks: BatchTasks | None,
             executors: ExecutorTimeline) -> BatchRecord:
-    """One batch's record. A batch an executor joined before or during may run that executor's first
-    tasks (Python workers starting, classes loading), which says nothing of the cost."""
+    """One batch's record. ``tasks``: what its tasks did, as the bridge's snapshot gives it;
+    ``executors``: the application's registrations and removals (removed ones kept a while). A batch
+    an executor joined before or during may run that executor's first tasks (Python workers
+    starting, classes loading), which says nothing of the cost."""
     since = (b.start - previous.start if previous is not None and previous.batch_id == b.batch_id - 1
              else None)
     wall_s = None
@@ -53,10 +40,11 @@ def _record(b: BatchProgress, previous: BatchProgress | None, tasks: BatchTasks 
 
 
 class BatchRecords:
-    """:func:`batch_records` for every query, tick after tick, building only the records of batches
-    that are new or changed: a record is kept while its batch's progress, its predecessor's and its
-    tasks are the same objects as when it was built (the recorder and the bridge's poll hand the
-    unchanged ones over as they were) and the executors' timeline is the same."""
+    """Each query's recent batches as :class:`BatchRecord` s, oldest first, tick after tick,
+    building only the records of batches that are new or changed: a record is kept while its
+    batch's progress, its predecessor's and its tasks are the same objects as when it was built
+    (the recorder and the bridge's poll hand the unchanged ones over as they were) and the
+    executors' timeline is the same."""
 
     def __init__(self) -> None:
         self._timeline: ExecutorTimeline | None = None
