@@ -6,7 +6,8 @@
 reads what arrived since the previous one started, so two batches show a step, no window needed)
 plus what a backlog asks for (Flink's catch-up and provisioning terms), and the size it needs is the
 fewest executors whose predicted batch time for the rate over ``utilization.target`` keeps within
-its trigger interval (for a query without a trigger: whose throughput exceeds the rate at the
+its batch period (its trigger interval, or half of ``backlogThreshold`` where longer: batches may
+run back to back; for a query without a trigger: whose throughput exceeds the rate at the
 target). Queries
 share the executors: the application needs what its most demanding query needs, and enough slots
 for all of their task time at the target.
@@ -115,6 +116,9 @@ class _Demand:
     read_limit: float | None  # rows a batch reads at most, when the source's limit binds
     saturated: bool  # a read limit binds where no backlog is reported: rows wait unseen
     trigger_s: float | None
+    # The longest batch period sized for: the trigger interval, or up to half of backlogThreshold
+    # (batches back to back past a shorter trigger; see :meth:`MicroBatchEvaluator._utilization`).
+    period_s: float | None
     batch_time_s: float | None  # median of the window's batches
     rising: bool
     idle: bool
@@ -136,6 +140,12 @@ class _Demand:
         if self.saturated and self.read_limit:
             return self.read_limit
         return min(rows, self.read_limit) if self.read_limit else rows
+
+    def rows_per_period(self) -> float | None:
+        """Rows a batch reads at the target rate when batches run :attr:`period_s` apart."""
+        if self.period_s and self.trigger_s and self.period_s > self.trigger_s:
+            return self.target * self.period_s
+        return self.rows_per_batch()
 
 
 class MicroBatchEvaluator(MetricEvaluator):
@@ -339,6 +349,16 @@ class MicroBatchEvaluator(MetricEvaluator):
                          "reported: sized to read that every trigger interval")
             signal = "falling behind its trigger, no backlog reported"
         backlog_mode = (excess > cfg.backlog_threshold_s * rate) if rate > 0 else excess > 0
+        # Batches back to back a period apart keep a row waiting at most two periods: up to half
+        # of backlogThreshold is a period the lag allows, where it is longer than the trigger. A
+        # read limit that binds caps the rows of a batch, so longer batches do not read more:
+        # sized on the trigger.
+        period_s = trigger_s
+        if trigger_s and read_limit is None:
+            period_s = max(trigger_s, cfg.backlog_threshold_s / 2.0)
+            if period_s > trigger_s:
+                notes.append(f"sized for batches up to {readable.seconds(period_s)} apart, back to back "
+                             "(half of backlogThreshold)")
         if backlog_mode:
             notes.append(f"backlog mode: {readable.rows(excess)} behind")
             signal = signal or f"backlog {readable.rows(excess)} beyond a batch's worth"
@@ -361,7 +381,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         return _Demand(q=q, window_rate=window_rate, recent_rate=recent, rate=rate,
                        processed_rate=processed, backlog=backlog, growth=growth, catch_up=catch_up,
                        provisioning=provisioning, read_limit=read_limit, saturated=saturated,
-                       trigger_s=trigger_s, signal=signal,
+                       trigger_s=trigger_s, period_s=period_s, signal=signal,
                        batch_time_s=batch_time, rising=rising, idle=idle, backlog_mode=backlog_mode,
                        arrivals_seen=bool(arrivals), notes=notes)
 
@@ -383,12 +403,23 @@ class MicroBatchEvaluator(MetricEvaluator):
         can still take are nearly used up (a real query read 0.84 on that scale with batches as
         long as the trigger, and its scale-up came as lag built). (A read-limited query is sized
         the same way on the limit: the same size whether its batches show the limit or not.)
+
+        The interval is the query's batch period (:attr:`_Demand.period_s`): its trigger, or half of
+        ``backlogThreshold`` where that is longer. A short trigger with large fixed costs per batch
+        otherwise held executors that only shortened batches no user waits for: back to back, a
+        batch reads what arrived during the previous one, and at the target's arrivals a row waits
+        at most two periods, within ``backlogThreshold``; at the arrivals themselves the batches
+        stay far shorter (the headroom in rows). Batches of the other queries with the same
+        trigger are taken as running at that period too (their task time scaled to it).
         Without a trigger: the rate over the rows/s the executors can do."""
-        rows = d.rows_per_batch()
+        rows = d.rows_per_period()
         if d.idle or (rows is not None and rows <= 0):
             return 0.0 * executors
         if rows is not None and d.trigger_s:
-            allowed = max(d.trigger_s, cost.driver_s / target)
+            period = d.period_s or d.trigger_s
+            if period > d.trigger_s:
+                concurrent = Concurrent(concurrent.task_s * (period / d.trigger_s), concurrent.tasks)
+            allowed = max(period, cost.driver_s / target)
             # Batch time is a fixed part plus a part per row: the rows a batch can take within
             # ``allowed`` follow from two points, its time with none and with the headroom's rows.
             xp = ops(executors)
@@ -411,9 +442,11 @@ class MicroBatchEvaluator(MetricEvaluator):
         if d.idle or d.target <= 0:
             return 0.0 * executors
         xp = ops(executors)
-        rows = d.rows_per_batch()
+        rows = d.rows_per_period()
         if rows is not None and d.trigger_s:
-            period = xp.maximum(d.trigger_s, cost.batch_time(rows, executors))
+            # At the period sized for: a fixed cost per batch repeated more often than the lag
+            # needs holds no slot (batches lengthen and take more rows each when slots are short).
+            period = xp.maximum(d.period_s or d.trigger_s, cost.batch_time(rows, executors))
             return cost.task_time(rows, executors) / period
         period = cost.steady_batch_time(d.target, executors, None)
         unbounded = xp.isinf(period)

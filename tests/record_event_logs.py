@@ -235,6 +235,9 @@ def sparkscale_files_udf(workdir: Path) -> dict[str, Any]:
         rate[0] = 150.0  # 1.5 s of work a second: more than one executor can do
         _wait(lambda: _applied(scaler, "scale_up"), 180, "a scale-up")
         _wait(lambda: scaler.status()["live_executors"] >= 2, 90, "new executors")
+        # The high load holds a few batches on the new executors: a step of a few batches only,
+        # ending as the scale-up lands, left the replay's own batches too few to tell it.
+        time.sleep(8)
         rate[0] = 20.0
         _wait(lambda: _applied(scaler, "scale_down"), 180, "a scale-down")
         time.sleep(2)

@@ -17,6 +17,9 @@ from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, MetricSampl
 from sparkscale_listener.model import BatchCost, ideal_task_phase
 from sparkscale_listener.policy import ScalingPolicy
 
+# backlogThreshold of two 1 s trigger intervals: the batch period sized for is the trigger itself.
+AT_TRIGGER = replace(CFG, backlog_threshold_s=2.0)
+
 
 @dataclass
 class Stream:
@@ -132,9 +135,10 @@ def test_arrivals_come_from_the_batches_and_the_size_from_the_model() -> None:
     # 1 executor: 4 slots, 4 waves: 0.2 + 28.6 / 4 = 7.3 s <= 10 s.
     assert (qe.required_executors, ev.recommended_executors) == (1, 1)
     # Utilization on the live 4 executors: the arrivals over the rows a batch can take within the
-    # interval, on the target's scale: the headroom's rows cost 28.6 / 16 s of the 10 - 0.2 s left
-    # beside the driver's fixed 0.2 s.
-    assert ev.utilization == pytest.approx(0.7 * (20.0 / 0.7 / 16) / (10.0 - 0.2), rel=1e-3)
+    # batch period, on the target's scale. The period is 30 s, half of backlogThreshold (60 s), longer
+    # than the trigger: the headroom's rows of 30 s (60000 / 0.7, 85.7 s of task time) cost 85.7 / 16 s
+    # of the 30 - 0.2 s left beside the driver's fixed 0.2 s.
+    assert ev.utilization == pytest.approx(0.7 * (60.0 / 0.7 / 16) / (30.0 - 0.2), rel=1e-3)
     assert qe.cost is not None and qe.cost.per_row_s == pytest.approx(0.001)
 
 
@@ -480,7 +484,8 @@ def test_utilization_is_the_arrivals_over_what_a_batch_can_take_within_the_inter
         return 170.0 if int(t / 5) % 2 else 210.0  # rows that vary: the fixed part is identifiable
 
     stream = Stream("a", rate, per_row_s=0.01, fixed_s=0.8, tasks=8, driver_s=0.3, trigger_s=1.0)
-    ev = evaluate([stream], until=120.0, live=1, target=1)
+    # A lag budget of two trigger intervals (backlogThreshold 2 s): the period is the trigger.
+    ev = evaluate([stream], until=120.0, live=1, target=1, cfg=AT_TRIGGER)
     qe = ev.queries["a"]
     assert qe.cost is not None and qe.cost.row_cost_trusted, qe.note
     assert ev.utilization == pytest.approx(0.95, abs=0.03)
@@ -489,7 +494,7 @@ def test_utilization_is_the_arrivals_over_what_a_batch_can_take_within_the_inter
     assert ev.recommended_executors == 2, qe.note
     # Idle arrivals read 0, whatever the fixed costs.
     assert evaluate([Stream("b", 0.0, fixed_s=0.8, tasks=8, driver_s=0.3, trigger_s=1.0)],
-                    until=120.0, live=1, target=1).utilization in (0.0, None)
+                    until=120.0, live=1, target=1, cfg=AT_TRIGGER).utilization in (0.0, None)
 
 
 def test_where_no_batch_ends_within_the_interval_the_fewest_near_the_shortest_are_chosen() -> None:
@@ -500,8 +505,33 @@ def test_where_no_batch_ends_within_the_interval_the_fewest_near_the_shortest_ar
         return 20.0 if int(t / 5) % 2 else 40.0
 
     stream = Stream("a", rate, per_row_s=0.001, fixed_s=8.0, tasks=8, driver_s=0.3, trigger_s=1.0)
-    ev = evaluate([stream], until=120.0, live=4, target=4)
+    ev = evaluate([stream], until=120.0, live=4, target=4, cfg=AT_TRIGGER)
     qe = ev.queries["a"]
     assert qe.cost is not None, qe.note
     assert ev.recommended_executors == 2 and qe.capped, qe.note
     assert ev.utilization == pytest.approx(10.0)  # bounded: "more than the executors can do"
+
+
+def test_batches_may_run_past_a_short_trigger_within_the_lag_backlog_threshold_allows() -> None:
+    # The query above with the default backlogThreshold (60 s): batches back to back 30 s apart at
+    # most keep a row waiting at most 60 s. On 1 executor a batch takes two waves of its 8 fixed
+    # tasks, 2.3 s, and a 30 s period's headroom rows (57 rows/s / 0.7 x 30) add 2.4 s: it fits.
+    # The batches that executors cannot shorten hold none.
+    def rate(t: float) -> float:
+        return 20.0 if int(t / 5) % 2 else 40.0
+
+    stream = Stream("a", rate, per_row_s=0.001, fixed_s=8.0, tasks=8, driver_s=0.3, trigger_s=1.0)
+    ev = evaluate([stream], until=120.0, live=4, target=4)
+    qe = ev.queries["a"]
+    assert qe.cost is not None, qe.note
+    assert ev.recommended_executors == 1 and not qe.capped, qe.note
+    assert ev.utilization < 0.1
+    # Rows per batch are still a trigger interval's (what the batches read at the arrivals).
+    assert qe.rows_per_batch == pytest.approx(qe.target_rate * 1.0)
+
+    # A read limit that binds caps a batch's rows: a longer batch reads no more, and the query is
+    # sized on its trigger (the limit every trigger interval), whatever backlogThreshold allows.
+    limited = Stream("b", 1000.0, per_row_s=0.02, tasks=8, trigger_s=5.0, limit=2000.0, backlog0=20_000.0)
+    lenient = evaluate([limited], until=150.0, live=1, cfg=replace(CFG, backlog_threshold_s=600.0))
+    strict = evaluate([limited], until=150.0, live=1, cfg=replace(CFG, backlog_threshold_s=10.0))
+    assert lenient.recommended_executors == strict.recommended_executors > 1

@@ -493,8 +493,6 @@ def test_spark35_run_with_sparkscale() -> None:
     # 20 rows/s, 150 from a few seconds in (batches of 300-420 rows while one executor lags), 20.
     rows = [b.num_input_rows for b in query.batches]
     assert max(rows) >= 300 and rows[-5:] == [20] * 5
-    # The batch it was stopped in has no progress: left out, and the assumptions say so.
-    assert any("stopped during batch" in a for a in app.assumptions)
     assert app.ticks and app.jobs == ()
     assert attributed_tasks(app) == task_end_count(SPARK35)
 

@@ -88,12 +88,13 @@ class AutoscalerConfig:
         "utilization.target", Number(0.0, 1.0, low_open=True), 0.7,
         "Size for arrivals at this share of what the executors can do: the fewest executors on "
         "which, the model predicts, a batch of the arrivals divided by this still ends within the "
-        "trigger interval (for a query without a trigger: whose throughput is the arrivals divided "
-        "by this). 0.7: 43 % more load is absorbed, for bursts and jitter.")
+        "batch period (the trigger interval, or half of backlogThreshold where longer: batches may "
+        "run back to back past a short trigger); for a query without a trigger: whose throughput "
+        "is the arrivals divided by this. 0.7: 43 % more load is absorbed, for bursts and jitter.")
     utilization_max: float = option(
         "utilization.max", Number(0.0, 1.0, low_open=True), 0.9,
         "Scale up once the arrivals use more than this share of what the current executors can "
-        "do (at 1.0 a batch of the arrivals just ends within the trigger interval; the scale of "
+        "do (at 1.0 a batch of the arrivals just ends within the batch period; the scale of "
         "utilization.target); a scale-down comes once fewer executors were recommended for all of "
         "scaleDownInterval.")
     catch_up_duration_s: float = option("catchUpDuration", Duration(positive=True, at_most=DAY), 300.0,
@@ -108,8 +109,10 @@ class AutoscalerConfig:
     scale_down_max_factor: float = option("scaleDown.maxFactor", Number(0.0, 1.0, low_open=True), 0.5,
                                           "One scale-down removes at most this fraction of executors.")
     backlog_threshold_s: float = option("backlogThreshold", Duration(at_most=DAY), 60.0,
-                                        "While the backlog exceeds this many seconds of input, never "
-                                        "scale down: catching up needs the capacity.")
+                                        "The lag accepted: while the backlog exceeds this many seconds "
+                                        "of input, never scale down (catching up needs the capacity); "
+                                        "and batches are sized to end within half of it, back to back, "
+                                        "where that is longer than the trigger interval.")
     ineffective_scale_up_threshold: float = option(
         "scaleUp.ineffectiveThreshold", Number(0.0, 1.0), 0.1,
         "If a scale-up shortened the query's batches by less than this fraction of what the model "
