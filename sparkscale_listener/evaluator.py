@@ -392,9 +392,9 @@ class MicroBatchEvaluator(MetricEvaluator):
         """How busy ``executors`` (a count or an array of counts) keep the query, on the scale of
         ``utilization.target``: the arrivals over what the executors can do.
 
-        With a trigger: a trigger interval's worth of arrivals over the rows a batch can read and
-        still end within the interval (within driver time / ``utilization.target`` when the driver
-        alone takes longer). At the target, a batch of ``rate / utilization.target`` rows (Flink's
+        With a trigger: a batch period's worth of arrivals (the period below) over the rows a batch
+        can read and still end within the period (within driver time / ``utilization.target`` when
+        the driver alone takes longer). At the target, a batch of ``rate / utilization.target`` rows (Flink's
         headroom, in rows) ends exactly within the interval. The headroom is in rows, not in time:
         what a batch pays whatever its rows (the driver, a fixed cost per task) does not grow with
         the load, and asking for it to fit in 70 % of the interval held executors that only

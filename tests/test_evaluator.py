@@ -515,8 +515,9 @@ def test_where_no_batch_ends_within_the_interval_the_fewest_near_the_shortest_ar
 def test_batches_may_run_past_a_short_trigger_within_the_lag_backlog_threshold_allows() -> None:
     # The query above with the default backlogThreshold (60 s): batches back to back 30 s apart at
     # most keep a row waiting at most 60 s. On 1 executor a batch takes two waves of its 8 fixed
-    # tasks, 2.3 s, and a 30 s period's headroom rows (57 rows/s / 0.7 x 30) add 2.4 s: it fits.
-    # The batches that executors cannot shorten hold none.
+    # tasks, 2.3 s, and a 30 s period's headroom rows (at most 40 rows/s / 0.7 x 30 = 1,714 rows,
+    # 1.7 s of task time in two waves) add 0.43 s: it fits. Executors that would only shorten the
+    # fixed part of batches nobody waits for are not held.
     def rate(t: float) -> float:
         return 20.0 if int(t / 5) % 2 else 40.0
 
