@@ -81,6 +81,7 @@ class Autoscaler:
         self.state = AutoscalerState(state_store, app_name, self.errors.report_now, run_id)
         self._restored = False
         self._events_lost: int | None = None  # cumulative count at the previous tick
+        self._lost_at: float | None = None  # when the latest loss of listener events was noticed
         self._outcome_reported: float | None = None  # time of the change whose outcome was reported
         self.provisioning = ProvisioningTracker(config, self.state)
         self.executor = ScalingExecutor(config, realizer, guard, events, self.state, self.provisioning,
@@ -170,9 +171,12 @@ class Autoscaler:
         self._note_lost_events(now, sample)
         decisions = self._check_last_scaling(now, sample)
         pause = self.guard.pause
+        current = executor.targets.current
         if pause.active(now):
-            current = executor.targets.current
             decisions.append(Decision(now, "none", current, current, f"paused: {pause.reason(now)}"))
+        elif (measuring := self._measuring_afresh(now)) is not None:
+            decisions.append(Decision(now, "none", current, current, measuring))
+            executor.reassert_after_losses(sample)  # lost executors are replaced all the same
         else:
             decisions.append(self._decide_and_apply(now, sample))
         self._record(decisions, sample)
@@ -207,7 +211,21 @@ class Autoscaler:
             return
         t = self.executor.targets
         t.window_start = max(t.window_start, now)
+        self._lost_at = now
         self.events.emit(events_lost_event(now, lost, lost - before))
+
+    def _measuring_afresh(self, now: float) -> str | None:
+        """The reason no decision is made yet after lost listener events, or None. A whole
+        metrics window is waited out, whatever the queries show: an idle query, or another job's
+        tasks, would otherwise be judged on counters that miss work."""
+        if self._lost_at is None:
+            return None
+        left = self._lost_at + self.config.metrics_window_s - now
+        if left <= 0:
+            self._lost_at = None
+            return None
+        return (f"not ready: listener events were lost {now - self._lost_at:.0f}s ago; measuring a fresh "
+                f"{self.config.metrics_window_s:.0f}s metrics window ({left:.0f}s left)")
 
     def _check_last_scaling(self, now: float, sample: MetricSample) -> list[Decision]:
         """Let the guard judge the scaling it watches; a rollback is the tick's first decision."""

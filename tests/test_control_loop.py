@@ -90,13 +90,29 @@ def test_lost_listener_events_restart_the_window_and_are_reported() -> None:
         h.tick(with_query(sample(t, live=2, events_lost=3), q))  # lost before we started: no news
     assert not [e for e in h.recorded.events if e.situation == "events-lost"]
     [decision] = h.tick(with_query(sample(60, live=2, events_lost=5), q))
-    assert "0 of 2 batches of query" in decision.reason
-    assert "on the new size" in decision.reason
+    assert decision.reason.startswith("not ready: listener events were lost 0s ago")
+    assert "fresh 30s metrics window (30s left)" in decision.reason
     (event,) = [e for e in h.recorded.events if e.situation == "events-lost"]
     assert event.severity == "warning" and event.reason.startswith("2 listener event(s) lost")
     assert h.autoscaler.status()["events_lost"] == 5
-    assert "1 of 2 batches" in h.tick(with_query(sample(65, live=2, events_lost=5), q), dt=5)[0].reason
-    assert "not ready" not in h.tick(with_query(sample(70, live=2, events_lost=5), q), dt=5)[0].reason
+    # The whole window is waited out, though the query confirms its batches within 10 s.
+    for t in range(65, 90, 5):
+        assert "lost" in h.tick(with_query(sample(t, live=2, events_lost=5), q), dt=5)[0].reason
+    assert "not ready" not in h.tick(with_query(sample(90, live=2, events_lost=5), q), dt=5)[0].reason
+
+
+def test_no_decision_rests_on_a_window_with_lost_events_even_with_no_query_reading() -> None:
+    # The real-Spark failure: a burst job's tasks held the slots, the streaming query read nothing
+    # (idle, so no per-query gate applied), and a scale-up was sized on the other job's tasks.
+    h = LoopHarness(cfg(initialExecutors="1", maxExecutors="4", metricsWindow="30s",
+                        stabilizationInterval="0s"))
+    for t in range(10, 60, 10):
+        h.tick(sample(t, live=1, events_lost=0))
+    during = [h.tick(sample(t, live=1, events_lost=7, other_tasks=40), dt=10 if t == 60 else 5)[0]
+              for t in range(60, 90, 5)]
+    assert all(d.action == "none" and "events were lost" in d.reason for d in during), during
+    [after] = h.tick(sample(90, live=1, events_lost=7, other_tasks=40), dt=5)
+    assert after.action == "scale_up" and after.applied
 
 
 def with_query(s: MetricSample, q: SteadyQuery) -> MetricSample:
