@@ -153,6 +153,11 @@ class Evaluation:
     queries: dict[str, QueryEvaluation] = field(default_factory=dict)
     reason: str = ""  # the figures behind the headline
     rising: bool = False  # some query's load is rising: no scale-down now
+    # The arrivals up to this moment are measured: the start of the latest completed batch of the
+    # query that is furthest behind (a batch reads what arrived before it started). None: no such
+    # bound (an evaluator that does not say, or only idle queries). A scale-down that came due
+    # later waits for a batch started after it, so a step just begun is not scaled down blind.
+    measured_until: float | None = None
     # The measured outcome of the last change, per query, once its warm batches are in.
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     # What the load needs, in one line ("query 'orders': arrivals 500 rows/s need 4 executors").

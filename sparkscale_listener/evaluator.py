@@ -106,7 +106,7 @@ class _Demand:
 
     q: QueryMetrics
     window_rate: float  # arrivals over the metrics window, rows/s
-    recent_rate: float  # the lower of the last two batches' arrival rates: a confirmed step
+    recent_rate: float  # the last two batches' arrival rate: the newer after a step, else the lower
     rate: float  # the arrival rate sized on: the higher of the two
     processed_rate: float  # rows/s its batches read over the window
     backlog: float | None
@@ -124,6 +124,7 @@ class _Demand:
     idle: bool
     backlog_mode: bool
     arrivals_seen: bool  # two consecutive batches came: the arrivals are measured
+    measured_until: float | None  # the start of its latest completed batch
     notes: list[str] = field(default_factory=list)
     signal: str = ""  # what, beside the arrivals, drives its size (for the decision's reason)
 
@@ -310,8 +311,16 @@ class MicroBatchEvaluator(MetricEvaluator):
                              f"{readable.rate(before)}: sized once the next batch confirms it")
         seconds = sum(a[2] for a in sized_on)
         window_rate = sum(a[1] for a in sized_on) / seconds if seconds > 0 else 0.0
-        # Two consecutive batches at a new rate confirm a step: size on the lower of them.
-        recent = min(latest) if len(latest) == 2 and sized_on is in_window else window_rate
+        recent = window_rate
+        if len(latest) == 2 and sized_on is in_window:
+            # Two consecutive batches at a new rate confirm it: the lower of them, unless both
+            # rose above the window before them (a step). Then the first of them read across the
+            # step, part of it at the old rate, and the newer one alone tells the new rate (sized
+            # on the lower, a real x10 step took three scale-ups).
+            older = in_window[:-2]
+            before_both = sum(a[1] for a in older) / max(sum(a[2] for a in older), _EPS)
+            stepped = bool(older) and min(latest) > (1.0 + RISING) * max(before_both, _EPS)
+            recent = latest[1] if stepped else min(latest)
         rate = max(window_rate, recent)
         seconds = sum(a[2] for a in in_window)
         processed = sum(b.rows for b in window_batches) / seconds if seconds > 0 else 0.0
@@ -383,7 +392,8 @@ class MicroBatchEvaluator(MetricEvaluator):
                        provisioning=provisioning, read_limit=read_limit, saturated=saturated,
                        trigger_s=trigger_s, period_s=period_s, signal=signal,
                        batch_time_s=batch_time, rising=rising, idle=idle, backlog_mode=backlog_mode,
-                       arrivals_seen=bool(arrivals), notes=notes)
+                       arrivals_seen=bool(arrivals), measured_until=batches[-1].start if batches else None,
+                       notes=notes)
 
     # -- sizing ------------------------------------------------------------------------------------
 
@@ -535,7 +545,8 @@ class MicroBatchEvaluator(MetricEvaluator):
         return Evaluation(time=context.now, ready=True, current_executors=context.current_target,
                           recommended_executors=recommended, required_slots=required_slots,
                           utilization=utilization, backlog_mode=backlog_mode, queries=queries,
-                          reason=details, headline=headline, rising=any(d.rising for d in demands))
+                          reason=details, headline=headline, rising=any(d.rising for d in demands),
+                          measured_until=_measured_until(demands))
 
     def _query_result(self, d: _Demand, cost: BatchCost | None, required: int, capped: bool, live: int,
                       utilization: float | None) -> QueryEvaluation:
@@ -640,6 +651,13 @@ class MicroBatchEvaluator(MetricEvaluator):
                           recommended_executors=current, required_slots=0.0, utilization=None,
                           backlog_mode=False, headline=f"not ready: {whys[0]}{more}",
                           reason="; ".join(whys) if len(whys) > 1 else "")
+
+
+def _measured_until(demands: Sequence[_Demand]) -> float | None:
+    """Up to when every query's arrivals are measured. An idle query bounds nothing: a source
+    with new rows starts a batch, and a batch running counts as rising."""
+    bounds = [d.measured_until for d in demands if not d.idle and d.measured_until is not None]
+    return min(bounds) if bounds else None
 
 
 def held_slots(q: QueryMetrics) -> int:

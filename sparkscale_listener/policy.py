@@ -114,15 +114,26 @@ class ScaleDownWindow:
 
     def __init__(self) -> None:
         self._wishes: deque[_Wish] = deque()
+        self.due_since: float | None = None  # when the current run's scale-down first came due
 
     def note(self, wish: _Wish, interval_s: float) -> None:
         self._wishes.append(wish)
+        if wish.executors is None or wish.executors >= wish.current:
+            self.due_since = None
         # Keep the interval plus the last wish before it (it tells whether the run covers it).
         while len(self._wishes) > 1 and self._wishes[1].time <= wish.time - interval_s + _EPS:
             self._wishes.popleft()
 
     def clear(self) -> None:
         self._wishes.clear()
+        self.due_since = None
+
+    def came_due(self, now: float) -> float:
+        """When the scale-down that is due now first came due (the wishes slide with time, so
+        the moment is kept, not derived)."""
+        if self.due_since is None:
+            self.due_since = now
+        return self.due_since
 
     def run_start(self, current: int) -> float | None:
         """When the latest unbroken run of scale-down wishes below ``current`` began, or None."""
@@ -212,11 +223,14 @@ class ScalingPolicy:
             "blocked": {qid: {"reason": b.reason, "targetRate": b.target_rate, "since": b.since}
                         for qid, b in self._blocked.items()},
             "checked": list(self._checked_record) if self._checked_record else None,
+            "scaleDownDueSince": self._window.due_since,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Load what :meth:`to_state` produced; malformed entries are skipped."""
         self._window.load_state(state.get("scaleDownWishes"))
+        due_since = state.get("scaleDownDueSince")
+        self._window.due_since = float(due_since) if isinstance(due_since, (int, float)) else None
         blocked = state.get("blocked")
         for qid, b in (blocked.items() if isinstance(blocked, dict) else ()):
             try:
@@ -402,6 +416,17 @@ class ScalingPolicy:
                               extra=f"scale-down to {wanted} pending for {waited:.0f}s of "
                                     f"{cfg.scale_down_interval_s:.0f}s (scaleDownInterval)"
                                     + (f"; {limit_text}" if limit_text else ""))
+        came_due = self._window.came_due(ctx.now)
+        if ev.measured_until is not None and ev.measured_until + _EPS < came_due:
+            # The batches measured so far read what arrived before the scale-down came due; a
+            # step since then is unseen (on Kafka, 2 -> 1 came 3 s after a x10 step). The next
+            # batch, started after it came due, confirms it or breaks the run.
+            behind = readable.seconds(came_due - ev.measured_until)
+            return self._none(ev, ctx, f"hold {cur}, scale-down to {wish.executors} due: waiting for a "
+                              f"batch started after it came due: {_summary(ev)}", limited,
+                              extra=f"fewer executors recommended for {waited:.0f}s "
+                                    f"(scaleDownInterval={cfg.scale_down_interval_s:g}s); the latest "
+                                    f"completed batch started {behind} before it came due")
         factor_floor = math.ceil(cur * (1.0 - cfg.scale_down_max_factor) - _EPS)
         to, limited_by = wish.executors or cur, wish.limited_by
         largest = f"the largest recommendation over it was {wish.executors}"
@@ -409,6 +434,7 @@ class ScalingPolicy:
             to, limited_by = factor_floor, "scaleDown.maxFactor"
             largest += f", limited by scaleDown.maxFactor={cfg.scale_down_max_factor:g}"
         self._issued_from = cur
+        self._window.due_since = None  # the next scale-down comes due anew
         return self._decision(ev, ctx, "scale_down", to,
                               f"scale down {cur} -> {to} after {readable.seconds(waited)} of lower "
                               f"recommendations: {_summary(ev)}", limited_by,

@@ -49,6 +49,27 @@ FAST: dict[str, str] = {
 }
 
 
+# The Spark settings of the first cluster of this process. pyspark launched the driver JVM with
+# them as system properties, and every later SparkConf of the process reads those as defaults: a
+# second cluster (a file's second test class) would otherwise run with the first one's
+# excludeOnFailure and task.maxFailures instead of Spark's defaults.
+_launched_with: dict[str, str] = {}
+
+
+def clear_settings_left_in_the_jvm(conf: Mapping[str, str]) -> list[str]:
+    """Before a later cluster of this process starts: drop the first cluster's settings that
+    ``conf`` does not set itself from the driver JVM's system properties. Returns the keys cleared."""
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm
+    if jvm is None or SparkContext._active_spark_context is not None:
+        return []  # no JVM yet (nothing left over), or a running session getOrCreate() would return
+    left = sorted(set(_launched_with) - set(conf))
+    for key in left:
+        jvm.java.lang.System.clearProperty(key)
+    return left
+
+
 def fast_conf(workdir: Path, workers: int = 3, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """:func:`~sparkscale_listener.testing.demo.cluster_conf` with :data:`FAST` and ``extra`` on top."""
     return cluster_conf(workdir, workers=workers, extra={**FAST, **(extra or {})})
@@ -92,7 +113,13 @@ class SharedCluster:
                  conf: Mapping[str, str] | None = None) -> None:
         self.workdir = workdir
         self.conf = fast_conf(workdir, workers=workers, extra=conf)
+        from pyspark import SparkContext
+
+        first = SparkContext._jvm is None  # this session launches the process's driver JVM
+        clear_settings_left_in_the_jvm(self.conf)
         self.spark = build_session(name, self.conf)
+        if first:
+            _launched_with.update(self.conf)
         self.spark.sparkContext.setLogLevel("ERROR")
         quiet_executor_removal_noise(self.spark)
         self.bridge = JvmBridge(self.spark.sparkContext)

@@ -156,6 +156,17 @@ def test_a_step_is_sized_once_two_batches_show_it_and_one_batch_only_blocks_scal
     assert two.recommended_executors > one.recommended_executors
 
 
+def test_a_step_between_two_batch_starts_is_sized_on_the_newer_batch() -> None:
+    # The step at 205 s: the batch started at 210 s read 5 s of each rate (2,750 rows/s), the one
+    # at 220 s only the new rate. Sized on the lower, the scale-up fell short and needed two more.
+    step = Stream("a", lambda t: 500.0 if t < 205 else 5000.0)
+    two = evaluate([step], until=225.0)
+    assert two.queries["a"].target_rate == pytest.approx(5000.0, rel=0.01)
+    # Noise is no step: two batches apart by 20 % are sized on the lower.
+    noisy = Stream("a", lambda t: 1000.0 if t < 210 else (1250.0 if t < 220 else 1500.0))
+    assert evaluate([noisy], until=235.0).queries["a"].target_rate == pytest.approx(1250.0, rel=0.01)
+
+
 def test_not_ready_before_three_warm_batches_of_a_query_or_two_that_agree() -> None:
     # 4 batches, 2 of them warm-up; the warm ones read 10,000 and 20,000 rows and pay 10 s of task
     # time each besides their rows: 2 and 1.5 ms a row, 25 % apart.

@@ -4,6 +4,7 @@ simulated time, no Spark)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_load_step_reaches_the_oracle_within_two_actions(factor: float,
     allowed = 2 if factor > 1 else _fewest_steps_down(before, oracle, cfg.scale_down_max_factor)
     reached = [i for i, a in enumerate(actions) if abs(a.to_executors - oracle) <= 1]
     assert reached and reached[0] < allowed, [(a.time, a.to_executors) for a in actions]
-    assert len(actions) == reached[0] + 1  # and stays there
+    assert all(abs(a.to_executors - oracle) <= 1 for a in actions[reached[0]:])  # and stays there
     assert abs(result.final_executors - oracle) <= 1
 
 
@@ -88,8 +89,9 @@ def test_load_step_x4_with_a_read_limit_has_capacity_within_two_actions() -> Non
     result = Simulation(cfg, [q], 3, seed=1, cores_per_executor=CORES).run(3600)
     actions = _actions_after(result, STEP_AT)
     assert 1 <= len(actions) <= 2
-    assert actions[-1].to_executors >= oracle
-    assert oracle <= result.final_executors <= oracle + 1
+    # Sized at once on the new rate, 13, and cut to 12 by scaleUp.maxFactor (x4 from 3): inside
+    # the band, 12 hold the load and work the backlog off.
+    assert abs(result.final_executors - oracle) <= 1
     assert result.timeline[-1].queries["q"].backlog < 3200.0 * 5  # caught up
 
 
@@ -97,6 +99,28 @@ def _flaps(result: SimResult, within: float) -> list[tuple[float, float]]:
     """(scale-up time, scale-down time) pairs where a scale-down undid a scale-up too soon."""
     return [(a.time, b.time) for a, b in zip(result.actions, result.actions[1:], strict=False)
             if a.action == "scale_up" and b.action == "scale_down" and b.time - a.time < within]
+
+
+def test_a_step_just_before_a_scale_down_comes_due_is_not_scaled_down_blind() -> None:
+    # The real Kafka failure, at batch granularity: a low phase's delayed scale-down came due 3 s
+    # after a x10 step, while the batches measured so far had read only what arrived before it.
+    cfg = AutoscalerConfig(max_executors=4, interval_s=1.0, metrics_window_s=20.0,
+                           stabilization_interval_s=5.0, scale_down_interval_s=30.0,
+                           backlog_threshold_s=15.0)
+
+    def kafka(load: Callable[[float], float]) -> SimQuery:
+        return SimQuery("kafka", load, cost_per_row=0.005, batch_overhead_s=0.3, partitions=8,
+                        trigger_interval_s=5.0)
+
+    steady = Simulation(cfg, [kafka(lambda t: 50.0)], 4, seed=3, cores_per_executor=1).run(120)
+    # When the low phase's scale-down comes due: the first tick that would make it.
+    due = next(d.time for d in steady.decisions if d.action == "scale_down" or " due" in d.reason)
+    assert [(a.from_executors, a.to_executors) for a in steady.actions][:1] == [(4, 2)]
+    step = due - 1.0  # after the batch before it started: no completed batch shows the step
+    result = Simulation(cfg, [kafka(step_load(50.0, 500.0, step))], 4, seed=3,
+                        cores_per_executor=1).run(step + 120)
+    assert [a for a in result.actions if a.action == "scale_down"] == []
+    assert result.final_executors == 4
 
 
 @pytest.mark.parametrize("utilization_max", [0.9, 0.75])

@@ -47,7 +47,9 @@ FAST_CHECKERS: dict[str, str] = {
 # on the failing one; the failing executor itself is never excluded, so it goes on failing the
 # first attempt of every task it gets until the rollback removes it. (A query whose every task
 # fails, case 3, needs Spark's defaults instead: with one executor left, excludeOnFailure would
-# make its retries unschedulable rather than failed.)
+# make its retries unschedulable rather than failed, and Spark aborts an unschedulable batch only
+# after unschedulableTaskSetTimeout, 120 s, while an executor is idle. The second class's
+# application must not inherit these from the first's driver JVM: SharedCluster clears them.)
 RETRY_ON_ANOTHER_EXECUTOR: dict[str, str] = {
     "spark.excludeOnFailure.enabled": "true",
     "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": "100000",
@@ -236,6 +238,11 @@ class TestSparksDefaultsOnTwoWorkers:
         test saw the scale-down). queryFailure rolls back to the initial target (rollback.target=
         initial); the rows committed before the failure are in the sink exactly once."""
         cluster, spark = class_cluster, class_cluster.spark
+        # Spark's task retries as they come: a failed task retried anywhere, 4 attempts, then the
+        # query fails. Not the first class's settings (see RETRY_ON_ANOTHER_EXECUTOR).
+        conf = spark.sparkContext.getConf()
+        assert conf.get("spark.excludeOnFailure.enabled", "false") == "false", conf.toDebugString()
+        assert conf.get("spark.task.maxFailures") is None, conf.toDebugString()
         marker = tmp_path / "fail-now"
         scaler = cluster.scenario(**{
             "initialExecutors": "2", "maxExecutors": "2", "rollback.target": "initial",
@@ -251,7 +258,12 @@ class TestSparksDefaultsOnTwoWorkers:
         down = applied(scaler, "scale_down")[0]
         assert (down["from_executors"], down["to_executors"]) == (2, 1), down
         marker.touch()
-        wait(scaler, lambda: not job.query.isActive, 120, "the query to fail")
+        try:
+            wait(scaler, lambda: not job.query.isActive, 120, "the query to fail")
+        except AssertionError as e:
+            # Whether a batch is stuck (and in what) or none runs: the query's own view.
+            raise AssertionError(f"{e}\nquery status: {job.query.status}\n"
+                                 f"last progress: {job.query.lastProgress}") from None
         assert job.query.exception() is not None
         wait(scaler, lambda: rollbacks(scaler), 90, "a rollback after the query failed")
         rollback = rollbacks(scaler)[0]
