@@ -467,16 +467,13 @@ class JvmBridge:
         """``/autoscaler/metrics`` is served (with the tab)."""
         return bool(self._bridge().metricsEndpointAttached())
 
-    # --- SparkContext calls that need no bridge class (plain py4j, kept here so that the bridge is
-    # --- the only way into the JVM)
-
     def dropped_listener_events(self) -> int:
         """Events Spark's listener bus dropped so far (its queues were full), summed over every
         queue: ours, the streams queue that carries query progress, and the others."""
-        registry = self._sc._jsc.sc().listenerBus().metrics().metricRegistry()
-        counters = registry.getCounters()
-        names = [str(n) for n in counters.keySet().toArray()]
-        return sum(int(counters.get(n).getCount()) for n in names if n.endswith(".numDroppedEvents"))
+        return int(self._bridge().droppedListenerEvents())  # one py4j call, not one per counter
+
+    # --- SparkContext calls that need no bridge class (plain py4j, kept here so that the bridge is
+    # --- the only way into the JVM)
 
     def executor_ids(self) -> list[str]:
         """The scheduler's own list of executors it can schedule on (driver excluded)."""

@@ -143,6 +143,26 @@ public final class SparkscaleBridge {
     return toJson(l.snapshot(c.applicationId(), System.currentTimeMillis(), batchesSince));
   }
 
+  /**
+   * Events Spark's listener bus dropped so far (its queues were full), summed over every queue's
+   * {@code numDroppedEvents} counter; 0 when not installed. One call: read from Python, the counters cost a py4j
+   * round trip each.
+   */
+  public static long droppedListenerEvents() {
+    SparkContext c = activeContext();
+    if (c == null) {
+      return 0L;
+    }
+    long dropped = 0L;
+    for (Map.Entry<String, com.codahale.metrics.Counter> e
+        : c.listenerBus().metrics().metricRegistry().getCounters().entrySet()) {
+      if (e.getKey().endsWith(".numDroppedEvents")) {
+        dropped += e.getValue().getCount();
+      }
+    }
+    return dropped;
+  }
+
   private static boolean jobEnded(SparkContext c, int jobId) {
     // Only a job the status store knows to have ended: one it does not know may not have reached its queue yet.
     Option<org.apache.spark.SparkJobInfo> job = c.statusTracker().getJobInfo(jobId);
