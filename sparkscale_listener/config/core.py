@@ -103,7 +103,8 @@ class AutoscalerConfig:
     scale_down_interval_s: float = option("scaleDownInterval", Duration(at_most=DAY), 300.0,
                                           "A scale-down must be recommended this long before it is "
                                           "applied, at the largest recommendation seen; stops "
-                                          "flapping.")
+                                          "flapping. It is applied once a batch started after "
+                                          "that still agrees.")
     scale_up_max_factor: float = option("scaleUp.maxFactor", Number(1.0, None, low_open=True), 4.0,
                                         "One scale-up multiplies executors by at most this.")
     scale_down_max_factor: float = option("scaleDown.maxFactor", Number(0.0, 1.0, low_open=True), 0.5,
