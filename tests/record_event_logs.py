@@ -231,7 +231,12 @@ def sparkscale_files_udf(workdir: Path) -> dict[str, Any]:
              .writeStream.format("noop").queryName("enrich").trigger(processingTime="1 second").start())
     try:
         _wait(lambda: scaler.status()["live_executors"] == 1, 120, "1 executor")
-        time.sleep(4)  # a few batches at the low load
+        # The step comes once the autoscaler decides on a learnt cost: a step during its learning
+        # and the start's stabilization made the recorded scale-up's moment hang on how the
+        # start's extra executors went, which the replay does not reproduce to the second.
+        _wait(lambda: [d for d in scaler.decisions()[-1:] if d["reason"] and "not ready" not in d["reason"]],
+              120, "a decision on a learnt cost")
+        time.sleep(3)  # a few batches at the low load
         rate[0] = 150.0  # 1.5 s of work a second: more than one executor can do
         _wait(lambda: _applied(scaler, "scale_up"), 180, "a scale-up")
         _wait(lambda: scaler.status()["live_executors"] >= 2, 90, "new executors")

@@ -205,6 +205,25 @@ def test_arrivals_beyond_what_the_last_change_was_sized_for_need_no_stabilizatio
     assert not MicroBatchEvaluator().evaluate(steady, context).ready
 
 
+def test_a_scale_up_cut_short_by_the_max_factor_continues_once_its_executors_registered() -> None:
+    # 1 -> 4 of the 16 needed (scaleUp.maxFactor 4): with the 4 registered, the rest follows
+    # without waiting for two batches on them; before they register, it waits.
+    q = Stream("a", 16_000.0, tasks=64)
+    cost = BatchCost(0.2, 0.0, 0.0, 0.001, 64, 64, CORES, 1.0, 0.0, 10, True)
+    cut_short = ScalingRecord(295.0, "scale_up", 1, 4, "r", predictions={
+        "a": Prediction("a", 16_000.0, 160_000.0, 16, 40.0, 10.0, 18_000.0, None, cost)})
+    history = history_of([q], 300.0)
+    registered = replace(scaling_context(300.0, window_start=299.0), last_scaling=cut_short)
+    ev = MicroBatchEvaluator().evaluate(history, registered)
+    assert ev.ready and ev.recommended_executors > 4
+    assert "the last scale-up, to 4, was cut short of the 16 executors it needed" in ev.queries["a"].note
+    requested = replace(registered, window_start=math.inf)
+    assert not MicroBatchEvaluator().evaluate(history, requested).ready
+    # A scale-up that got what it needed waits for the new size's batches, as any change.
+    enough = replace(registered, last_scaling=replace(cut_short, to_executors=16))
+    assert not MicroBatchEvaluator().evaluate(history, enough).ready
+
+
 def test_a_backlog_asks_for_catch_up_and_provisioning_capacity_and_sets_backlog_mode() -> None:
     # 1000000 rows wait (at most 50000 read a batch), 1000 rows/s arrive.
     q = Stream("a", 1000.0, backlog0=1_000_000.0, limit=50_000.0)

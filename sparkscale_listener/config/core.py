@@ -106,7 +106,8 @@ class AutoscalerConfig:
                                           "flapping. It is applied once a batch started after "
                                           "that still agrees.")
     scale_up_max_factor: float = option("scaleUp.maxFactor", Number(1.0, None, low_open=True), 4.0,
-                                        "One scale-up multiplies executors by at most this.")
+                                        "One scale-up multiplies executors by at most this; the "
+                                        "rest follows once they registered.")
     scale_down_max_factor: float = option("scaleDown.maxFactor", Number(0.0, 1.0, low_open=True), 0.5,
                                           "One scale-down removes at most this fraction of executors.")
     backlog_threshold_s: float = option("backlogThreshold", Duration(at_most=DAY), 60.0,
