@@ -78,6 +78,15 @@ class ScalingRecord:
     # Per query: what the model expected of the change.
     predictions: dict[str, Prediction] = field(default_factory=dict)
 
+    def cut_short(self) -> tuple[str, int] | None:
+        """(query id, executors it needed) of a scale-up that gave a query fewer executors than
+        it needed (``scaleUp.maxFactor`` limited it), else None."""
+        if self.action != "scale_up":
+            return None
+        short = [(qid, p.needed_executors) for qid, p in self.predictions.items()
+                 if p.needed_executors > self.to_executors]
+        return max(short, key=lambda s: s[1]) if short else None
+
 
 @dataclass(frozen=True)
 class ScalingContext:

@@ -283,7 +283,11 @@ class ScalingPolicy:
         # (a floor, a forecast): that recommendation drives the decision, band or not. The
         # default evaluator never does; its backlog already raises the utilization it reports.
         insists = rec > raw
-        if rec > cur and (above or insists):
+        # A scale-up that scaleUp.maxFactor cut short follows through: its first step may land in
+        # the band, where the rest of the way would otherwise wait for a rise above it.
+        last = context.last_scaling
+        following = last is not None and last.to_executors == cur and last.cut_short() is not None
+        if rec > cur and (above or insists or following):
             self._window.clear()
             return self._scale_up(evaluation, context)
 

@@ -13,6 +13,7 @@ from sparkscale_listener.decisions import (
     Decision,
     Evaluation,
     Outcome,
+    Prediction,
     QueryEvaluation,
     ScalingContext,
     ScalingRecord,
@@ -91,6 +92,24 @@ def test_scale_up_is_limited_by_the_max_factor() -> None:
     d = decide(ScalingPolicy(), 0, 2, required_slots=60.0)  # needs 15, at most 2 x 4 = 8
     assert (d.action, d.to_executors, d.limited_by) == ("scale_up", 8, "scaleUp.maxFactor")
     assert "scaleUp.maxFactor=4" in d.details and "load needs 15" in d.details
+
+
+def test_a_scale_up_cut_short_by_the_max_factor_follows_through_inside_the_band() -> None:
+    # 1 -> 4 of the 5 a step needed: on 4 the utilization is inside the band (0.8), which alone
+    # holds; the cut-short scale-up goes on to 5 all the same, once.
+    cost = BatchCost(0.2, 0.0, 0.0, 0.001, 64, 64, CORES, 1.0, 0.0, 10, True)
+    short = ScalingRecord(time=100.0, action="scale_up", from_executors=1, to_executors=4, reason="r",
+                          predictions={"q": Prediction("q", 1000.0, 1000.0, 5, 4.0, 0.9, 1200.0, None, cost)})
+    slots = 0.8 * 16 / 0.7
+    ev = evaluation(120.0, current=4, required_slots=slots, utilization=0.8)
+    d = ScalingPolicy().decide(ev, context(120.0, 4, last=short))
+    assert (d.action, d.from_executors, d.to_executors) == ("scale_up", 4, 5)
+    assert ScalingPolicy().decide(ev, context(120.0, 4)).action == "none"  # no cut-short change
+    # Once a scale-up got what it needed, the band holds again (here a load that drifted to 6).
+    after = replace(short, from_executors=4, to_executors=5)
+    drifted = evaluation(130.0, current=5, required_slots=0.8 * 20 / 0.7, utilization=0.8)
+    assert drifted.recommended_executors == 6
+    assert ScalingPolicy().decide(drifted, context(130.0, 5, last=after)).action == "none"
 
 
 def test_load_beyond_max_executors_scales_to_max_then_holds_and_says_so() -> None:
