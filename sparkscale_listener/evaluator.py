@@ -233,8 +233,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         long while the backlog that made the need drains, only leaves the lag to grow (on real
         Spark, 9-11 s on 4 executors of the 6 a x4 step needed)."""
         rec = context.last_scaling
-        short = rec.cut_short() if rec is not None else None
-        if (rec is None or short is None or math.isinf(context.window_start)
+        if (rec is None or (short := rec.cut_short()) is None or math.isinf(context.window_start)
                 or rec.to_executors >= context.config.max_executors):
             return False
         qid, needed = short

@@ -128,6 +128,11 @@ class ScaleDownWindow:
         self._wishes.clear()
         self.due_since = None
 
+    def issued(self) -> None:
+        """A scale-down was made: the next one, a step ``scaleDown.maxFactor`` cut short
+        included, comes due anew."""
+        self.due_since = None
+
     def came_due(self, now: float) -> float:
         """When the scale-down that is due now first came due (the wishes slide with time, so
         the moment is kept, not derived)."""
@@ -438,7 +443,7 @@ class ScalingPolicy:
             to, limited_by = factor_floor, "scaleDown.maxFactor"
             largest += f", limited by scaleDown.maxFactor={cfg.scale_down_max_factor:g}"
         self._issued_from = cur
-        self._window.due_since = None  # the next scale-down comes due anew
+        self._window.issued()
         return self._decision(ev, ctx, "scale_down", to,
                               f"scale down {cur} -> {to} after {readable.seconds(waited)} of lower "
                               f"recommendations: {_summary(ev)}", limited_by,

@@ -56,18 +56,16 @@ FAST: dict[str, str] = {
 _launched_with: dict[str, str] = {}
 
 
-def clear_settings_left_in_the_jvm(conf: Mapping[str, str]) -> list[str]:
+def clear_settings_left_in_the_jvm(conf: Mapping[str, str]) -> None:
     """Before a later cluster of this process starts: drop the first cluster's settings that
-    ``conf`` does not set itself from the driver JVM's system properties. Returns the keys cleared."""
+    ``conf`` does not set itself from the driver JVM's system properties."""
     from pyspark import SparkContext
 
     jvm = SparkContext._jvm
     if jvm is None or SparkContext._active_spark_context is not None:
-        return []  # no JVM yet (nothing left over), or a running session getOrCreate() would return
-    left = sorted(set(_launched_with) - set(conf))
-    for key in left:
+        return  # no JVM yet (nothing left over), or a running session getOrCreate() would return
+    for key in set(_launched_with) - set(conf):
         jvm.java.lang.System.clearProperty(key)
-    return left
 
 
 def fast_conf(workdir: Path, workers: int = 3, extra: Mapping[str, str] | None = None) -> dict[str, str]:
