@@ -57,8 +57,10 @@ def main(workdir: Path, rm_url: str, last: str = "scale_down", settings: dict[st
                .config("spark.ui.showConsoleProgress", "false"))
     for key, value in DEMO_SPARKSCALE_CONF.items():
         builder = builder.config(key, value)
+    # The queue's second executor took over 20 s to register once on a busy 2-core machine: the
+    # limit then held at 1, and the scale-down phase had nothing to give back.
     builder = (builder.config("spark.sparkscale.maxExecutors", "4")
-               .config("spark.sparkscale.provisioningTimeout", "20s")
+               .config("spark.sparkscale.provisioningTimeout", "30s")
                .config("spark.sparkscale.scaleDownInterval", "8s"))
     for key, value in (settings or {}).items():
         builder = builder.config(key, value)
@@ -90,6 +92,10 @@ def main(workdir: Path, rm_url: str, last: str = "scale_down", settings: dict[st
         print("load 230 rows/s (high: scale up past the queue's room)", flush=True)
         wait_for(lambda: scaler.status()["capacity_limit"] and settled(), 240, poll_s=1.0,
                  what="a capacity limit, held at what the queue gave")
+        held = scaler.status()["capacity_limit"]["executors"]
+        if held != 2:  # fail now, not after waiting for a scale-down from 1
+            raise RuntimeError(f"the limit held at {held} executors, not the queue's 2: "
+                               "one registered after provisioningTimeout")
         wait_for(containers_match, 60, what="YARN to report one container per executor")
         reports["at_capacity"] = app_report(rm_url, app_id)
         phases["at_capacity"] = time.monotonic() - started
