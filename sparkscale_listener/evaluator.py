@@ -179,10 +179,10 @@ class MicroBatchEvaluator(MetricEvaluator):
             if learner is None:
                 learner = self._learners[q.query_id] = BatchCostLearner()
             learner.add(concurrent[q.query_id], exclude=change)
-            demand = self._demand(q, last, history, context)
-            demands.append(demand)
             costs[q.query_id] = cost = learner.fit(context.slots_per_executor, q.max_stage_tasks)
             self._costs[q.query_id] = cost
+            demand = self._demand(q, last, history, context, cost)
+            demands.append(demand)
             if demand.idle:
                 continue
             if cost is None or not demand.arrivals_seen:
@@ -294,7 +294,7 @@ class MicroBatchEvaluator(MetricEvaluator):
     # -- one query's load --------------------------------------------------------------------------
 
     def _demand(self, q: QueryMetrics, last: MetricSample, history: Sequence[MetricSample],
-                context: ScalingContext) -> _Demand:
+                context: ScalingContext, cost: BatchCost | None = None) -> _Demand:
         cfg = context.config
         batches = list(q.recent_batches)
         trigger_s = q.trigger_interval_ms / 1000.0 if q.trigger_interval_ms else None
@@ -320,13 +320,24 @@ class MicroBatchEvaluator(MetricEvaluator):
         # for a scale-up nor allows a scale-down until the next batch confirms or denies it, so a
         # step is sized in one action, on two batches.
         sized_on = in_window
+        # The batch running now, from the work of its ended tasks: at least this rate arrived
+        # before it started. It confirms a jump a batch sooner than its progress would; on one
+        # executor after a x4 step, that batch alone ran 4-6 s.
+        reading = _in_flight_rate(q, batches, cost, last.cluster.live_executors) if latest else None
+        confirmed_by = None
         if len(latest) == 2 and len(in_window) >= 2:
             before = sum(a[1] for a in in_window[:-1]) / max(sum(a[2] for a in in_window[:-1]), _EPS)
             jump = (1.0 + RISING) * max(before, _EPS)
             if latest[1] > jump >= latest[0]:
-                sized_on = in_window[:-1]
-                notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
-                             f"{readable.rate(before)}: sized once the next batch confirms it")
+                if reading is not None and reading > jump:
+                    confirmed_by = reading
+                    notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
+                                 f"{readable.rate(before)}; the batch running now confirms it: its ended "
+                                 f"tasks read at least {readable.rate(reading)}")
+                else:
+                    sized_on = in_window[:-1]
+                    notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
+                                 f"{readable.rate(before)}: sized once the next batch confirms it")
         seconds = sum(a[2] for a in sized_on)
         window_rate = sum(a[1] for a in sized_on) / seconds if seconds > 0 else 0.0
         recent = window_rate
@@ -339,6 +350,10 @@ class MicroBatchEvaluator(MetricEvaluator):
             before_both = sum(a[1] for a in older) / max(sum(a[2] for a in older), _EPS)
             stepped = bool(older) and min(latest) > (1.0 + RISING) * max(before_both, _EPS)
             recent = latest[1] if stepped else min(latest)
+            if confirmed_by is not None:
+                # The latest batch may have read across the step, the running one only partly
+                # counted: the higher of them; a later batch raises it (see _outgrown).
+                recent = max(latest[1], confirmed_by)
         rate = max(window_rate, recent)
         seconds = sum(a[2] for a in in_window)
         processed = sum(b.rows for b in window_batches) / seconds if seconds > 0 else 0.0
@@ -390,7 +405,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             notes.append(f"backlog mode: {readable.rows(excess)} behind")
             signal = signal or f"backlog {readable.rows(excess)} beyond a batch's worth"
         rising = running or saturated or (
-            bool(latest) and max(latest) > (1.0 + RISING) * max(window_rate, _EPS))
+            bool(latest) and max(*latest, reading or 0.0) > (1.0 + RISING) * max(window_rate, _EPS))
         if (batch_time is not None and batches and batches[-1].duration_s > (1.0 + LENGTHENING) * batch_time
                 and (trigger_s is None or batches[-1].duration_s > 0.5 * trigger_s)):
             rising = True
@@ -669,6 +684,25 @@ class MicroBatchEvaluator(MetricEvaluator):
                           recommended_executors=current, required_slots=0.0, utilization=None,
                           backlog_mode=False, headline=f"not ready: {whys[0]}{more}",
                           reason="; ".join(whys) if len(whys) > 1 else "")
+
+
+def _in_flight_rate(q: QueryMetrics, batches: Sequence[BatchRecord], cost: BatchCost | None,
+                    live_executors: int) -> float | None:
+    """Rows/s that at least arrived between the latest completed batch's start and the running
+    batch's: the rows its ended tasks read (their task time less the model's fixed part of a task,
+    over its cost of a row), over that span. None without a running batch after the latest one or
+    without a cost of a row."""
+    f = q.in_flight
+    if f is None or not batches or cost is None or cost.per_row_s <= 0 \
+            or f.batch_id != batches[-1].batch_id + 1:
+        return None
+    span = f.first_launch - batches[-1].start  # its start is before its first task: a lower rate
+    if span <= 0:
+        return None
+    fixed = (cost.fixed_task_s + cost.per_executor_s * cost.executors_used(max(1, live_executors))) \
+        / max(1, cost.tasks)
+    rows = max(0.0, f.task_s - f.tasks_ended * fixed) / cost.per_row_s
+    return rows / span
 
 
 def _measured_until(demands: Sequence[_Demand]) -> float | None:

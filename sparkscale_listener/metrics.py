@@ -103,6 +103,17 @@ class BatchRecord:
         return rows_arrived(self.rows, self.backlog, previous_backlog)
 
 
+@dataclass(frozen=True)
+class InFlightBatch:
+    """The batch a query is running now, as far as its ended tasks tell: its progress comes only
+    at its end, but each task that ends says how much work it read."""
+
+    batch_id: int
+    first_launch: float  # seconds, same clock as MetricSample.time: its first task launched
+    tasks_ended: int
+    task_s: float  # slot-seconds of its ended tasks
+
+
 def rows_arrived(rows: float, backlog: float | None, previous_backlog: float | None) -> float:
     """Rows that arrived between a batch's predecessor's start and its own: what it read plus what
     its sources' backlog grew by (nothing grows when no read limit binds)."""
@@ -143,6 +154,7 @@ class QueryMetrics:
     max_stage_tasks: int | None = None  # widest recent stage: the useful-parallelism cap
     # --- the latest completed batches, oldest first (a few dozen at most)
     recent_batches: tuple[BatchRecord, ...] = ()
+    in_flight: InFlightBatch | None = None  # the batch after the latest completed one, if running
     # --- lifecycle
     active: bool = True
     exception: str | None = None  # set when the query terminated with an error

@@ -21,7 +21,13 @@ from sparkscale_listener.collect.collector import MetricCollector, SparkMetricCo
 from sparkscale_listener.collect.progress import MAX_BATCH_IDS, BatchProgress, ProgressRecorder
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
-from sparkscale_listener.metrics import ExecutorInfo, ExecutorTimeline, MetricSample, SourceBacklog
+from sparkscale_listener.metrics import (
+    ExecutorInfo,
+    ExecutorTimeline,
+    InFlightBatch,
+    MetricSample,
+    SourceBacklog,
+)
 from sparkscale_listener.spark.bridge import BatchTasks, BridgeSnapshot
 from sparkscale_listener.testing.source import ArrivalClock, _parse_control
 
@@ -329,6 +335,18 @@ def test_batch_busy_attribution_keeps_aged_out_batches() -> None:
     assert (q.batches, q.input_rows) == (3, 30)
     # Nothing new: stable.
     assert collector.collect(now=5.0).queries[QID].batch_busy_ms == 200.0
+
+
+def test_the_running_batch_is_the_one_after_the_latest_completed_once_a_task_of_it_ended() -> None:
+    collector, recorder, bridge = make_collector(snapshot(batches={"0": 100.0, "1": 50.0}))
+    assert collector.collect(now=1.0).queries == {}  # no progress yet: no query to speak of
+    recorder.record_progress(progress(0, 10), now=1.0)
+    flight = collector.collect(now=1.0).queries[QID].in_flight
+    assert flight == InFlightBatch(batch_id=1, first_launch=990.0, tasks_ended=4, task_s=0.05)
+    recorder.record_progress(progress(1, 10), now=2.0)  # batch 1 completed; 2 has no task ended
+    assert collector.collect(now=2.0).queries[QID].in_flight is None
+    bridge.snap = snapshot(batches={"1": 50.0, "2": 70.0})
+    assert collector.collect(now=3.0).queries[QID].in_flight.batch_id == 2  # type: ignore[union-attr]
 
 
 def test_query_unknown_to_jvm_and_trigger_interval() -> None:

@@ -13,7 +13,7 @@ from harness import CFG, CORES, scaling_context
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import Evaluation, Prediction, ScalingRecord
 from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
-from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, MetricSample, QueryMetrics
+from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, InFlightBatch, MetricSample, QueryMetrics
 from sparkscale_listener.model import BatchCost, ideal_task_phase
 from sparkscale_listener.policy import ScalingPolicy
 
@@ -154,6 +154,52 @@ def test_a_step_is_sized_once_two_batches_show_it_and_one_batch_only_blocks_scal
     two = evaluate([step], until=225.0)
     assert two.queries["a"].target_rate == pytest.approx(5000.0, rel=0.01)
     assert two.recommended_executors > one.recommended_executors
+
+
+def test_the_running_batchs_ended_tasks_confirm_a_step_a_batch_sooner() -> None:
+    # One batch of the new rate completed (started at 210 s, 50,000 rows); the next started at
+    # 220 s and reads as many, 3,125 rows a task over 16 tasks. Its progress comes at its end; its
+    # ended tasks are known before.
+    step = Stream("a", lambda t: 500.0 if t < 200 else 5000.0)
+    history = history_of([step], 222.0)
+    latest = history[-1].queries["a"].recent_batches[-1]
+    assert latest.start == 210.0
+
+    def running(tasks_ended: int, batch_id: int = latest.batch_id + 1) -> Evaluation:
+        flight = InFlightBatch(batch_id=batch_id, first_launch=220.2, tasks_ended=tasks_ended,
+                               task_s=tasks_ended * 3125 * step.per_row_s)
+        q = replace(history[-1].queries["a"], in_flight=flight)
+        samples = [*history[:-1], replace(history[-1], queries={"a": q})]
+        return MicroBatchEvaluator().evaluate(samples, scaling_context(222.0, target=4, live=4))
+
+    # Half its tasks ended: 25,000 rows arrived in the 10.2 s before it, a rate far above the
+    # window's: the step is confirmed, sized on the latest batch.
+    confirmed = running(8).queries["a"]
+    assert "the batch running now confirms it" in confirmed.note
+    assert confirmed.target_rate == pytest.approx(5000.0, rel=0.01)
+    # One task ended is 306 rows/s at least: no confirmation yet; nor from another batch's tasks.
+    for unconfirmed in (running(1), running(8, batch_id=latest.batch_id + 2)):
+        qe = unconfirmed.queries["a"]
+        assert "sized once the next batch confirms it" in qe.note
+        assert qe.target_rate == pytest.approx(500.0, rel=0.01)
+        assert unconfirmed.recommended_executors < running(8).recommended_executors
+
+
+def test_a_running_batch_that_read_more_than_the_window_blocks_scale_downs() -> None:
+    # Steady at 500 rows/s on more executors than it needs; the batch running now has read 3,000
+    # rows/s at least (it alone: no completed batch shows it yet).
+    steady = Stream("a", 500.0)
+    history = history_of([steady], 222.0, live=8)
+    latest = history[-1].queries["a"].recent_batches[-1]
+    flight = InFlightBatch(batch_id=latest.batch_id + 1, first_launch=220.2, tasks_ended=8,
+                           task_s=8 * 2000 * steady.per_row_s)
+    context = scaling_context(222.0, target=8, live=8)
+    quiet = MicroBatchEvaluator().evaluate(history, context)
+    assert not quiet.rising and quiet.recommended_executors < 8
+    q = replace(history[-1].queries["a"], in_flight=flight)
+    rising = MicroBatchEvaluator().evaluate([*history[:-1], replace(history[-1], queries={"a": q})], context)
+    assert rising.rising and rising.queries["a"].rising
+    assert rising.queries["a"].target_rate == pytest.approx(500.0, rel=0.01)
 
 
 def test_a_step_between_two_batch_starts_is_sized_on_the_newer_batch() -> None:

@@ -39,6 +39,7 @@ from ..metrics import (
     ClusterMetrics,
     ExecutorInfo,
     ExecutorTimeline,
+    InFlightBatch,
     MetricSample,
     QueryMetrics,
     executor_id_order,
@@ -241,7 +242,8 @@ class SparkMetricCollector(MetricCollector):
             active=p.active,
             exception=p.exception,
             failed_batches=p.failed_batches,
-            recent_batches=self._records.of(p.query_id, p.recent_batches, jvm.batches, executors))
+            recent_batches=self._records.of(p.query_id, p.recent_batches, jvm.batches, executors),
+            in_flight=_in_flight(p, jvm.batches))
 
     def _report_backlog_problems(self, progress: Mapping[str, QueryProgress]) -> None:
         """Say once, on the control-loop thread, when a query's sources stop giving a usable backlog
@@ -301,3 +303,15 @@ class SparkMetricCollector(MetricCollector):
                 continue
             external[str(key)] = number
         return external
+
+
+def _in_flight(p: QueryProgress, jvm_batches: Mapping[str, BatchTasks]) -> InFlightBatch | None:
+    """The batch after the latest completed one, once some of its tasks ended; else None."""
+    if not p.active or not p.batch_ids:
+        return None
+    batch_id = p.batch_ids[-1] + 1
+    tasks = jvm_batches.get(str(batch_id))
+    if tasks is None or tasks.tasks <= 0 or tasks.first_launch_ms is None:
+        return None
+    return InFlightBatch(batch_id=batch_id, first_launch=tasks.first_launch_ms / 1000.0,
+                         tasks_ended=tasks.tasks, task_s=tasks.busy_ms / 1000.0)

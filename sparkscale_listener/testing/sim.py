@@ -67,7 +67,7 @@ from ..config.core import AutoscalerConfig
 from ..control_loop import Autoscaler
 from ..decisions import Decision, ScalingRecord
 from ..evaluator import MetricEvaluator, MicroBatchEvaluator
-from ..metrics import BatchRecord, ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
+from ..metrics import BatchRecord, ClusterMetrics, ExecutorInfo, InFlightBatch, MetricSample, QueryMetrics
 from ..observe.events import AutoscalerEvent, EventDispatcher, EventHandler
 from ..policy import ScalingPolicy
 from ..realize.realizer import ClusterBackend, ExecutorRealizer, ScalingRealizer
@@ -756,7 +756,22 @@ class _QueryState:
             last_progress_time=self.last_progress_time, busy_ms=self.busy_ms,
             tasks_finished=self.tasks_finished, tasks_failed=int(self.tasks_failed + _EPS),
             max_stage_tasks=q.partitions if self.ran else None, active=self.active,
-            exception=self.exception, recent_batches=tuple(self.records))
+            exception=self.exception, recent_batches=tuple(self.records), in_flight=self._in_flight())
+
+    def _in_flight(self) -> InFlightBatch | None:
+        """The running batch's ended tasks, as the listener sees them: its tasks run in waves of
+        the slots they hold, and a wave's tasks end together (one wave: none until the batch ends)."""
+        b = self.batch
+        if b is None or b.tasks_started is None or b.work <= 0 or self.running_slots <= _EPS:
+            return None
+        tasks = self.q.partitions
+        per_wave = max(1, min(tasks, round(self.running_slots)))
+        done = 1.0 - b.work_left / b.work
+        ended = min(tasks, math.floor(done * math.ceil(tasks / per_wave) + 1e-6) * per_wave)
+        if ended <= 0:
+            return None
+        return InFlightBatch(batch_id=self.batches, first_launch=b.tasks_started, tasks_ended=ended,
+                             task_s=ended * b.work / tasks)
 
 
 def _fair_share(demand: dict[str, float], slots: float) -> dict[str, float]:
