@@ -210,15 +210,20 @@ class MicroBatchEvaluator(MetricEvaluator):
 
     @staticmethod
     def _outgrown(demands: list[_Demand], context: ScalingContext) -> bool:
-        """Some query's confirmed arrivals exceed what the last change was sized for. A scale-down
-        counts too: a step that comes while its executors go would otherwise wait for two batches
-        on the smaller size, each longer than the one before (on a real Kafka log, 160 s)."""
+        """Some query's confirmed arrivals exceed what the last change was sized for by more than
+        the band allows (``utilization.max`` over the target: measured on the new size, the policy
+        would scale up at once). A scale-down counts too: a step that comes while its executors go
+        would otherwise wait for two batches on the smaller size, each longer than the one before
+        (on a real Kafka log, 160 s). And a step sized on a running batch's lower bound gets the
+        rest as soon as the next batch shows it (on real Spark, 1 -> 3 on 91 rows/s, then 120
+        rows/s waited 13 s for two batches on 3 executors before 3 -> 6)."""
         rec = context.last_scaling
         if rec is None or rec.action not in ("scale_up", "scale_down") or not rec.predictions:
             return False
+        band = context.config.utilization_max / context.config.utilization_target
         for d in demands:
             prediction = rec.predictions.get(d.q.query_id)
-            if prediction is not None and d.recent_rate + d.catch_up > (1.0 + RISING) * prediction.rate:
+            if prediction is not None and d.recent_rate + d.catch_up > band * prediction.rate:
                 d.notes.append(f"arrivals {readable.rate(d.recent_rate)} outgrew the "
                                f"{readable.rate(prediction.rate)} the last {rec.action.replace('_', '-')} "
                                "was sized for")

@@ -251,6 +251,23 @@ def test_arrivals_beyond_what_the_last_change_was_sized_for_need_no_stabilizatio
     assert not MicroBatchEvaluator().evaluate(steady, context).ready
 
 
+@pytest.mark.parametrize("after_step, resized", [(1350.0, True), (1200.0, False)])
+def test_arrivals_past_the_band_of_what_a_scale_up_was_sized_for_resize_it_at_once(after_step: float,
+                                                                                    resized: bool) -> None:
+    """A scale-up sized on 1,000 rows/s (e.g. a running batch's lower bound): 35 % more is past what
+    the band holds (utilization.max over the target, 0.9 / 0.7), so the rest comes now; 20 % more
+    waits for the new size's batches, as the band would hold it."""
+    step = Stream("a", lambda t: 1000.0 if t < 200 else after_step, tasks=64)
+    cost = BatchCost(0.2, 0.0, 0.0, 0.001, 64, 64, CORES, 1.0, 0.0, 10, True)
+    sized_for_1000 = ScalingRecord(205.0, "scale_up", 1, 2, "r", predictions={
+        "a": Prediction("a", 1000.0, 10_000.0, 2, 2.7, 0.9, 64_000.0, None, cost)})
+    context = replace(scaling_context(240.0, window_start=math.inf), last_scaling=sized_for_1000)
+    ev = MicroBatchEvaluator().evaluate(history_of([step], 240.0), context)
+    assert ev.ready is resized
+    if resized:
+        assert "outgrew the 1,000 rows/s the last scale-up was sized for" in ev.queries["a"].note
+
+
 def test_a_scale_up_cut_short_by_the_max_factor_continues_once_its_executors_registered() -> None:
     # 1 -> 4 of the 16 needed (scaleUp.maxFactor 4): with the 4 registered, the rest follows
     # without waiting for two batches on them; before they register, it waits.
