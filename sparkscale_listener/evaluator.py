@@ -334,11 +334,12 @@ class MicroBatchEvaluator(MetricEvaluator):
             before = sum(a[1] for a in in_window[:-1]) / max(sum(a[2] for a in in_window[:-1]), _EPS)
             jump = (1.0 + RISING) * max(before, _EPS)
             if latest[1] > jump >= latest[0]:
-                if reading is not None and reading > jump:
-                    confirmed_by = reading
+                if reading is not None and reading[0] > jump:
+                    confirmed_by = reading[1]
                     notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
                                  f"{readable.rate(before)}; the batch running now confirms it: its ended "
-                                 f"tasks read at least {readable.rate(reading)}")
+                                 f"tasks read at least {readable.rate(reading[0])}, all of its tasks "
+                                 f"{readable.rate(reading[1])} at that pace")
                 else:
                     sized_on = in_window[:-1]
                     notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
@@ -356,8 +357,9 @@ class MicroBatchEvaluator(MetricEvaluator):
             stepped = bool(older) and min(latest) > (1.0 + RISING) * max(before_both, _EPS)
             recent = latest[1] if stepped else min(latest)
             if confirmed_by is not None:
-                # The latest batch may have read across the step, the running one only partly
-                # counted: the higher of them; a later batch raises it (see _outgrown).
+                # The latest batch may have read across the step: the higher of it and the running
+                # one's estimate; a later batch corrects it (see _outgrown). On the lower bound
+                # alone, a real step took 1 -> 2 -> 3 -> 6.
                 recent = max(latest[1], confirmed_by)
         rate = max(window_rate, recent)
         seconds = sum(a[2] for a in in_window)
@@ -409,8 +411,9 @@ class MicroBatchEvaluator(MetricEvaluator):
         if backlog_mode:
             notes.append(f"backlog mode: {readable.rows(excess)} behind")
             signal = signal or f"backlog {readable.rows(excess)} beyond a batch's worth"
+        read_now = reading[0] if reading else 0.0
         rising = running or saturated or (
-            bool(latest) and max(*latest, reading or 0.0) > (1.0 + RISING) * max(window_rate, _EPS))
+            bool(latest) and max(*latest, read_now) > (1.0 + RISING) * max(window_rate, _EPS))
         if (batch_time is not None and batches and batches[-1].duration_s > (1.0 + LENGTHENING) * batch_time
                 and (trigger_s is None or batches[-1].duration_s > 0.5 * trigger_s)):
             rising = True
@@ -692,11 +695,12 @@ class MicroBatchEvaluator(MetricEvaluator):
 
 
 def _in_flight_rate(q: QueryMetrics, batches: Sequence[BatchRecord], cost: BatchCost | None,
-                    live_executors: int) -> float | None:
-    """Rows/s that at least arrived between the latest completed batch's start and the running
-    batch's: the rows its ended tasks read (their task time less the model's fixed part of a task,
-    over its cost of a row), over that span. None without a running batch after the latest one or
-    without a cost of a row."""
+                    live_executors: int) -> tuple[float, float] | None:
+    """Rows/s that arrived between the latest completed batch's start and the running batch's:
+    at least what its ended tasks read (their task time less the model's fixed part of a task,
+    over its cost of a row), and the estimate for all its tasks (for a single-stage batch, its
+    ended tasks' share; else the same lower bound). None without a running batch after the
+    latest one or without a cost of a row."""
     f = q.in_flight
     if f is None or not batches or cost is None or cost.per_row_s <= 0 \
             or f.batch_id != batches[-1].batch_id + 1:
@@ -706,8 +710,10 @@ def _in_flight_rate(q: QueryMetrics, batches: Sequence[BatchRecord], cost: Batch
         return None
     fixed = (cost.fixed_task_s + cost.per_executor_s * cost.executors_used(max(1, live_executors))) \
         / max(1, cost.tasks)
-    rows = max(0.0, f.task_s - f.tasks_ended * fixed) / cost.per_row_s
-    return rows / span
+    at_least = max(0.0, f.task_s - f.tasks_ended * fixed) / cost.per_row_s / span
+    # Several stages end unevenly (a wide shuffle stage does little per task): no extrapolation.
+    single_stage = cost.tasks == cost.widest and 0 < f.tasks_ended < cost.tasks
+    return at_least, at_least * cost.tasks / f.tasks_ended if single_stage else at_least
 
 
 def _measured_until(demands: Sequence[_Demand]) -> float | None:

@@ -177,6 +177,16 @@ def test_the_running_batchs_ended_tasks_confirm_a_step_a_batch_sooner() -> None:
     confirmed = running(8).queries["a"]
     assert "the batch running now confirms it" in confirmed.note
     assert confirmed.target_rate == pytest.approx(5000.0, rel=0.01)
+    # The step at 205 s: the latest batch read across it (2,750 rows/s); the running one is sized
+    # on all of its tasks at the pace of those that ended, 2 x 2,451 rows/s.
+    across = Stream("a", lambda t: 500.0 if t < 205 else 5000.0)
+    across_history = history_of([across], 222.0)
+    flight = InFlightBatch(batch_id=latest.batch_id + 1, first_launch=220.2, tasks_ended=8,
+                           task_s=8 * 3125 * across.per_row_s)
+    q = replace(across_history[-1].queries["a"], in_flight=flight)
+    samples = [*across_history[:-1], replace(across_history[-1], queries={"a": q})]
+    sized = MicroBatchEvaluator().evaluate(samples, scaling_context(222.0, target=4, live=4)).queries["a"]
+    assert sized.target_rate == pytest.approx(2 * 25_000 / 10.2, rel=0.01)
     # One task ended is 306 rows/s at least: no confirmation yet; nor from another batch's tasks.
     for unconfirmed in (running(1), running(8, batch_id=latest.batch_id + 2)):
         qe = unconfirmed.queries["a"]
