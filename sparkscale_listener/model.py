@@ -165,6 +165,15 @@ class BatchCost:
         nearer_below = np.abs(executors - known[below]) <= np.abs(known[above] - executors)
         return np.where(nearer_below, values[below], values[above])
 
+    def efficiency_upto(self, count: int) -> np.ndarray:
+        """:meth:`efficiency_at` of 1, 2, ..., ``count`` executors, kept for the last ``count``: a fit
+        stands for many ticks, and each tick the evaluator scans the same sizes for every query."""
+        cached: tuple[int, np.ndarray] | None = self.__dict__.get("_efficiency_upto")
+        if cached is None or cached[0] != count:
+            cached = (count, np.asarray(self.efficiency_at(np.arange(1.0, count + 1)), dtype=float))
+            self.__dict__["_efficiency_upto"] = cached  # frozen: cached like a cached_property
+        return cached[1]
+
     @cached_property
     def _efficiency_table(self) -> tuple[np.ndarray, np.ndarray]:
         """The sizes seen, ascending, and the efficiency at each (built once per fit: the
