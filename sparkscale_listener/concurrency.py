@@ -10,21 +10,32 @@ only from the first batch that is new or changed since the last tick.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import operator
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from .metrics import BatchRecord, QueryMetrics
+from .metrics import BatchRecord, QueryMetrics, same_objects
 
 _EPS = 1e-9
 
 
+class Given(NamedTuple):
+    """One query's batches as :func:`with_concurrency` was given them last time, their ends and
+    the records it returned (in the same order)."""
+
+    batches: tuple[BatchRecord, ...]
+    ends: list[float]
+    records: list[BatchRecord]
+
+
 def with_concurrency(queries: Sequence[QueryMetrics],
                      known: dict[str, dict[int, BatchRecord]] | None = None,
-                     given: dict[str, tuple[BatchRecord, ...]] | None = None) -> dict[str, list[BatchRecord]]:
+                     given: dict[str, Given] | None = None) -> dict[str, list[BatchRecord]]:
     """Each query's recent batches with the task time of the other queries' batches that ran
     alongside (the share of each that overlapped its task phase, as if its tasks were spread evenly
     over it). One sweep: the others' share is everyone's spread task time over the batch's phase
@@ -33,34 +44,56 @@ def with_concurrency(queries: Sequence[QueryMetrics],
     ``known``: the records returned last time, by query and batch id (updated in place). Batches
     that ended before the first batch that is new or changed since (a task end that came late)
     overlap nothing that changed: their records stand, and only the rest is swept again.
-    ``given`` (with ``known``; updated in place): the batches as they were given last time, by
-    query. The collector hands unchanged batches over as the same objects, so those are known to
-    be unchanged without comparing them field by field."""
+    ``given`` (with ``known``; updated in place): what each query's batches were last time. The
+    collector hands unchanged batches over as the same objects, so those are known unchanged
+    without comparing them field by field, and their ends and records are the last ones."""
     if len(queries) < 2:
         return {q.query_id: list(q.recent_batches) for q in queries}
     given = {} if known is None or given is None else given
     known = {} if known is None else known
     cutoff = math.inf
-    checked = []  # per query: its leading batches found unchanged
+    # Per query: its batches given last time (or None), where they start among them, how many
+    # leading batches are those very objects, and how many are unchanged.
+    previous: list[tuple[Given | None, int, int, int]] = []
     for q in queries:
         batches = q.recent_batches
-        before = known.get(q.query_id, {})
-        i = _unchanged(batches, given.get(q.query_id) if before else None)
-        while i < len(batches) and _same_batch(before.get(batches[i].batch_id), batches[i]):
+        before = known.get(q.query_id)
+        last = given.get(q.query_id) if before else None
+        k, same = same_objects(batches, last.batches if last is not None else None)
+        i = same
+        while i < len(batches) and _same_batch((before or {}).get(batches[i].batch_id), batches[i]):
             i += 1
         if i < len(batches):
             cutoff = min(cutoff, batches[i].start)
-        checked.append(i)
-    # The batches swept again, and every batch whose phase reaches into theirs.
-    ends = [[b.start + b.duration_s for b in q.recent_batches] for q in queries]  # BatchRecord.end
-    again = [[(b, e) for b, e in zip(q.recent_batches, es, strict=True) if e > cutoff]
-             for q, es in zip(queries, ends, strict=True)]
-    mine = [_phase(b, e) for batches in again for b, e in batches]
-    earliest = min((p[0] for p in mine), default=math.inf)
-    alongside = [[_phase(b, e) for b, e in zip(q.recent_batches, es, strict=True) if e > earliest]
-                 for q, es in zip(queries, ends, strict=True)]
+        previous.append((last, k, same, i))
+    # The batches swept again (from `split` on where ends are in order), and every batch whose
+    # phase reaches into theirs.
+    ends: list[list[float]] = []
+    again: list[list[tuple[BatchRecord, float]]] = []
+    splits: list[int | None] = []
+    for q, (last, k, same, _) in zip(queries, previous, strict=True):
+        batches = q.recent_batches
+        es = [b.start + b.duration_s for b in batches[same:]]  # BatchRecord.end
+        if last is not None and same:
+            es = last.ends[k:k + same] + es
+        split: int | None = bisect.bisect_right(es, cutoff)
+        if max(es[:split], default=-math.inf) <= cutoff and min(es[split:], default=math.inf) > cutoff:
+            again.append(list(zip(batches[split:], es[split:], strict=True)))
+        else:
+            split = None
+            again.append([(b, e) for b, e in zip(batches, es, strict=True) if e > cutoff])
+        ends.append(es)
+        splits.append(split)
+    mine_of = [[_phase(b, e) for b, e in batches] for batches in again]
+    earliest = min((p[0] for phases in mine_of for p in phases), default=math.inf)
+    if earliest >= cutoff:  # (as usual) every batch reaching into them is swept again itself
+        alongside = [[p for (_, e), p in zip(batches, phases, strict=True) if e > earliest]
+                     for batches, phases in zip(again, mine_of, strict=True)]
+    else:
+        alongside = [[_phase(b, e) for b, e in zip(q.recent_batches, es, strict=True) if e > earliest]
+                     for q, es in zip(queries, ends, strict=True)]
     everyone = _Phases.of([p for phases in alongside for p in phases])
-    swept = _Phases.of(mine)
+    swept = _Phases.of([p for phases in mine_of for p in phases])
     # Row per query: its own share, spread the same way, minus from everyone's.
     of_mine = np.repeat(np.arange(len(queries)), [len(batches) for batches in again])
     own = _each_own(everyone, np.repeat(np.arange(len(queries)), [len(p) for p in alongside]),
@@ -68,9 +101,13 @@ def with_concurrency(queries: Sequence[QueryMetrics],
     beside = np.maximum(_Spread(everyone).between(swept.starts, swept.ends) - own, 0.0).tolist()
     out: dict[str, list[BatchRecord]] = {}
     at = 0
-    for q, batches, es, unchanged in zip(queries, again, ends, checked, strict=True):
+    for q, batches, es, split, (last, k, same, unchanged) in zip(queries, again, ends, splits, previous,
+                                                                 strict=True):
         before = known.get(q.query_id, {})
-        kept = [before[b.batch_id] for b, e in zip(q.recent_batches, es, strict=True) if e <= cutoff]
+        if split is not None and last is not None and split <= same:
+            kept = last.records[k:k + split]  # the leading ones, the same objects as last time
+        else:
+            kept = [before[b.batch_id] for b, e in zip(q.recent_batches, es, strict=True) if e <= cutoff]
         enriched = []
         for (b, _), (task_s, tasks) in zip(batches, beside[at:at + len(batches)], strict=True):
             task_s = task_s if task_s > _SPREAD_EPS else 0.0
@@ -82,28 +119,25 @@ def with_concurrency(queries: Sequence[QueryMetrics],
                 seen = _beside(b, task_s, tasks) if task_s else b
             enriched.append(seen)
         at += len(batches)
-        out[q.query_id] = kept + enriched
-        known[q.query_id] = {b.batch_id: b for b in out[q.query_id]}
+        records = out[q.query_id] = kept + enriched
+        if split is not None and last is not None and split <= same and len(last.batches) == k + same:
+            # Last time's records less those dropped since, and the ones swept again.
+            for b in last.records[:k]:
+                del before[b.batch_id]
+            before.update(zip(map(_batch_id, enriched), enriched, strict=True))
+        else:
+            known[q.query_id] = {b.batch_id: b for b in records}
         # Every record above is of its batch as given now when the kept ones are among the leading
         # batches found unchanged (ends in order, as one query's batches run): the next tick may
         # take the same objects for unchanged.
-        if len(kept) <= unchanged and all(e > cutoff for e in es[len(kept):]):
-            given[q.query_id] = q.recent_batches
+        if split is not None and split <= unchanged:
+            given[q.query_id] = Given(q.recent_batches, es, records)
         else:
             given.pop(q.query_id, None)
     return out
 
 
-def _unchanged(batches: Sequence[BatchRecord], before: Sequence[BatchRecord] | None) -> int:
-    """How many leading ``batches`` are the very objects given last time at the same place
-    (``before``, from its first batch that is still given): those are unchanged."""
-    if not before or not batches:
-        return 0
-    for k, b in enumerate(before):  # past the batches dropped since: a few
-        if b is batches[0]:
-            same = list(map(operator.is_, batches, before[k:]))
-            return same.index(False) if False in same else len(same)
-    return 0
+_batch_id = operator.attrgetter("batch_id")
 
 
 def _phase(b: BatchRecord, end: float) -> tuple[float, float, float, float]:

@@ -28,7 +28,7 @@ from statistics import median
 import numpy as np
 
 from . import readable
-from .concurrency import batch_arrivals, with_concurrency
+from .concurrency import Given, batch_arrivals, with_concurrency
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
 from .metrics import RISING, BatchRecord, MetricSample, QueryMetrics
 from .model import (
@@ -156,7 +156,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         self._learners: dict[str, BatchCostLearner] = {}
         self._costs: dict[str, BatchCost | None] = {}
         self._batches: dict[str, dict[int, BatchRecord]] = {}  # the last records, with concurrency
-        self._given: dict[str, tuple[BatchRecord, ...]] = {}  # the batches they were made of
+        self._given: dict[str, Given] = {}  # the batches they were made of
 
     def cost(self, query_id: str) -> BatchCost | None:
         """The latest fitted cost of a query (for the UI and the replay), or None."""
@@ -742,33 +742,34 @@ class _Scan:
 
     def __init__(self, known: Sequence[tuple[_Demand, BatchCost]], executors: np.ndarray, target: float,
                  efficiency: Sequence[Sequence[float] | np.ndarray]) -> None:
-        def column(values: Sequence[float]) -> np.ndarray:
-            return np.array(values, dtype=float).reshape(-1, 1)
-
-        costs = [c for _, c in known]
-        rows = [d.rows_per_period() for d, _ in known]
-        self.common = [not d.idle and d.target > 0 and bool(d.trigger_s) and r is not None and r > 0
-                       for (d, _), r in zip(known, rows, strict=True)]
         self.target = target
+        # Per query: the rows of a period, its period, its trigger (placeholders off the path).
+        self.common: list[bool] = []
+        self.rows: list[float] = []
+        self.period: list[float] = []
+        self.trigger: list[float] = []
+        for d, _ in known:
+            rows = d.rows_per_period()
+            common = not d.idle and d.target > 0 and bool(d.trigger_s) and rows is not None and rows > 0
+            self.common.append(common)
+            self.rows.append(rows if common and rows is not None else 0.0)
+            self.period.append((d.period_s or d.trigger_s or 1.0) if common else 1.0)
+            self.trigger.append((d.trigger_s or 1.0) if common else 1.0)
+        costs = [c for _, c in known]
+        self.per_row = [c.per_row_s for c in costs]
+        self.joint_tasks = [c.tasks for c in costs]
+        # The costs' figures as columns, one row per query (one array: a pass over the queries).
+        table = np.array([(c.fixed_task_s, c.per_executor_s, c.driver_s, max(1, c.tasks), c.cores,
+                           max(1, c.widest), max(1, c.tasks) / max(1, c.widest),
+                           executors_for(c.widest, c.cores), max(p, c.driver_s / target))
+                          for c, p in zip(costs, self.period, strict=True)], dtype=float).reshape(-1, 9)
+        fixed, per_executor, self.driver, self.tasks, cores, widest, lead, most, self.allowed = (
+            table.T[:, :, None])
         sizes = executors.reshape(1, -1)
         self.efficiency = np.array(efficiency, dtype=float).reshape(len(known), executors.size)
-        used = np.maximum(1, np.minimum(sizes, column([executors_for(c.widest, c.cores) for c in costs])))
-        self.base = column([c.fixed_task_s for c in costs]) + column([c.per_executor_s for c in costs]) * used
-        self.per_row = [c.per_row_s for c in costs]
-        self.driver = column([c.driver_s for c in costs])
-        self.tasks = column([max(1, c.tasks) for c in costs])
-        self.joint_tasks = [c.tasks for c in costs]
-        self.slots = np.maximum(1, sizes) * column([c.cores for c in costs])
-        widest = column([max(1, c.widest) for c in costs])
-        parallel = np.maximum(1, np.minimum(self.slots, widest))
-        self.waves = (column([max(1, c.tasks) / max(1, c.widest) for c in costs])
-                      * np.ceil(widest / parallel - _EPS))
-        # Per query: rows of a period, the period, the time a batch may take (placeholders off the path).
-        common = [(d, r) if ok else None for (d, _), r, ok in zip(known, rows, self.common, strict=True)]
-        self.rows = [r if x else 0.0 for x, r in zip(common, rows, strict=True)]
-        self.period = [(x[0].period_s or x[0].trigger_s) if x else 1.0 for x in common]
-        self.trigger = [x[0].trigger_s if x else 1.0 for x in common]
-        self.allowed = column([max(p, c.driver_s / target) for p, c in zip(self.period, costs, strict=True)])
+        self.base = fixed + per_executor * np.maximum(1, np.minimum(sizes, most))
+        self.slots = np.maximum(1, sizes) * cores
+        self.waves = lead * np.ceil(widest / np.maximum(1, np.minimum(self.slots, widest)) - _EPS)
 
     def task_time(self, rows: Sequence[float]) -> np.ndarray:
         """:meth:`BatchCost.task_time` of each query's ``rows``."""

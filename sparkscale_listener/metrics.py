@@ -10,6 +10,7 @@ evaluator and the checkers without Spark.
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -101,6 +102,20 @@ class BatchRecord:
     def arrivals(self, previous_backlog: float | None) -> float | None:
         """Rows that arrived between the previous batch's start and this one's (:func:`rows_arrived`)."""
         return rows_arrived(self.rows, self.backlog, previous_backlog)
+
+
+def same_objects(batches: Sequence[Any], before: Sequence[Any] | None) -> tuple[int, int]:
+    """(where ``batches`` start among ``before``, what was given last time; how many leading
+    ``batches`` are the very objects at the same places there). Records are immutable and the
+    collector hands over an unchanged batch's record as the same object, tick after tick: those
+    need no second look."""
+    if not before or not batches:
+        return 0, 0
+    for k, b in enumerate(before):  # past the batches dropped since: a few
+        if b is batches[0]:
+            same = list(map(operator.is_, batches, before[k:]))
+            return k, same.index(False) if False in same else len(same)
+    return 0, 0
 
 
 def rows_arrived(rows: float, backlog: float | None, previous_backlog: float | None) -> float:

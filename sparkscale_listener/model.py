@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .metrics import BatchRecord
+from .metrics import BatchRecord, same_objects
 
 # A query's first batches pay for starting Python workers, loading classes, opening the sink:
 # they say nothing about the steady cost.
@@ -253,13 +253,19 @@ class BatchCostLearner:
         self._since_fit = 0  # warm batches added since the cached fit
         self._sizes: set[int | None] = set()  # executor counts of the kept batches
         self._split: tuple[float, float] | None = None  # last trusted (fixed share, per-row cost)
+        self._given: tuple[BatchRecord, ...] = ()  # the batches given to the last add()
 
     def add(self, batches: Iterable[BatchRecord], exclude: tuple[float, float] | None = None) -> int:
         """Take the batches not seen yet; those overlapping ``exclude`` (start, end: a change of
         executors settling), warm-up batches and batches with fresh executors only count as seen.
         Returns how many were kept."""
         kept = 0
-        for b in batches:
+        given = tuple(batches)
+        # The leading batches that are the very records given last time were taken then: seen
+        # again unchanged, they change nothing (a record is immutable).
+        _, taken = same_objects(given, self._given)
+        self._given = given
+        for b in given[taken:]:
             seen = self._seen.get(b.batch_id)
             if seen is not None:
                 # Task ends can reach the listener after the batch's progress: a batch seen again
