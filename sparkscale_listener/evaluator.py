@@ -268,11 +268,15 @@ class MicroBatchEvaluator(MetricEvaluator):
             # executors that came (a capacity limit may have held the target below the request).
             arrived = [b.executors or rec.to_executors for b in warm]
             size = round(median(arrived))
-            alongside = [Concurrent(b.concurrent_task_s, b.concurrent_tasks) for b in warm]
-            predicted = median(cost.batch_time(b.rows, k, c)
-                               for b, k, c in zip(warm, arrived, alongside, strict=True))
-            before = median(cost.batch_time(b.rows, rec.from_executors, c)
-                            for b, c in zip(warm, alongside, strict=True))
+            # Every batch at once (the model's formulas take arrays: the same figures, one numpy
+            # pass instead of two scalar ones per batch, every tick until the next change).
+            read = np.array([float(b.rows) for b in warm])
+            alongside = Concurrent(np.array([b.concurrent_task_s for b in warm], dtype=float),
+                                   np.array([float(b.concurrent_tasks) for b in warm]))
+            predicted = median(np.asarray(cost.batch_time(read, np.array(arrived, dtype=float),
+                                                          alongside)).tolist())
+            before = median(np.asarray(cost.batch_time(read, rec.from_executors,
+                                                       alongside)).tolist())
             tolerance = cost.error * before
             gain = before - predicted
             judged = (rec.action == "scale_up" and size > rec.from_executors

@@ -182,14 +182,14 @@ class BatchCost:
         return (np.array(known, dtype=float),
                 np.array([self.efficiency_by_executors[k] for k in known], dtype=float))
 
-    def task_phase(self, rows: float, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
+    def task_phase(self, rows: Size, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
         """Seconds its tasks take on ``executors`` executors: what more executors shorten."""
         slots = ops(executors).maximum(1, executors) * self.cores
         work = self.task_time(rows, executors)
         return self.efficiency_at(executors) * ideal_task_phase(work, self.tasks, self.widest, slots,
                                                                 concurrent)
 
-    def batch_time(self, rows: float, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
+    def batch_time(self, rows: Size, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
         """Seconds a batch of ``rows`` takes on ``executors`` executors, driver time included."""
         return self.driver_s + self.task_phase(rows, executors, concurrent)
 
