@@ -10,20 +10,32 @@ only from the first batch that is new or changed since the last tick.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
+import operator
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
-from .metrics import BatchRecord, QueryMetrics
+from .metrics import BatchRecord, QueryMetrics, same_objects
 
 _EPS = 1e-9
 
 
+class Given(NamedTuple):
+    """One query's batches as :func:`with_concurrency` was given them last time, their ends and
+    the records it returned (in the same order)."""
+
+    batches: tuple[BatchRecord, ...]
+    ends: list[float]
+    records: list[BatchRecord]
+
+
 def with_concurrency(queries: Sequence[QueryMetrics],
-                     known: dict[str, dict[int, BatchRecord]] | None = None) -> dict[str, list[BatchRecord]]:
+                     known: dict[str, dict[int, BatchRecord]] | None = None,
+                     given: dict[str, Given] | None = None) -> dict[str, list[BatchRecord]]:
     """Each query's recent batches with the task time of the other queries' batches that ran
     alongside (the share of each that overlapped its task phase, as if its tasks were spread evenly
     over it). One sweep: the others' share is everyone's spread task time over the batch's phase
@@ -31,44 +43,115 @@ def with_concurrency(queries: Sequence[QueryMetrics],
 
     ``known``: the records returned last time, by query and batch id (updated in place). Batches
     that ended before the first batch that is new or changed since (a task end that came late)
-    overlap nothing that changed: their records stand, and only the rest is swept again."""
+    overlap nothing that changed: their records stand, and only the rest is swept again.
+    ``given`` (with ``known``; updated in place): what each query's batches were last time. The
+    collector hands unchanged batches over as the same objects, so those are known unchanged
+    without comparing them field by field, and their ends and records are the last ones."""
     if len(queries) < 2:
         return {q.query_id: list(q.recent_batches) for q in queries}
+    given = {} if known is None or given is None else given
     known = {} if known is None else known
     cutoff = math.inf
+    # Per query: its batches given last time (or None), where they start among them, how many
+    # leading batches are those very objects, and how many are unchanged.
+    previous: list[tuple[Given | None, int, int, int]] = []
     for q in queries:
-        before = known.get(q.query_id, {})
-        for b in q.recent_batches:
-            if not _same_batch(before.get(b.batch_id), b):
-                cutoff = min(cutoff, b.start)
-                break
-    # The batches swept again, and every batch whose phase reaches into theirs.
-    again = {q.query_id: [b for b in q.recent_batches if b.end > cutoff] for q in queries}
-    phases = {qid: _Phases(batches) for qid, batches in again.items()}
-    earliest = min((float(p.starts.min()) for p in phases.values() if p.starts.size), default=math.inf)
-    alongside = {q.query_id: _Phases([b for b in q.recent_batches if b.end > earliest]) for q in queries}
-    everyone = _Spread(_Phases.joined(alongside.values()))
+        batches = q.recent_batches
+        before = known.get(q.query_id)
+        last = given.get(q.query_id) if before else None
+        k, same = same_objects(batches, last.batches if last is not None else None)
+        i = same
+        while i < len(batches) and _same_batch((before or {}).get(batches[i].batch_id), batches[i]):
+            i += 1
+        if i < len(batches):
+            cutoff = min(cutoff, batches[i].start)
+        previous.append((last, k, same, i))
+    # The batches swept again (from `split` on where ends are in order), and every batch whose
+    # phase reaches into theirs.
+    ends: list[list[float]] = []
+    again: list[list[tuple[BatchRecord, float]]] = []
+    splits: list[int | None] = []
+    for q, (last, k, same, _) in zip(queries, previous, strict=True):
+        batches = q.recent_batches
+        es = [b.start + b.duration_s for b in batches[same:]]  # BatchRecord.end
+        if last is not None and same:
+            es = last.ends[k:k + same] + es
+        split: int | None = bisect.bisect_right(es, cutoff)
+        if max(es[:split], default=-math.inf) <= cutoff and min(es[split:], default=math.inf) > cutoff:
+            again.append(list(zip(batches[split:], es[split:], strict=True)))
+        else:
+            split = None
+            again.append([(b, e) for b, e in zip(batches, es, strict=True) if e > cutoff])
+        ends.append(es)
+        splits.append(split)
+    mine_of = [[_phase(b, e) for b, e in batches] for batches in again]
+    earliest = min((p[0] for phases in mine_of for p in phases), default=math.inf)
+    if earliest >= cutoff:  # (as usual) every batch reaching into them is swept again itself
+        alongside = [[p for (_, e), p in zip(batches, phases, strict=True) if e > earliest]
+                     for batches, phases in zip(again, mine_of, strict=True)]
+    else:
+        alongside = [[_phase(b, e) for b, e in zip(q.recent_batches, es, strict=True) if e > earliest]
+                     for q, es in zip(queries, ends, strict=True)]
+    everyone = _Phases.of([p for phases in alongside for p in phases])
+    swept = _Phases.of([p for phases in mine_of for p in phases])
+    # Row per query: its own share, spread the same way, minus from everyone's.
+    of_mine = np.repeat(np.arange(len(queries)), [len(batches) for batches in again])
+    own = _each_own(everyone, np.repeat(np.arange(len(queries)), [len(p) for p in alongside]),
+                    len(queries), swept.starts, swept.ends, of_mine)
+    beside = np.maximum(_Spread(everyone).between(swept.starts, swept.ends) - own, 0.0).tolist()
     out: dict[str, list[BatchRecord]] = {}
-    for q in queries:
+    at = 0
+    for q, batches, es, split, (last, k, same, unchanged) in zip(queries, again, ends, splits, previous,
+                                                                 strict=True):
         before = known.get(q.query_id, {})
-        kept = [before[b.batch_id] for b in q.recent_batches if b.end <= cutoff]
-        mine = phases[q.query_id]
+        if split is not None and last is not None and split <= same:
+            kept = last.records[k:k + split]  # the leading ones, the same objects as last time
+        else:
+            kept = [before[b.batch_id] for b, e in zip(q.recent_batches, es, strict=True) if e <= cutoff]
         enriched = []
-        if mine.starts.size:
-            beside = np.maximum(everyone.between(mine.starts, mine.ends)
-                                - _Spread(alongside[q.query_id]).between(mine.starts, mine.ends), 0.0)
-            for b, (task_s, tasks) in zip(again[q.query_id], beside.tolist(), strict=True):
-                task_s = task_s if task_s > _SPREAD_EPS else 0.0
-                tasks = round(tasks) if task_s else 0
-                seen = before.get(b.batch_id)
-                # (The sweep's sums move in the last digits as batches come and go: not a change.)
-                if (not _same_batch(seen, b) or seen is None or seen.concurrent_tasks != tasks
-                        or not math.isclose(seen.concurrent_task_s, task_s, rel_tol=1e-6, abs_tol=1e-9)):
-                    seen = replace(b, concurrent_task_s=task_s, concurrent_tasks=tasks) if task_s else b
-                enriched.append(seen)
-        out[q.query_id] = kept + enriched
-        known[q.query_id] = {b.batch_id: b for b in out[q.query_id]}
+        for (b, _), (task_s, tasks) in zip(batches, beside[at:at + len(batches)], strict=True):
+            task_s = task_s if task_s > _SPREAD_EPS else 0.0
+            tasks = round(tasks) if task_s else 0
+            seen = before.get(b.batch_id)
+            # (The sweep's sums move in the last digits as batches come and go: not a change.)
+            if (not _same_batch(seen, b) or seen is None or seen.concurrent_tasks != tasks
+                    or not math.isclose(seen.concurrent_task_s, task_s, rel_tol=1e-6, abs_tol=1e-9)):
+                seen = _beside(b, task_s, tasks) if task_s else b
+            enriched.append(seen)
+        at += len(batches)
+        records = out[q.query_id] = kept + enriched
+        if split is not None and last is not None and split <= same and len(last.batches) == k + same:
+            # Last time's records less those dropped since, and the ones swept again.
+            for b in last.records[:k]:
+                del before[b.batch_id]
+            before.update(zip(map(_batch_id, enriched), enriched, strict=True))
+        else:
+            known[q.query_id] = {b.batch_id: b for b in records}
+        # Every record above is of its batch as given now when the kept ones are among the leading
+        # batches found unchanged (ends in order, as one query's batches run): the next tick may
+        # take the same objects for unchanged.
+        if split is not None and split <= unchanged:
+            given[q.query_id] = Given(q.recent_batches, es, records)
+        else:
+            given.pop(q.query_id, None)
     return out
+
+
+_batch_id = operator.attrgetter("batch_id")
+
+
+def _phase(b: BatchRecord, end: float) -> tuple[float, float, float, float]:
+    """A batch's task phase (first task launch, or its start, to its end), task time and tasks."""
+    return (end - b.task_wall_s if b.task_wall_s is not None else b.start, end, b.task_s or 0.0,
+            float(b.tasks or 0))
+
+
+def _beside(b: BatchRecord, task_s: float, tasks: int) -> BatchRecord:
+    """``replace(b, concurrent_task_s=task_s, concurrent_tasks=tasks)`` without its __init__ (a
+    thousand records a tick at 100 queries)."""
+    record = object.__new__(type(b))
+    record.__dict__.update(b.__dict__, concurrent_task_s=task_s, concurrent_tasks=tasks)
+    return record
 
 
 def _same_batch(seen: BatchRecord | None, b: BatchRecord) -> bool:
@@ -91,6 +174,13 @@ class _Phases:
                  b.task_s or 0.0, float(b.tasks or 0)) for b in batches]
         table = np.array(rows, dtype=float).reshape(-1, 4)
         self.starts, self.ends, self.task_s, self.tasks = table.T
+
+    @classmethod
+    def of(cls, phases: Sequence[tuple[float, float, float, float]]) -> _Phases:
+        """From (start, end, task time, tasks) of each phase (:func:`_phase`)."""
+        made = cls()
+        made.starts, made.ends, made.task_s, made.tasks = np.array(phases, dtype=float).reshape(-1, 4).T
+        return made
 
     @classmethod
     def joined(cls, parts: Iterable[_Phases]) -> _Phases:
@@ -133,6 +223,54 @@ class _Spread:
     def between(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """(task-seconds, tasks) spread over each [a, b]: one row per interval."""
         return self._integral(b) - self._integral(a)
+
+
+def _each_own(phases: _Phases, owner: np.ndarray, owners: int, a: np.ndarray, b: np.ndarray,
+              asker: np.ndarray) -> np.ndarray:
+    """``_Spread(phases of owner asker[j]).between(a[j], b[j])`` for every j, all owners at once: a
+    row per owner, padded, so that each row's sums are its own, taken in the same order as the
+    _Spread of its phases alone takes them (the same figures, to the last digit)."""
+    keep = (phases.task_s > 0) & (phases.ends - phases.starts > _EPS)
+    t0, t1, rows = phases.starts[keep], phases.ends[keep], owner[keep]
+    width = t1 - t0
+    rates = np.column_stack([phases.task_s[keep] / width, phases.tasks[keep] / width])
+    # Each row's distinct boundary times, ascending (np.unique per row), and each boundary's place.
+    values, of_row = np.concatenate([t0, t1]), np.concatenate([rows, rows])
+    order = np.lexsort((values, of_row))
+    v, r = values[order], of_row[order]
+    new = np.ones(len(v), dtype=bool)
+    new[1:] = (r[1:] != r[:-1]) | (v[1:] != v[:-1])
+    counts = np.bincount(r[new], minlength=owners)
+    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    place_sorted = np.cumsum(new) - 1 - firsts[r]
+    place = np.empty_like(place_sorted)
+    place[order] = place_sorted
+    times = np.zeros((owners, max(1, int(counts.max(initial=0)))))
+    times[r[new], place_sorted[new]] = v[new]
+    last = np.where(counts > 0, times[np.arange(owners), np.maximum(counts - 1, 0)], 0.0)
+    times = np.where(np.arange(times.shape[1]) < counts[:, None], times, last[:, None])  # zero-width padding
+    steps = np.zeros((*times.shape, 2))
+    np.add.at(steps, (rows, place[:len(t0)]), rates)
+    np.add.at(steps, (rows, place[len(t0):]), -rates)
+    in_force = np.cumsum(steps, axis=1)
+    cumulative = np.concatenate([np.zeros((owners, 1, 2)),
+                                 np.cumsum(in_force[:, :-1] * np.diff(times, axis=1)[:, :, None], axis=1)],
+                                axis=1)
+    # Boundaries of the asker's row at or before t (searchsorted, side="right"), by rank in all of them.
+    every = v[new]
+    ranked = np.unique(every)
+    keys = r[new] * (len(ranked) + 1) + np.searchsorted(ranked, every)
+
+    def integral(t: np.ndarray) -> np.ndarray:
+        seen = (np.searchsorted(keys, asker * (len(ranked) + 1) + np.searchsorted(ranked, t, side="right"))
+                - firsts[asker])
+        i = seen - 1
+        inside = i >= 0
+        i = np.maximum(i, 0)
+        value = cumulative[asker, i] + in_force[asker, i] * (t - times[asker, i])[:, None]
+        return np.where(inside[:, None], value, 0.0)
+
+    return integral(b) - integral(a)
 
 
 def batch_arrivals(batches: Sequence[BatchRecord]) -> list[tuple[float, float, float]]:

@@ -28,7 +28,7 @@ from statistics import median
 import numpy as np
 
 from . import readable
-from .concurrency import batch_arrivals, with_concurrency
+from .concurrency import Given, batch_arrivals, with_concurrency
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
 from .metrics import RISING, BatchRecord, MetricSample, QueryMetrics
 from .model import (
@@ -156,6 +156,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         self._learners: dict[str, BatchCostLearner] = {}
         self._costs: dict[str, BatchCost | None] = {}
         self._batches: dict[str, dict[int, BatchRecord]] = {}  # the last records, with concurrency
+        self._given: dict[str, Given] = {}  # the batches they were made of
 
     def cost(self, query_id: str) -> BatchCost | None:
         """The latest fitted cost of a query (for the UI and the replay), or None."""
@@ -173,7 +174,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         costs: dict[str, BatchCost | None] = {}
         waiting: list[str] = []
         stabilizing: list[str] = []
-        concurrent = with_concurrency(active, self._batches)
+        concurrent = with_concurrency(active, self._batches, self._given)
         for q in active:
             learner = self._learners.get(q.query_id)
             if learner is None:
@@ -272,11 +273,15 @@ class MicroBatchEvaluator(MetricEvaluator):
             # executors that came (a capacity limit may have held the target below the request).
             arrived = [b.executors or rec.to_executors for b in warm]
             size = round(median(arrived))
-            alongside = [Concurrent(b.concurrent_task_s, b.concurrent_tasks) for b in warm]
-            predicted = median(cost.batch_time(b.rows, k, c)
-                               for b, k, c in zip(warm, arrived, alongside, strict=True))
-            before = median(cost.batch_time(b.rows, rec.from_executors, c)
-                            for b, c in zip(warm, alongside, strict=True))
+            # Every batch at once (the model's formulas take arrays: the same figures, one numpy
+            # pass instead of two scalar ones per batch, every tick until the next change).
+            read = np.array([float(b.rows) for b in warm])
+            alongside = Concurrent(np.array([b.concurrent_task_s for b in warm], dtype=float),
+                                   np.array([float(b.concurrent_tasks) for b in warm]))
+            predicted = median(np.asarray(cost.batch_time(read, np.array(arrived, dtype=float),
+                                                          alongside)).tolist())
+            before = median(np.asarray(cost.batch_time(read, rec.from_executors,
+                                                       alongside)).tolist())
             tolerance = cost.error * before
             gain = before - predicted
             judged = (rec.action == "scale_up" and size > rec.from_executors
@@ -534,35 +539,54 @@ class MicroBatchEvaluator(MetricEvaluator):
                 beside[d.trigger_s] = beside.get(d.trigger_s, 0) + c.tasks
         useful = max([max(executors_for(max(c.widest, beside.get(d.trigger_s or 0.0, 0)), spe),
                           max(c.executor_counts, default=1)) for d, c in known] or [1])
-        busy = sum(self._busy_slots(d, c, max(useful, live)) for d, c in known)
+        # Every query's figures at every size in one pass (_Scan); the queries off its path (idle,
+        # no trigger, nothing to read) through _utilization and _busy_slots one by one.
+        widest = max(useful, live)
+        at_widest = _Scan(known, np.array([float(widest)]), target,
+                          [[c.efficiency_at(widest)] for _, c in known])
+        slots_at_widest = at_widest.busy_slots()[:, 0].tolist()
+        busy = sum(slots_at_widest[i] if at_widest.common[i] else self._busy_slots(d, c, widest)
+                   for i, (d, c) in enumerate(known))
         shared = executors_for(busy / target + other, spe)
         sizes = np.arange(1.0, max(live, min(MAX_SCANNED, max(useful, shared, live) + 1)) + 1)
+        scan = _Scan(known, sizes, target, [c.efficiency_upto(len(sizes)) for _, c in known])
 
         # Spark starts the batches of queries with one trigger interval together: each one's batch
         # shares the slots with the others' (their task time at each size).
-        work = {d.q.query_id: (d.trigger_s, c.task_time(d.rows_per_batch() or 0.0, sizes), c.tasks)
-                for d, c in known if d.trigger_s and not d.idle}
+        sharing = {i for i, (d, _) in enumerate(known) if d.trigger_s and not d.idle}
+        work = scan.task_time([d.rows_per_batch() or 0.0 if i in sharing else 0.0
+                               for i, (d, _) in enumerate(known)])
         together: dict[float, tuple[np.ndarray, int]] = {}
-        for trigger_s, w, n in work.values():
+        for i in sorted(sharing):
+            trigger_s = known[i][0].trigger_s or 0.0
             total, tasks = together.get(trigger_s, (0.0 * sizes, 0))
-            together[trigger_s] = (total + w, tasks + n)
+            together[trigger_s] = (total + work[i], tasks + known[i][1].tasks)
 
-        def alongside(qid: str) -> Concurrent:
-            if qid not in work:
+        def alongside(i: int) -> Concurrent:
+            if i not in sharing:
                 return NONE_CONCURRENT
-            trigger_s, w, n = work[qid]
-            total, tasks = together[trigger_s]
-            others = total - w
-            return Concurrent(np.where(others > _EPS * np.maximum(total, 1.0), others, 0.0), tasks - n)
+            total, tasks = together[known[i][0].trigger_s or 0.0]
+            others = total - work[i]
+            return Concurrent(np.where(others > _EPS * np.maximum(total, 1.0), others, 0.0),
+                              tasks - known[i][1].tasks)
 
-        per_query = {d.q.query_id: self._utilization(d, c, sizes, target, alongside(d.q.query_id))
-                     for d, c in known}
+        beside = [alongside(i) for i in range(len(known))]
+        own = scan.utilization(beside)
+        busy_at = scan.busy_slots()
+        for i, (d, c) in enumerate(known):
+            if not scan.common[i]:
+                own[i] = self._utilization(d, c, sizes, target, beside[i])
+                busy_at[i] = self._busy_slots(d, c, sizes)
+        per_query = {d.q.query_id: own[i] for i, (d, _) in enumerate(known)}
         # The queries' task time at the target, and a slot for each task of other jobs at full
         # use (as Spark's own allocation counts them): the slots all of it needs.
-        needed = sum((self._busy_slots(d, c, sizes) for d, c in known), 0.0 * sizes) / target + other
+        needed = 0.0 * sizes
+        for row in busy_at:  # one after another, as a sum over the queries adds them
+            needed = needed + row
+        needed = needed / target + other
         app = target * needed / (sizes * spe)
-        for u in per_query.values():
-            app = np.maximum(app, u)
+        if known:
+            app = np.maximum(app, own.max(axis=0))
         required, capped = _fewest(app, target)
         recommended = min(max(required, cfg.min_executors), cfg.max_executors)
         now_util = float(app[live - 1])
@@ -682,6 +706,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         for qid in [q for q in self._learners if q not in last.queries]:
             del self._learners[qid]
             self._batches.pop(qid, None)
+            self._given.pop(qid, None)
 
     @staticmethod
     def _not_ready(context: ScalingContext, whys: Sequence[str]) -> Evaluation:
@@ -754,3 +779,82 @@ def _fewest(utilization: np.ndarray, target: float) -> tuple[int, bool]:
 
 def _fraction(value: float) -> str:
     return f">{MAX_UTILIZATION:g}" if value >= MAX_UTILIZATION else f"{value:.2f}"
+
+
+class _Scan:
+    """:meth:`MicroBatchEvaluator._utilization` and :meth:`~MicroBatchEvaluator._busy_slots` of
+    many queries at every size at once, on their common path (a trigger, rows to read): one row
+    per query, one column per size. The same operations in the same order as the model's
+    one-query formulas (:class:`~.model.BatchCost`), so the same figures; one query at a time, a
+    tick at 100 queries spent most of its time in numpy's per-call overhead. Rows off that path
+    (:attr:`common` false) hold placeholders: the evaluator computes them one by one."""
+
+    def __init__(self, known: Sequence[tuple[_Demand, BatchCost]], executors: np.ndarray, target: float,
+                 efficiency: Sequence[Sequence[float] | np.ndarray]) -> None:
+        self.target = target
+        # Per query: the rows of a period, its period, its trigger (placeholders off the path).
+        self.common: list[bool] = []
+        self.rows: list[float] = []
+        self.period: list[float] = []
+        self.trigger: list[float] = []
+        for d, _ in known:
+            rows = d.rows_per_period()
+            common = not d.idle and d.target > 0 and bool(d.trigger_s) and rows is not None and rows > 0
+            self.common.append(common)
+            self.rows.append(rows if common and rows is not None else 0.0)
+            self.period.append((d.period_s or d.trigger_s or 1.0) if common else 1.0)
+            self.trigger.append((d.trigger_s or 1.0) if common else 1.0)
+        costs = [c for _, c in known]
+        self.per_row = [c.per_row_s for c in costs]
+        self.joint_tasks = [c.tasks for c in costs]
+        # The costs' figures as columns, one row per query (one array: a pass over the queries).
+        table = np.array([(c.fixed_task_s, c.per_executor_s, c.driver_s, max(1, c.tasks), c.cores,
+                           max(1, c.widest), max(1, c.tasks) / max(1, c.widest),
+                           executors_for(c.widest, c.cores), max(p, c.driver_s / target))
+                          for c, p in zip(costs, self.period, strict=True)], dtype=float).reshape(-1, 9)
+        fixed, per_executor, self.driver, self.tasks, cores, widest, lead, most, self.allowed = (
+            table.T[:, :, None])
+        sizes = executors.reshape(1, -1)
+        self.efficiency = np.array(efficiency, dtype=float).reshape(len(known), executors.size)
+        self.base = fixed + per_executor * np.maximum(1, np.minimum(sizes, most))
+        self.slots = np.maximum(1, sizes) * cores
+        self.waves = lead * np.ceil(widest / np.maximum(1, np.minimum(self.slots, widest)) - _EPS)
+
+    def task_time(self, rows: Sequence[float]) -> np.ndarray:
+        """:meth:`BatchCost.task_time` of each query's ``rows``."""
+        return self.base + np.array([pr * max(0.0, r) for pr, r in zip(self.per_row, rows, strict=True)],
+                                    dtype=float).reshape(-1, 1)
+
+    def _batch_time(self, work: np.ndarray, concurrent_s: np.ndarray | None = None,
+                    concurrent_tasks: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`BatchCost.batch_time` for the task time ``work`` (:func:`~.model.ideal_task_phase`)."""
+        ideal = self.waves * work / self.tasks
+        if concurrent_s is not None and concurrent_tasks is not None:
+            joint = (work + concurrent_s) / np.maximum(1, np.minimum(self.slots, concurrent_tasks))
+            ideal = np.where(concurrent_s > 0, np.maximum(ideal, joint), ideal)
+        return self.driver + self.efficiency * ideal
+
+    def utilization(self, beside: Sequence[Concurrent]) -> np.ndarray:
+        """:meth:`MicroBatchEvaluator._utilization`, the batches of ``beside`` running alongside."""
+        n, width = self.base.shape
+        concurrent_s = np.zeros((n, width))
+        concurrent_tasks = np.empty((n, 1))
+        for i, c in enumerate(beside):
+            scaled = c.task_s
+            if self.period[i] > self.trigger[i]:
+                scaled = c.task_s * (self.period[i] / self.trigger[i])
+            concurrent_s[i] = scaled
+            concurrent_tasks[i, 0] = self.joint_tasks[i] + c.tasks
+        fixed = self._batch_time(self.task_time([0.0] * n), concurrent_s, concurrent_tasks)
+        headroom = self._batch_time(self.task_time([r / self.target for r in self.rows]),
+                                    concurrent_s, concurrent_tasks)
+        spare = self.allowed - fixed
+        fits = np.minimum(self.target * (headroom - fixed) / np.maximum(spare, _EPS), MAX_UTILIZATION)
+        over = MAX_UTILIZATION * headroom / self.allowed
+        return np.where(spare > _EPS, fits, over)
+
+    def busy_slots(self) -> np.ndarray:
+        """:meth:`MicroBatchEvaluator._busy_slots`."""
+        work = self.task_time(self.rows)
+        period = np.maximum(np.array(self.period, dtype=float).reshape(-1, 1), self._batch_time(work))
+        return work / period

@@ -10,6 +10,7 @@ evaluator and the checkers without Spark.
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -112,6 +113,20 @@ class InFlightBatch:
     first_launch: float  # seconds, same clock as MetricSample.time: its first task launched
     tasks_ended: int
     task_s: float  # slot-seconds of its ended tasks
+
+
+def same_objects(batches: Sequence[Any], before: Sequence[Any] | None) -> tuple[int, int]:
+    """(where ``batches`` start among ``before``, what was given last time; how many leading
+    ``batches`` are the very objects at the same places there). Records are immutable and the
+    collector hands over an unchanged batch's record as the same object, tick after tick: those
+    need no second look."""
+    if not before or not batches:
+        return 0, 0
+    for k, b in enumerate(before):  # past the batches dropped since: a few
+        if b is batches[0]:
+            same = list(map(operator.is_, batches, before[k:]))
+            return k, same.index(False) if False in same else len(same)
+    return 0, 0
 
 
 def rows_arrived(rows: float, backlog: float | None, previous_backlog: float | None) -> float:

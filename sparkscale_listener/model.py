@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .metrics import BatchRecord
+from .metrics import BatchRecord, same_objects
 
 # A query's first batches pay for starting Python workers, loading classes, opening the sink:
 # they say nothing about the steady cost.
@@ -165,6 +165,15 @@ class BatchCost:
         nearer_below = np.abs(executors - known[below]) <= np.abs(known[above] - executors)
         return np.where(nearer_below, values[below], values[above])
 
+    def efficiency_upto(self, count: int) -> np.ndarray:
+        """:meth:`efficiency_at` of 1, 2, ..., ``count`` executors, kept for the last ``count``: a fit
+        stands for many ticks, and each tick the evaluator scans the same sizes for every query."""
+        cached: tuple[int, np.ndarray] | None = self.__dict__.get("_efficiency_upto")
+        if cached is None or cached[0] != count:
+            cached = (count, np.asarray(self.efficiency_at(np.arange(1.0, count + 1)), dtype=float))
+            self.__dict__["_efficiency_upto"] = cached  # frozen: cached like a cached_property
+        return cached[1]
+
     @cached_property
     def _efficiency_table(self) -> tuple[np.ndarray, np.ndarray]:
         """The sizes seen, ascending, and the efficiency at each (built once per fit: the
@@ -173,14 +182,14 @@ class BatchCost:
         return (np.array(known, dtype=float),
                 np.array([self.efficiency_by_executors[k] for k in known], dtype=float))
 
-    def task_phase(self, rows: float, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
+    def task_phase(self, rows: Size, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
         """Seconds its tasks take on ``executors`` executors: what more executors shorten."""
         slots = ops(executors).maximum(1, executors) * self.cores
         work = self.task_time(rows, executors)
         return self.efficiency_at(executors) * ideal_task_phase(work, self.tasks, self.widest, slots,
                                                                 concurrent)
 
-    def batch_time(self, rows: float, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
+    def batch_time(self, rows: Size, executors: Size, concurrent: Concurrent = NONE_CONCURRENT) -> Size:
         """Seconds a batch of ``rows`` takes on ``executors`` executors, driver time included."""
         return self.driver_s + self.task_phase(rows, executors, concurrent)
 
@@ -244,13 +253,19 @@ class BatchCostLearner:
         self._since_fit = 0  # warm batches added since the cached fit
         self._sizes: set[int | None] = set()  # executor counts of the kept batches
         self._split: tuple[float, float] | None = None  # last trusted (fixed share, per-row cost)
+        self._given: tuple[BatchRecord, ...] = ()  # the batches given to the last add()
 
     def add(self, batches: Iterable[BatchRecord], exclude: tuple[float, float] | None = None) -> int:
         """Take the batches not seen yet; those overlapping ``exclude`` (start, end: a change of
         executors settling), warm-up batches and batches with fresh executors only count as seen.
         Returns how many were kept."""
         kept = 0
-        for b in batches:
+        given = tuple(batches)
+        # The leading batches that are the very records given last time were taken then: seen
+        # again unchanged, they change nothing (a record is immutable).
+        _, taken = same_objects(given, self._given)
+        self._given = given
+        for b in given[taken:]:
             seen = self._seen.get(b.batch_id)
             if seen is not None:
                 # Task ends can reach the listener after the batch's progress: a batch seen again
