@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .metrics import BatchRecord, same_objects
+from .metrics import RISING, BatchRecord, same_objects
 
 # A query's first batches pay for starting Python workers, loading classes, opening the sink:
 # they say nothing about the steady cost.
@@ -254,6 +254,7 @@ class BatchCostLearner:
         self._sizes: set[int | None] = set()  # executor counts of the kept batches
         self._split: tuple[float, float] | None = None  # last trusted (fixed share, per-row cost)
         self._given: tuple[BatchRecord, ...] = ()  # the batches given to the last add()
+        self._rows_fitted = (0.0, 0.0)  # fewest and most rows of the batches the cached fit saw
 
     def add(self, batches: Iterable[BatchRecord], exclude: tuple[float, float] | None = None) -> int:
         """Take the batches not seen yet; those overlapping ``exclude`` (start, end: a change of
@@ -286,6 +287,12 @@ class BatchCostLearner:
             size = b.executors or b.executors_used
             if size not in self._sizes:
                 self._sizes.add(size)
+                self._stale = True
+            # Rows far outside those fitted split the task time into fixed and per-row parts as
+            # no batch before could (a low phase's batches all read the same rows): the step that
+            # brought them is then sized on that split, not on the last one.
+            low, high = self._rows_fitted
+            if b.rows > (1.0 + RISING) * high or (1.0 + RISING) * b.rows < low:
                 self._stale = True
             kept += 1
         if self._since_fit >= max(REFIT_EVERY, len(self._batches) // 4):
@@ -327,6 +334,7 @@ class BatchCostLearner:
             return self._fit
         self._sizes = {b.executors or b.executors_used for b in pts}
         self._fit = self._fit_now(pts, max(1, cores), widest_hint)
+        self._rows_fitted = (float(min(b.rows for b in pts)), float(max(b.rows for b in pts)))
         self._fit_cores, self._stale, self._since_fit = cores, False, 0
         return self._fit
 

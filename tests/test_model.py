@@ -125,6 +125,18 @@ def test_before_any_trusted_split_every_second_of_task_time_is_charged_to_the_ro
     assert cost.fixed_task_s == 0.0 and cost.per_row_s == pytest.approx((2.0 + 40.0) / 20_000)
 
 
+def test_a_batch_of_far_more_rows_than_those_fitted_is_fitted_at_once() -> None:
+    # Ten batches of one size tell no split; the first batch of a step (3x the rows) does, and
+    # the step is sized on it, not on the cached fit (the next refit was 4 batches away).
+    learner = learner_of([batch(i, 20_000, 4) for i in range(10)])
+    assert learner.fit(CORES) is not None
+    learner.add([batch(10, 60_000, 4)])
+    cost = learner.fit(CORES)
+    assert cost is not None and cost.row_cost_trusted
+    assert cost.per_row_s == pytest.approx(0.002, rel=0.01)
+    assert cost.fixed_task_s + cost.per_executor_s * 4 == pytest.approx(1.6 + 0.1 * 4, rel=0.01)
+
+
 def test_outliers_do_not_carry_the_fit() -> None:
     rng = random.Random(3)
     pts = [batch(i, rng.randint(5_000, 40_000), 4) for i in range(40)]
