@@ -386,7 +386,14 @@ class MicroBatchEvaluator(MetricEvaluator):
         # backlog beyond it needs catching up.
         excess = max(0.0, (backlog or 0.0) - rate * period)
         catch_up = excess / cfg.catch_up_duration_s
-        provisioning = rate * context.provisioning_time_s / cfg.catch_up_duration_s if excess > 0 else 0.0
+        # While new executors start, the live ones keep working: a backlog grows by what they fall
+        # short of the arrivals (on real Spark a step's batches read all there was and reported
+        # none, and the scale-up sized without it needed a second one for the catch-up). With a
+        # backlog already, all arrivals meanwhile count, as in Flink's restart time.
+        live = last.cluster.live_executors
+        short = max(0.0, rate - float(cost.capacity(live))) if cost is not None and live > 0 else 0.0
+        provisioning = (max(rate if excess > 0 else 0.0, short)
+                        * context.provisioning_time_s / cfg.catch_up_duration_s)
         limited = [b.rows for b in window_batches if b.backlog is not None and b.backlog > 0]
         read_limit = float(max(limited)) if limited and excess > 0 else None
         # A source that reports no backlog hides a binding read limit: its batches read the same

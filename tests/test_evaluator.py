@@ -310,6 +310,19 @@ def test_a_backlog_asks_for_catch_up_and_provisioning_capacity_and_sets_backlog_
     assert qe.rows_per_batch == pytest.approx(min(50_000.0, (qe.target_rate + qe.catch_up_rate) * 10.0))
 
 
+def test_what_the_live_executors_fall_short_of_while_new_ones_start_is_caught_up_too() -> None:
+    # 5,000 rows/s on 1 executor of 4 slots, 1 ms a row: it does 4,000 rows/s at most, and its
+    # batches read all there is (no backlog reported). While new executors start (30 s), 1,000
+    # rows/s pile up; they are worked off within catchUpDuration (300 s).
+    ev = evaluate([Stream("a", 5000.0, trigger_s=None)], until=120.0, live=1, target=1, provisioning=30.0)
+    qe = ev.queries["a"]
+    assert qe.backlog == 0.0
+    assert qe.catch_up_rate == pytest.approx((5000.0 - 4000.0) * 30.0 / 300.0, rel=0.05)
+    # Where the live executors keep up, nothing piles up.
+    assert evaluate([Stream("a", 3000.0, trigger_s=None)], until=120.0, live=1, target=1,
+                    provisioning=30.0).queries["a"].catch_up_rate == 0.0
+
+
 def test_batch_time_executors_cannot_shorten_is_no_reason_to_hold_them() -> None:
     # A stateful query on a 1 s trigger: 1.2 s of each batch on the driver, a little task time.
     # Its batches run past the trigger whatever the executors: one executor does what four do.
