@@ -306,6 +306,7 @@ class MicroBatchEvaluator(MetricEvaluator):
     def _demand(self, q: QueryMetrics, last: MetricSample, history: Sequence[MetricSample],
                 context: ScalingContext, cost: BatchCost | None = None) -> _Demand:
         cfg = context.config
+        live = context.live_executors
         batches = list(q.recent_batches)
         trigger_s = q.trigger_interval_ms / 1000.0 if q.trigger_interval_ms else None
         horizon = last.time - cfg.metrics_window_s
@@ -333,7 +334,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         # The batch running now, from the work of its ended tasks: at least this rate arrived
         # before it started. It confirms a jump a batch sooner than its progress would; on one
         # executor after a x4 step, that batch alone ran 4-6 s.
-        reading = _in_flight_rate(q, batches, cost, last.cluster.live_executors) if latest else None
+        reading = _in_flight_rate(q, batches, cost, live) if latest else None
         confirmed_by = None
         if len(latest) == 2 and len(in_window) >= 2:
             before = sum(a[1] for a in in_window[:-1]) / max(sum(a[2] for a in in_window[:-1]), _EPS)
@@ -390,7 +391,6 @@ class MicroBatchEvaluator(MetricEvaluator):
         # short of the arrivals (on real Spark a step's batches read all there was and reported
         # none, and the scale-up sized without it needed a second one for the catch-up). With a
         # backlog already, all arrivals meanwhile count, as in Flink's restart time.
-        live = last.cluster.live_executors
         short = max(0.0, rate - float(cost.capacity(live))) if cost is not None and live > 0 else 0.0
         provisioning = (max(rate if excess > 0 else 0.0, short)
                         * context.provisioning_time_s / cfg.catch_up_duration_s)
