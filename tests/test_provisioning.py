@@ -44,6 +44,19 @@ def test_the_time_is_when_the_last_executor_registered_not_the_tick_that_saw_it(
     assert t.observations == [12.25]
 
 
+def test_executors_beyond_the_target_settle_nothing_until_they_are_gone() -> None:
+    # A standalone master starts an executor on every free core before the first request reaches
+    # it: 1 asked for, 6 came; batches run on executors leaving until the extras are removed.
+    t = tracker(stabilizationInterval="3s")
+    t.start(ScalingRecord(0.0, "scale_up", 0, 1, "baseline"), 1, 0.0)
+    executors = [ExecutorInfo(str(i), added_time=8.0 + i) for i in range(6)]
+    assert t.settle(14.0, live=6, target=1, executors=executors) is None
+    assert t.settle(16.0, live=3, target=1, executors=executors[:3]) is None
+    settled = t.settle(18.0, live=1, target=1, executors=executors[:1])
+    assert settled is not None and settled.window_start == 21.0 and settled.shortfall is None
+    assert t.observations == [8.0]  # when the one asked for registered
+
+
 def test_a_timeout_is_recorded_as_the_time_waited_and_survives_a_restart() -> None:
     store = InMemoryStateStore()
     t = tracker(store, provisioningTimeout="60s")

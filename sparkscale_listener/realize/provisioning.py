@@ -104,7 +104,11 @@ class ProvisioningTracker:
         change = self.pending
         if change is None:
             return None
-        arrived = live >= change.requested_total if change.adds else live <= target
+        # Executors beyond the target are leaving (a standalone master starts one on every free
+        # core before the first request reaches it; the converge step removes them): batches
+        # meanwhile run on executors coming and going, and the new size is not measured yet.
+        arrived = (change.requested_total <= live <= max(target, change.requested_total)
+                   if change.adds else live <= target)
         timed_out = now - change.requested_at >= self.config.provisioning_timeout_s
         if not (arrived or timed_out):
             return None
@@ -112,14 +116,17 @@ class ProvisioningTracker:
         if change.adds:
             took = now - change.requested_at
             if arrived:
-                registered = [e.added_time for e in executors
-                              if change.requested_at <= e.added_time <= now]
-                if registered:
-                    took = max(registered) - change.requested_at
+                # Until the last one asked for registered (not the extras that came after it).
+                before = sum(1 for e in executors if e.added_time < change.requested_at)
+                registered = sorted(e.added_time for e in executors
+                                    if change.requested_at <= e.added_time <= now)
+                asked = change.requested_total - before
+                if registered and asked > 0:
+                    took = registered[min(asked, len(registered)) - 1] - change.requested_at
             self.observations = [*self.observations, took][-_KEPT_OBSERVATIONS:]
             self.state.record_provisioning(now, took, change.record.to_executors,
                                            timed_out=not arrived)
-            if not arrived:
+            if live < change.requested_total:
                 shortfall = Shortfall(now, change.requested_total, live)
         self.pending = None
         return Settled(next_window_start(self.config, change.requested_at, now if arrived else None, now),
