@@ -145,8 +145,14 @@ class _Demand:
     def rows_per_period(self) -> float | None:
         """Rows a batch reads at the target rate when batches run :attr:`period_s` apart."""
         if self.period_s and self.trigger_s and self.period_s > self.trigger_s:
-            return self.target * self.period_s
+            rows = self.target * self.period_s
+            return min(rows, self.read_limit) if self.read_limit else rows
         return self.rows_per_batch()
+
+    @property
+    def limit_binds(self) -> bool:
+        """A reported backlog waits behind the read limit: batches of the limit, back to back."""
+        return bool(self.read_limit) and not self.saturated
 
 
 class MicroBatchEvaluator(MetricEvaluator):
@@ -422,10 +428,11 @@ class MicroBatchEvaluator(MetricEvaluator):
         backlog_mode = (excess > cfg.backlog_threshold_s * rate) if rate > 0 else excess > 0
         # Batches back to back a period apart keep a row waiting at most two periods: up to half
         # of backlogThreshold is a period the lag allows, where it is longer than the trigger. A
-        # read limit that binds caps the rows of a batch, so longer batches do not read more:
-        # sized on the trigger.
+        # read limit that binds caps the rows of a batch, so longer batches do not read more: the
+        # batches are then sized on what back-to-back batches of the limit do too (see
+        # _utilization). A source that hides its backlog behind the limit is sized on the trigger.
         period_s = trigger_s
-        if trigger_s and read_limit is None:
+        if trigger_s and not saturated:
             period_s = max(trigger_s, cfg.backlog_threshold_s / 2.0)
             if period_s > trigger_s:
                 notes.append(f"sized for batches up to {readable.seconds(period_s)} apart, back to back "
@@ -503,7 +510,14 @@ class MicroBatchEvaluator(MetricEvaluator):
             # Where not even a batch without rows ends within the interval, sizes rank above every
             # size where one does, by their batch time: the fewest near the shortest is chosen.
             over = MAX_UTILIZATION * headroom / allowed
-            return xp.where(spare > _EPS, fits, over)
+            within = xp.where(spare > _EPS, fits, over)
+            if not d.limit_binds or not d.read_limit:
+                return within
+            # Batches of the limit back to back can do no more than the limit per batch time: a
+            # bigger batch would spread its fixed costs thinner, but none reads more. (Sized on the
+            # trigger instead, a real 120 rows/s with a backlog went to 6 executors where 4 did it.)
+            return xp.maximum(within, d.target * cost.batch_time(d.read_limit, executors, concurrent)
+                              / d.read_limit)
         if d.read_limit:
             # Batch after batch of at most the read limit: that many rows per batch time.
             return d.target * cost.batch_time(d.read_limit, executors, concurrent) / d.read_limit
@@ -557,7 +571,8 @@ class MicroBatchEvaluator(MetricEvaluator):
         useful = max([max(executors_for(max(c.widest, beside.get(d.trigger_s or 0.0, 0)), spe),
                           max(c.executor_counts, default=1)) for d, c in known] or [1])
         # Every query's figures at every size in one pass (_Scan); the queries off its path (idle,
-        # no trigger, nothing to read) through _utilization and _busy_slots one by one.
+        # no trigger, nothing to read, a binding read limit) through _utilization and _busy_slots
+        # one by one.
         widest = max(useful, live)
         at_widest = _Scan(known, np.array([float(widest)]), target,
                           [[c.efficiency_at(widest)] for _, c in known])
@@ -800,7 +815,8 @@ def _fraction(value: float) -> str:
 
 class _Scan:
     """:meth:`MicroBatchEvaluator._utilization` and :meth:`~MicroBatchEvaluator._busy_slots` of
-    many queries at every size at once, on their common path (a trigger, rows to read): one row
+    many queries at every size at once, on their common path (a trigger, rows to read, no
+    binding read limit): one row
     per query, one column per size. The same operations in the same order as the model's
     one-query formulas (:class:`~.model.BatchCost`), so the same figures; one query at a time, a
     tick at 100 queries spent most of its time in numpy's per-call overhead. Rows off that path
@@ -816,7 +832,8 @@ class _Scan:
         self.trigger: list[float] = []
         for d, _ in known:
             rows = d.rows_per_period()
-            common = not d.idle and d.target > 0 and bool(d.trigger_s) and rows is not None and rows > 0
+            common = (not d.idle and d.target > 0 and bool(d.trigger_s) and rows is not None and rows > 0
+                      and not d.limit_binds)
             self.common.append(common)
             self.rows.append(rows if common and rows is not None else 0.0)
             self.period.append((d.period_s or d.trigger_s or 1.0) if common else 1.0)

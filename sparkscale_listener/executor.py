@@ -97,6 +97,13 @@ class ScalingExecutor:
             if result.removed:
                 log.info("removed executors %s to converge on target %d",
                          list(result.removed), t.current)
+                if not self.provisioning.waiting:
+                    # Batches run on executors leaving (a standalone master starts one on every
+                    # free core before the first request reaches it): measuring restarts once
+                    # they are gone, as after a scale-down.
+                    self.provisioning.start(ScalingRecord(now, "scale_down", live, t.current,
+                                                          "executors beyond the target"), t.current, now)
+                    t.window_start = math.inf
 
     def reassert_after_losses(self, sample: MetricSample) -> None:
         """Reactive mode asks for its full target again after executor losses."""

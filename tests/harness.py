@@ -304,6 +304,7 @@ class RecordingRealizer(ScalingRealizer):
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.refuse = False
+        self.removing: tuple[str, ...] = ()  # the executors a realize call reports removed
         self._requested = 0
 
     @property
@@ -322,7 +323,8 @@ class RecordingRealizer(ScalingRealizer):
 
     def realize(self, target: int, remove_first: Collection[str] = ()) -> RealizationResult:
         self.calls.append(("realize", target, tuple(sorted(remove_first))))
-        return self._answer(target)
+        answer = self._answer(target)
+        return replace(answer, removed=self.removing) if answer.ok else answer
 
 
 @dataclass

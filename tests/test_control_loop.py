@@ -43,6 +43,21 @@ def test_extra_executors_at_start_are_removed_by_the_converge_step() -> None:
     assert h.realizer.calls == [("baseline", 4), ("realize", 2, ())]
 
 
+def test_executors_beyond_the_target_are_not_measured_on_until_they_have_left() -> None:
+    # The baseline settles on the first executor; a standalone master's extras register after it.
+    # Batches meanwhile run on executors leaving: measuring restarts once they are gone.
+    h = LoopHarness(cfg(initialExecutors="1", stabilizationInterval="30s"))
+    h.tick(sample(10, live=1))
+    h.realizer.removing = ("2", "3", "4")
+    [leaving] = h.tick(sample(20, live=4))
+    assert h.realizer.calls[-1] == ("realize", 1, ())
+    assert "waiting for the executors beyond the target to leave" in leaving.reason
+    h.realizer.removing = ()
+    assert "waiting for the executors beyond the target" in h.tick(sample(30, live=4))[0].reason
+    h.tick(sample(40, live=1))
+    assert h.autoscaler.executor.targets.window_start == 70.0  # gone at 40, + stabilizationInterval
+
+
 def test_a_failing_collector_skips_the_tick_and_is_reported() -> None:
     h = LoopHarness()
     h.tick(sample(10, live=2))
