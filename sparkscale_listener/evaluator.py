@@ -515,7 +515,7 @@ class MicroBatchEvaluator(MetricEvaluator):
                 return within
             # Batches of the limit back to back can do no more than the limit per batch time: a
             # bigger batch would spread its fixed costs thinner, but none reads more. (Sized on the
-            # trigger instead, a real 120 rows/s with a backlog went to 6 executors where 4 did it.)
+            # trigger instead, a real 120 rows/s with a backlog went to 6 executors; 3 did 158.)
             return xp.maximum(within, d.target * cost.batch_time(d.read_limit, executors, concurrent)
                               / d.read_limit)
         if d.read_limit:
@@ -816,11 +816,11 @@ def _fraction(value: float) -> str:
 class _Scan:
     """:meth:`MicroBatchEvaluator._utilization` and :meth:`~MicroBatchEvaluator._busy_slots` of
     many queries at every size at once, on their common path (a trigger, rows to read, no
-    binding read limit): one row
-    per query, one column per size. The same operations in the same order as the model's
-    one-query formulas (:class:`~.model.BatchCost`), so the same figures; one query at a time, a
-    tick at 100 queries spent most of its time in numpy's per-call overhead. Rows off that path
-    (:attr:`common` false) hold placeholders: the evaluator computes them one by one."""
+    binding read limit): one row per query, one column per size. The same operations in the same
+    order as the model's one-query formulas (:class:`~.model.BatchCost`), so the same figures; one
+    query at a time, a tick at 100 queries spent most of its time in numpy's per-call overhead.
+    Rows off that path (:attr:`common` false) hold placeholders: the evaluator computes them one
+    by one."""
 
     def __init__(self, known: Sequence[tuple[_Demand, BatchCost]], executors: np.ndarray, target: float,
                  efficiency: Sequence[Sequence[float] | np.ndarray]) -> None:
