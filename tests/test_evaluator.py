@@ -297,7 +297,7 @@ def test_arrivals_past_the_band_of_what_a_scale_up_was_sized_for_resize_it_at_on
 
 
 def test_a_scale_up_cut_short_by_the_max_factor_continues_once_its_executors_registered() -> None:
-    # 1 -> 4 of the 16 needed (scaleUp.maxFactor was 4): with the 4 registered, the rest follows
+    # 1 -> 4 of the 16 needed (scaleUp.maxFactor 4): with the 4 registered, the rest follows
     # without waiting for two batches on them; before they register, it waits.
     q = Stream("a", 16_000.0, tasks=64)
     cost = BatchCost(0.2, 0.0, 0.0, 0.001, 64, 64, CORES, 1.0, 0.0, 10, True)

@@ -89,9 +89,9 @@ def test_scale_up_above_the_band() -> None:
 
 
 def test_scale_up_is_limited_by_the_max_factor() -> None:
-    d = decide(ScalingPolicy(), 0, 1, required_slots=60.0)  # needs 15, at most 1 x 10 = 10
-    assert (d.action, d.to_executors, d.limited_by) == ("scale_up", 10, "scaleUp.maxFactor")
-    assert "scaleUp.maxFactor=10" in d.details and "load needs 15" in d.details
+    d = decide(ScalingPolicy(), 0, 2, required_slots=60.0)  # needs 15, at most 2 x 4 = 8
+    assert (d.action, d.to_executors, d.limited_by) == ("scale_up", 8, "scaleUp.maxFactor")
+    assert "scaleUp.maxFactor=4" in d.details and "load needs 15" in d.details
 
 
 def test_a_scale_up_cut_short_by_the_max_factor_follows_through_inside_the_band() -> None:

@@ -62,7 +62,7 @@ def test_load_step_reaches_the_oracle_within_two_actions(factor: float,
     # Up: sized in one action once two batches show the new rate (one more if the first came on
     # the first of them). Down: in as few steps as scaleDown.maxFactor allows, the delay waited once.
     # Within one executor of the oracle: a size whose utilization is between the target and
-    # utilization.max needs no further action.
+    # utilization.max needs no further action (x4 from 3 is limited to 12 by scaleUp.maxFactor).
     allowed = 2 if factor > 1 else _fewest_steps_down(before, oracle, cfg.scale_down_max_factor)
     reached = [i for i, a in enumerate(actions) if abs(a.to_executors - oracle) <= 1]
     assert reached and reached[0] < allowed, [(a.time, a.to_executors) for a in actions]
@@ -89,7 +89,8 @@ def test_load_step_x4_with_a_read_limit_has_capacity_within_two_actions() -> Non
     result = Simulation(cfg, [q], 3, seed=1, cores_per_executor=CORES).run(3600)
     actions = _actions_after(result, STEP_AT)
     assert 1 <= len(actions) <= 2
-    # Sized at once on the new rate: the oracle's size holds the load and works the backlog off.
+    # Sized at once on the new rate, 13, and cut to 12 by scaleUp.maxFactor (x4 from 3): inside
+    # the band, 12 hold the load and work the backlog off.
     assert abs(result.final_executors - oracle) <= 1
     assert result.timeline[-1].queries["q"].backlog < 3200.0 * 5  # caught up
 

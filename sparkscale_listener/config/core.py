@@ -105,10 +105,7 @@ class AutoscalerConfig:
                                           "applied, at the largest recommendation seen; stops "
                                           "flapping. It is applied once a batch started after "
                                           "that still agrees.")
-    # 10, not 4: the model sizes a step in one action, and a cap that splits it (1 -> 4 -> 6 on
-    # real Spark) delays the rest until the first executors registered, and its new executors'
-    # slow first batches come a second time. It bounds a model gone wrong (Flink's is unbounded).
-    scale_up_max_factor: float = option("scaleUp.maxFactor", Number(1.0, None, low_open=True), 10.0,
+    scale_up_max_factor: float = option("scaleUp.maxFactor", Number(1.0, None, low_open=True), 4.0,
                                         "One scale-up multiplies executors by at most this; the "
                                         "rest follows once they registered.")
     scale_down_max_factor: float = option("scaleDown.maxFactor", Number(0.0, 1.0, low_open=True), 0.5,
