@@ -407,10 +407,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         # reported no backlog, and the scale-up sized without it needed a second one.
         short = 0.0
         if cost is not None and live > 0:
-            capacity = float(cost.capacity(live))
-            if read_limit:
-                capacity = min(capacity, read_limit / max(float(cost.batch_time(read_limit, live)), _EPS))
-            short = max(0.0, rate - capacity)
+            short = max(0.0, rate - float(cost.throughput(live, read_limit)))
         provisioning = short * context.provisioning_time_s / cfg.catch_up_duration_s
         # A source that reports no backlog hides a binding read limit: its batches read the same
         # rows each time and still run past the trigger. The rest waits unseen; the query needs
@@ -511,17 +508,14 @@ class MicroBatchEvaluator(MetricEvaluator):
             # size where one does, by their batch time: the fewest near the shortest is chosen.
             over = MAX_UTILIZATION * headroom / allowed
             within = xp.where(spare > _EPS, fits, over)
-            if not d.limit_binds or not d.read_limit:
+            if not d.limit_binds:
                 return within
             # Batches of the limit back to back can do no more than the limit per batch time: a
             # bigger batch would spread its fixed costs thinner, but none reads more. (Sized on the
             # trigger instead, a real 120 rows/s with a backlog went to 6 executors; 3 did 158.)
-            return xp.maximum(within, d.target * cost.batch_time(d.read_limit, executors, concurrent)
-                              / d.read_limit)
-        if d.read_limit:
-            # Batch after batch of at most the read limit: that many rows per batch time.
-            return d.target * cost.batch_time(d.read_limit, executors, concurrent) / d.read_limit
-        return d.target / cost.capacity(executors)  # 0 when the capacity is unbounded
+            return xp.maximum(within, d.target / cost.throughput(executors, d.read_limit, None, concurrent))
+        # Batch after batch of at most the read limit (0 when the capacity is unbounded).
+        return d.target / cost.throughput(executors, d.read_limit, None, concurrent)
 
     def _busy_slots(self, d: _Demand, cost: BatchCost, executors: Size) -> Size:
         """Slots the query's task time keeps busy on average: the share of the executors it takes

@@ -206,6 +206,17 @@ class BatchCost:
         xp = ops(per_row)
         return xp.where(per_row <= 0, math.inf, 1.0 / xp.maximum(per_row, _EPS))
 
+    def throughput(self, executors: Size, read_limit: float | None = None, trigger_s: float | None = None,
+                   concurrent: Concurrent = NONE_CONCURRENT) -> Size:
+        """Rows/s the query processes at most on ``executors`` executors, batches back to back,
+        each of at most ``read_limit`` rows and at least ``trigger_s`` apart; without a limit,
+        :meth:`capacity` (a bigger batch spreads its fixed costs thinner)."""
+        if not read_limit:
+            return self.capacity(executors)
+        batch = self.batch_time(read_limit, executors, concurrent)
+        period = ops(batch).maximum(batch, trigger_s or 0.0)
+        return ops(period).where(period > 0, read_limit / ops(period).maximum(period, _EPS), math.inf)
+
     def steady_batch_time(self, rate: float, executors: Size, trigger_s: float | None) -> Size:
         """Seconds a batch takes when rows arrive at ``rate``: with a trigger each batch reads a
         trigger interval's rows (more once batches run longer than it); without one the next
@@ -227,13 +238,7 @@ class BatchCost:
         back to back, each reading at most ``read_limit`` rows. ``inf`` if it never drains."""
         if backlog <= 0:
             return 0.0
-        if read_limit:
-            rows = read_limit
-            period = max(trigger_s or 0.0, self.batch_time(rows, executors))
-            throughput = rows / period if period > 0 else math.inf
-        else:
-            throughput = self.capacity(executors)
-        spare = throughput - rate
+        spare = float(self.throughput(executors, read_limit, trigger_s)) - rate
         return math.inf if spare <= _EPS else backlog / spare
 
 
