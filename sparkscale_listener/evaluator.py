@@ -54,6 +54,9 @@ MAX_UTILIZATION = 10.0
 # When no size keeps a query within the target, it gets the fewest executors within this share of
 # the best utilization any size gives.
 NEAR_BEST = 0.05
+# Sizes whose utilization is within this share take as many waves of tasks (they differ by the
+# per-executor cost and the efficiency fitted at each): more executors there shorten nothing.
+SAME_WAVES = 0.01
 # Sizes evaluated at most (the useful ones, up to the widest stage, are fewer).
 MAX_SCANNED = 2000
 _EPS = 1e-9
@@ -613,7 +616,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         app = target * needed / (sizes * spe)
         if known:
             app = np.maximum(app, own.max(axis=0))
-        required, capped = _fewest(app, target)
+        required, capped = _fewest(app, target, cfg.utilization_max)
         recommended = min(max(required, cfg.min_executors), cfg.max_executors)
         now_util = float(app[live - 1])
 
@@ -623,7 +626,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             own_required, own_capped = (1 if d.idle else live), False
             own = per_query.get(d.q.query_id)
             if cost is not None and not d.idle and own is not None:
-                own_required, own_capped = _fewest(own, target)
+                own_required, own_capped = _fewest(own, target, cfg.utilization_max)
             queries[d.q.query_id] = self._query_result(
                 d, cost, own_required, own_capped, live, None if own is None else float(own[live - 1]))
         for qid, q in held.items():
@@ -792,13 +795,28 @@ def _real_time_result(q: QueryMetrics, slots: int, slots_per_executor: int) -> Q
              "not on its busy time", required_executors=executors_for(slots, slots_per_executor))
 
 
-def _fewest(utilization: np.ndarray, target: float) -> tuple[int, bool]:
+def _fewest(utilization: np.ndarray, target: float, band_max: float) -> tuple[int, bool]:
     """Over sizes 1, 2, ...: (the fewest executors keeping utilization at the target, False); when
     none does, (the fewest that come within :data:`NEAR_BEST` of the best any size does, True):
-    executors beyond that shorten what they cannot (driver time, a read limit, the widest stage)."""
+    executors beyond that shorten what they cannot (driver time, a read limit, the widest stage).
+
+    A whole wave is not bought for a few percent. A size just over the target also does when
+    the next size would shorten nothing (a batch's tasks take as many waves: 6 tasks take two on
+    3, 4 or 5 one-core executors), what the target asks for, its count x utilization / target
+    as if executors came in fractions, is nearer it than the next size that shortens batches
+    (3.1 executors: nearer 3 than 6), and it is at most a quarter of the way from the target to
+    ``band_max`` (``utilization.max``, where a scale-up would come; 0.75 by default). Each test
+    only gets harder as the load rises, so a higher load never gets fewer executors."""
     fits = np.flatnonzero(utilization <= target + _EPS)
     if fits.size:
-        return int(fits[0]) + 1, False
+        fewest = int(fits[0])
+        for i in np.flatnonzero(utilization[:fewest] <= target + (band_max - target) / 4 + _EPS):
+            shorter = np.flatnonzero(utilization[i + 1:] < utilization[i] * (1.0 - SAME_WAVES))
+            useful = i + 2 + int(shorter[0]) if shorter.size else math.inf  # next size that helps
+            asked = (i + 1) * utilization[i] / target
+            if useful > i + 2 and asked - (i + 1) < useful - asked:
+                return int(i) + 1, False
+        return fewest + 1, False
     best = float(utilization.min())
     return int(np.flatnonzero(utilization <= best * (1.0 + NEAR_BEST) + _EPS)[0]) + 1, True
 
