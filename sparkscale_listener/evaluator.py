@@ -128,29 +128,41 @@ class _Demand:
     backlog_mode: bool
     arrivals_seen: bool  # two consecutive batches came: the arrivals are measured
     measured_until: float | None  # the start of its latest completed batch
+    utilization_target: float
     notes: list[str] = field(default_factory=list)
     signal: str = ""  # what, beside the arrivals, drives its size (for the decision's reason)
 
     @property
     def target(self) -> float:
+        """Rows/s the batches read: the arrivals, the catch-up, the provisioning term."""
         return self.rate + self.catch_up + self.provisioning
+
+    @property
+    def sized_rate(self) -> float:
+        """The rate sizing divides by ``utilization.target``: that quotient is Flink's target
+        capacity, the arrivals with the headroom plus the catch-up and provisioning rows without
+        it (a backlog is worked off once; it asks for no headroom of its own)."""
+        return self.rate + self.utilization_target * (self.catch_up + self.provisioning)
 
     def rows_per_batch(self) -> float | None:
         """Rows a batch must read each trigger interval to follow the target rate (at most the
         read limit); None for a query without a trigger."""
-        if not self.trigger_s:
-            return None
-        rows = self.target * self.trigger_s
-        if self.saturated and self.read_limit:
-            return self.read_limit
-        return min(rows, self.read_limit) if self.read_limit else rows
+        return self._per_trigger(self.target)
 
     def rows_per_period(self) -> float | None:
-        """Rows a batch reads at the target rate when batches run :attr:`period_s` apart."""
+        """Rows a batch reads at :attr:`sized_rate` when batches run :attr:`period_s` apart."""
         if self.period_s and self.trigger_s and self.period_s > self.trigger_s:
-            rows = self.target * self.period_s
+            rows = self.sized_rate * self.period_s
             return min(rows, self.read_limit) if self.read_limit else rows
-        return self.rows_per_batch()
+        return self._per_trigger(self.sized_rate)
+
+    def _per_trigger(self, rate: float) -> float | None:
+        if not self.trigger_s:
+            return None
+        if self.saturated and self.read_limit:
+            return self.read_limit
+        rows = rate * self.trigger_s
+        return min(rows, self.read_limit) if self.read_limit else rows
 
     @property
     def limit_binds(self) -> bool:
@@ -463,7 +475,7 @@ class MicroBatchEvaluator(MetricEvaluator):
                        trigger_s=trigger_s, period_s=period_s, signal=signal,
                        batch_time_s=batch_time, rising=rising, idle=idle, backlog_mode=backlog_mode,
                        arrivals_seen=bool(arrivals), measured_until=batches[-1].start if batches else None,
-                       notes=notes)
+                       utilization_target=cfg.utilization_target, notes=notes)
 
     # -- sizing ------------------------------------------------------------------------------------
 
@@ -516,9 +528,10 @@ class MicroBatchEvaluator(MetricEvaluator):
             # Batches of the limit back to back can do no more than the limit per batch time: a
             # bigger batch would spread its fixed costs thinner, but none reads more. (Sized on the
             # trigger instead, a real 120 rows/s with a backlog went to 6 executors; 3 did 158.)
-            return xp.maximum(within, d.target / cost.throughput(executors, d.read_limit, None, concurrent))
+            back_to_back = cost.throughput(executors, d.read_limit, None, concurrent)
+            return xp.maximum(within, d.sized_rate / back_to_back)
         # Batch after batch of at most the read limit (0 when the capacity is unbounded).
-        return d.target / cost.throughput(executors, d.read_limit, None, concurrent)
+        return d.sized_rate / cost.throughput(executors, d.read_limit, None, concurrent)
 
     def _busy_slots(self, d: _Demand, cost: BatchCost, executors: Size) -> Size:
         """Slots the query's task time keeps busy on average: the share of the executors it takes
@@ -532,11 +545,11 @@ class MicroBatchEvaluator(MetricEvaluator):
             # needs holds no slot (batches lengthen and take more rows each when slots are short).
             period = xp.maximum(d.period_s or d.trigger_s, cost.batch_time(rows, executors))
             return cost.task_time(rows, executors) / period
-        period = cost.steady_batch_time(d.target, executors, None)
+        period = cost.steady_batch_time(d.sized_rate, executors, None)
         unbounded = xp.isinf(period)
         finite = xp.where(unbounded, 1.0, period)
         return xp.where(unbounded, executors * cost.cores,
-                        cost.task_time(d.target * finite, executors) / xp.maximum(finite, _EPS))
+                        cost.task_time(d.sized_rate * finite, executors) / xp.maximum(finite, _EPS))
 
     def _size(self, demands: list[_Demand], costs: dict[str, BatchCost | None],
               history: Sequence[MetricSample], context: ScalingContext, empty_reason: str,

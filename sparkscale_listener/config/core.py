@@ -90,7 +90,9 @@ class AutoscalerConfig:
         "which, the model predicts, a batch of the arrivals divided by this still ends within the "
         "batch period (the trigger interval, or half of backlogThreshold where longer: batches may "
         "run back to back past a short trigger); for a query without a trigger: whose throughput "
-        "is the arrivals divided by this. 0.7: 43 % more load is absorbed, for bursts and jitter.")
+        "is the arrivals divided by this. 0.7: 43 % more load is absorbed, for bursts and jitter. "
+        "A size a few percent over it is kept where the next size would add executors that run "
+        "no fewer waves of tasks (docs/how-it-decides.md).")
     utilization_max: float = option(
         "utilization.max", Number(0.0, 1.0, low_open=True), 0.9,
         "Scale up once the arrivals use more than this share of what the current executors can "
