@@ -329,6 +329,17 @@ def test_a_backlog_asks_for_catch_up_capacity_and_sets_backlog_mode() -> None:
     # A batch must read a trigger interval of the arrivals plus the catch-up (at most the read limit).
     assert qe.rows_per_batch == pytest.approx(min(50_000.0, (qe.target_rate + qe.catch_up_rate) * 10.0))
 
+    # Sized as Flink's target capacity: the arrivals over the target, the catch-up as it is (a
+    # backlog is worked off once). Without a trigger, the utilization is then (arrivals + 0.7 x
+    # catch-up) / throughput: 0.74 on 1 executor here, where all of it over the target read 0.95.
+    free = Stream("b", 1000.0, backlog0=1_000_000.0, limit=50_000.0, trigger_s=None)
+    ev = evaluate([free], until=60.0, live=1)
+    qe = ev.queries["b"]
+    cost = qe.cost
+    assert cost is not None and qe.catch_up_rate > 1000.0
+    throughput = float(cost.throughput(1, 50_000.0))
+    assert qe.utilization == pytest.approx((1000.0 + 0.7 * qe.catch_up_rate) / throughput, rel=0.01)
+
 
 def test_what_the_live_executors_fall_short_of_while_new_ones_start_is_caught_up_too() -> None:
     # 5,000 rows/s on 1 executor of 4 slots, 1 ms a row: it does 4,000 rows/s at most, and its
@@ -675,7 +686,7 @@ def test_where_no_batch_ends_within_the_interval_the_fewest_near_the_shortest_ar
 def test_a_whole_wave_of_executors_is_not_bought_for_a_few_percent_of_headroom() -> None:
     # 24 tasks on 4-core executors: two waves on 3, 4 or 5 executors, one from 6 on. Batches of
     # the arrivals over the target take 0.73 of the trigger on 3 (more executors up to 5 shorten
-    # nothing) and 0.36 on 6: the target asks for 3 x 0.73 / 0.7 = 3.1 executors, nearer 3.
+    # nothing) and 0.35 on 6: the target asks for 3 x 0.73 / 0.7 = 3.1 executors, nearer 3.
     def rate(t: float) -> float:
         return 1000.0 if int(t / 5) % 2 else 1100.0
 
