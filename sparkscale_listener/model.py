@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -56,9 +56,15 @@ MIN_EFFICIENCY, MAX_EFFICIENCY = 0.5, 5.0
 _EPS = 1e-9
 
 
-def executors_for(slots: float, slots_per_executor: int) -> int:
-    """The fewest executors whose task slots hold ``slots`` (0 for none): the one conversion of
-    slots into executors, for the model, the evaluator and the policy."""
+@overload
+def executors_for(slots: float, slots_per_executor: int) -> int: ...
+@overload
+def executors_for(slots: np.ndarray, slots_per_executor: int) -> np.ndarray: ...
+def executors_for(slots: float | np.ndarray, slots_per_executor: int) -> int | np.ndarray:
+    """The fewest executors whose task slots hold ``slots`` (0 for none; an array: each of them):
+    the one conversion of slots into executors, for the model, the evaluator and the policy."""
+    if isinstance(slots, np.ndarray):
+        return np.where(slots > 0, np.ceil(slots / max(1, slots_per_executor) - _EPS), 0.0)
     return math.ceil(slots / max(1, slots_per_executor) - _EPS) if slots > 0 else 0
 
 
@@ -346,37 +352,39 @@ class BatchCostLearner:
     # -- the fit ---------------------------------------------------------------------------------
 
     def _fit_now(self, pts: list[BatchRecord], cores: int, widest_hint: int | None) -> BatchCost:
-        rows = np.array([float(b.rows) for b in pts])
-        task = np.array([float(b.task_s or 0.0) for b in pts])
-        tasks = int(np.median([b.tasks for b in pts if b.tasks])) if any(b.tasks for b in pts) else 0
+        # The batches' figures as columns, read in one pass (a fit at 100 queries is per-batch
+        # Python otherwise); 0 stands for "not known", NaN for an unknown task phase.
+        table = np.array([(b.rows, b.task_s or 0.0, b.tasks or 0, b.executors or 0, b.executors_used or 0,
+                           b.concurrent_task_s, b.concurrent_tasks, b.duration_s,
+                           math.nan if b.task_wall_s is None else b.task_wall_s) for b in pts],
+                         dtype=float).reshape(-1, 9)
+        rows, task, n_tasks, live_at_start, used_by_tasks, other_task, other_tasks, durations, wall = table.T
+        known_tasks = n_tasks[n_tasks > 0]
+        tasks = int(np.median(known_tasks)) if known_tasks.size else 0
         widest = widest_hint or tasks or 1
         tasks = tasks or widest
         widest = min(widest, tasks)
-        live = [_available(b, cores) for b in pts]
-        used = np.array([float(b.executors_used or min(k or 1, executors_for(widest, cores)))
-                         for b, k in zip(pts, live, strict=True)])
+        live = _available(live_at_start, used_by_tasks, n_tasks, cores)
+        used = np.where(used_by_tasks > 0, used_by_tasks,
+                        np.minimum(np.where(live > 0, live, 1.0), executors_for(widest, cores)))
         fixed, per_exec, per_row, trusted = self._task_time(rows, used, task)
 
         # The split of each batch between its task phase and the rest.
-        sizes = np.array([float(max(1, k or 1)) for k in live])
-        n_tasks = np.array([float(b.tasks or tasks) for b in pts])
-        other_task = np.array([b.concurrent_task_s for b in pts])
-        other_tasks = np.array([float(b.concurrent_tasks) for b in pts])
+        sizes = np.maximum(1.0, live)
+        n_tasks = np.where(n_tasks > 0, n_tasks, float(tasks))
         alongside = Concurrent(other_task, other_tasks)
         ideal = ideal_task_phase(task, n_tasks, widest, sizes * cores, alongside)
-        durations = np.array([b.duration_s for b in pts])
-        walls = [b.task_wall_s for b in pts]
+        counts = [int(k) for k in np.unique(live[live > 0])]
         by_size: dict[int, float] = {}
-        if all(w is not None for w in walls):
-            wall = np.array([float(w) for w in walls])  # type: ignore[arg-type]
+        if not np.isnan(wall).any():
             ratio = np.clip(wall / np.maximum(ideal, _EPS), MIN_EFFICIENCY, MAX_EFFICIENCY)
             # A batch narrower than the widest stage (a few rows: a few partitions) tells nothing
             # of how that stage spreads over the slots: one task on 1 of 3 executors read as an
             # efficiency of 3 at 3 executors.
             wide = n_tasks >= widest
             efficiency = float(np.median(ratio[wide] if wide.any() else ratio))
-            for k in sorted({k for k in live if k}):
-                mask = np.array([x == k for x in live]) & wide
+            for k in counts:
+                mask = (live == k) & wide
                 if mask.any():
                     by_size[k] = float(np.median(ratio[mask]))
             driver = float(np.median(np.maximum(0.0, durations - wall)))
@@ -386,7 +394,7 @@ class BatchCostLearner:
         cost = BatchCost(driver_s=driver, fixed_task_s=fixed, per_executor_s=per_exec, per_row_s=per_row,
                          tasks=tasks, widest=widest, cores=cores, efficiency=efficiency, error=0.0,
                          batches=len(pts), row_cost_trusted=trusted,
-                         executor_counts=tuple(sorted({k for k in live if k})),
+                         executor_counts=tuple(counts),
                          efficiency_by_executors=by_size)
         used_at = np.minimum(sizes, executors_for(widest, cores))
         work = fixed + per_exec * used_at + per_row * rows
@@ -427,17 +435,17 @@ class BatchCostLearner:
         return 0.0, 0.0, float(task[keep].sum() / max(rows[keep].sum(), _EPS)), False
 
 
-def _available(b: BatchRecord, cores: int) -> int | None:
-    """The executors a batch ran on as far as its speed goes: the live ones, except where its
-    tasks could have spread over more of them than they did. An executor being removed (the
-    autoscaler's first convergence, a scale-down) or lost runs no task however long its removal
-    takes to be announced, and a few short tasks may all land on one executor; counting the
-    others gave such a batch slots it never used, and one batch of 4 tasks on 1 of 5 executors
-    an efficiency of 3 at 5 executors, against which no scale-up looked useful (real Spark)."""
-    if (b.executors and b.executors_used and b.tasks
-            and b.executors_used < min(b.executors, executors_for(b.tasks, cores))):
-        return b.executors_used
-    return b.executors or b.executors_used
+def _available(executors: np.ndarray, used: np.ndarray, tasks: np.ndarray, cores: int) -> np.ndarray:
+    """The executors each batch ran on as far as its speed goes (0: not known): the live ones,
+    except where its tasks could have spread over more of them than they did. An executor being
+    removed (the autoscaler's first convergence, a scale-down) or lost runs no task however long
+    its removal takes to be announced, and a few short tasks may all land on one executor;
+    counting the others gave such a batch slots it never used, and one batch of 4 tasks on 1 of 5
+    executors an efficiency of 3 at 5 executors, against which no scale-up looked useful (real
+    Spark). Columns as :meth:`BatchCostLearner._fit_now` reads them (0 for not known)."""
+    spread = executors_for(tasks, cores)
+    narrower = (executors > 0) & (used > 0) & (tasks > 0) & (used < np.minimum(executors, spread))
+    return np.where(narrower, used, np.where(executors > 0, executors, used))
 
 
 def _agree(pts: Sequence[BatchRecord]) -> bool:
