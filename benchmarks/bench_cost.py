@@ -448,12 +448,13 @@ def python_snapshot_cost(bridge: Any, query_ids: Sequence[str], collector_cls: A
                          recorder_cls: Any, n: int, between: Callable[[], Any]) -> dict[str, Any]:
     """The poll as the control loop does it: the py4j call returning the whole JSON, its parsing,
     ``JvmBridge.poll()`` (only the batches changed since its previous poll cross py4j) and the
-    built-in collector's whole collect() (that poll, in which the JVM counts other jobs' tasks, +
-    dropped-event counters + the join with the progress of the same 100 queries, 64 batches each).
+    built-in collector's whole collect() (that poll, in which the JVM counts other jobs' tasks and
+    the listener bus's dropped events, + the join with the progress of the same 100 queries, 64
+    batches each).
     ``between`` runs before each timed poll and collect(), untimed: a new batch in every query, as
     a second of 1 s triggers brings."""
     jvm_class = bridge._bridge()  # the py4j class: time the call apart from the parsing
-    call_ms, parse_ms, snapshot_ms, poll_ms, collect_ms, dropped_ms = [], [], [], [], [], []
+    call_ms, parse_ms, snapshot_ms, poll_ms, collect_ms = [], [], [], [], []
     text = ""
     for _ in range(n):
         t0 = time.perf_counter()
@@ -496,11 +497,7 @@ def python_snapshot_cost(bridge: Any, query_ids: Sequence[str], collector_cls: A
         between()
         t0 = time.perf_counter()
         sample = collector.collect(time.time())
-        t1 = time.perf_counter()
-        bridge.dropped_listener_events()
-        t2 = time.perf_counter()
-        collect_ms.append((t1 - t0) * 1000)
-        dropped_ms.append((t2 - t1) * 1000)
+        collect_ms.append((time.perf_counter() - t0) * 1000)
     assert sample is not None
     joined = sum(1 for q in sample.queries.values() if q.batch_busy_ms > 0)
     records = sum(len(q.recent_batches) for q in sample.queries.values())
@@ -508,8 +505,7 @@ def python_snapshot_cost(bridge: Any, query_ids: Sequence[str], collector_cls: A
             "queriesJoined": joined, "batchRecords": records, "py4jCallMs": summary(call_ms),
             "jsonLoadsMs": summary(parse_ms),
             "bridgeSnapshotMs": summary(snapshot_ms), "pollMs": summary(poll_ms),
-            "collectMs": summary(collect_ms),
-            "droppedEventsLookupMs": summary(dropped_ms)}
+            "collectMs": summary(collect_ms)}
 
 
 def py4j_gauge_cost(bridge: Any, gauges: int, repeats: int = 5) -> dict[str, Any]:
@@ -759,8 +755,6 @@ def render_report(results: dict[str, Any], meta: dict[str, Any]) -> str:
                   f"{sp.get('batchRecords', 0):,} batch records joined with tasks and executors) | "
                   f"{_ms(sp['collectMs'])} | "
                   f"{_ms(sp['collectMs'], 'p90')} | {_ms(sp['collectMs'], 'max')} |",
-                  f"| of which dropped-events lookup (py4j) | {_ms(sp['droppedEventsLookupMs'])} | "
-                  f"{_ms(sp['droppedEventsLookupMs'], 'p90')} | {_ms(sp['droppedEventsLookupMs'], 'max')} |",
                   "",
                   f"Targets: the listener's lock held < {TARGET_LOCK_MS:g} ms (on the fresh listener): "
                   f"{lock_met}; `collect()` < {TARGET_COLLECT_MS:g} ms: {collect_met} (medians).", ""]

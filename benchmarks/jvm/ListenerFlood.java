@@ -427,7 +427,7 @@ public final class ListenerFlood {
       long t0 = System.nanoTime();
       SparkscaleListener.State state = l.capture(System.currentTimeMillis(), -1);
       long t1 = System.nanoTime();
-      Map<String, Object> snap = SparkscaleListener.view(state, appId);
+      Map<String, Object> snap = SparkscaleListener.view(state, appId, 0L);
       String text = SparkscaleBridge.snapshotJson();
       long t2 = System.nanoTime();
       locked[k] = (t1 - t0) / 1e6;

@@ -184,17 +184,11 @@ class SparkMetricCollector(MetricCollector):
             run_ms=totals.run_ms,
             heap_used_ratio=max(ratios) if ratios else None)
 
-    def _events_lost(self, snapshot: BridgeSnapshot) -> int:
+    @staticmethod
+    def _events_lost(snapshot: BridgeSnapshot) -> int:
         """Listener events known lost so far: dropped by Spark's listener bus, plus tasks the
         bridge aged out because their end never came."""
-        lost = snapshot.totals.tasks_aged_out
-        dropped = getattr(self.bridge, "dropped_listener_events", None)
-        if dropped is not None:
-            try:
-                lost += int(dropped())
-            except Exception:
-                log.debug("reading the listener bus's dropped events failed", exc_info=True)
-        return lost
+        return snapshot.listener_events_dropped + snapshot.totals.tasks_aged_out
 
     def _batch_busy(self, progress: QueryProgress, jvm_batches: Mapping[str, BatchTasks]) -> float:
         """Running total of the JVM busy time of batches the recorder has seen complete."""

@@ -129,6 +129,7 @@ class BridgeSnapshot:
     totals: ListenerTotals = field(default_factory=ListenerTotals)
     queries: Mapping[str, QuerySnapshot] = field(default_factory=dict)  # by query id
     other_tasks: int = 0  # pending or running tasks of jobs outside every streaming query
+    listener_events_dropped: int = 0  # events Spark's listener bus dropped so far (a queue was full)
     listener_id: str = ""  # change counts of another listener (a new SparkContext) are not comparable
     changes: int = 0  # changes to batches the listener has seen
     batches_since: int = -1  # the batches are those changed after this change count; -1: all of them
@@ -466,11 +467,6 @@ class JvmBridge:
     def metrics_endpoint_attached(self) -> bool:
         """``/autoscaler/metrics`` is served (with the tab)."""
         return bool(self._bridge().metricsEndpointAttached())
-
-    def dropped_listener_events(self) -> int:
-        """Events Spark's listener bus dropped so far (its queues were full), summed over every
-        queue: ours, the streams queue that carries query progress, and the others."""
-        return int(self._bridge().droppedListenerEvents())  # one py4j call, not one per counter
 
     # --- SparkContext calls that need no bridge class (plain py4j, kept here so that the bridge is
     # --- the only way into the JVM)

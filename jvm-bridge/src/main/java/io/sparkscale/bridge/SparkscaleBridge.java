@@ -63,6 +63,7 @@ public final class SparkscaleBridge {
     sc = context;
     listener = l;
     registry = metrics;
+    l.countDroppedEventsWith(() -> droppedListenerEvents(context));
     GAUGE_VALUES.clear();
     REGISTERED.clear();
     metricsText = "";
@@ -145,14 +146,9 @@ public final class SparkscaleBridge {
 
   /**
    * Events Spark's listener bus dropped so far (its queues were full), summed over every queue's
-   * {@code numDroppedEvents} counter; 0 when not installed. One call: read from Python, the counters cost a py4j
-   * round trip each.
+   * {@code numDroppedEvents} counter. Snapshots carry it, so Python reads it without a round trip of its own.
    */
-  public static long droppedListenerEvents() {
-    SparkContext c = activeContext();
-    if (c == null) {
-      return 0L;
-    }
+  static long droppedListenerEvents(SparkContext c) {
     long dropped = 0L;
     for (Map.Entry<String, com.codahale.metrics.Counter> e
         : c.listenerBus().metrics().metricRegistry().getCounters().entrySet()) {

@@ -10,6 +10,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.function.LongSupplier;
 
 import org.apache.spark.ExceptionFailure;
 import org.apache.spark.Resubmitted$;
@@ -190,6 +191,8 @@ public class SparkscaleListener extends SparkListener {
   private double runMs;
   private long executorsAdded;
   private long executorsRemoved;
+  // Events Spark's listener bus dropped (its queues' counters, read outside the lock); 0 until the plugin wires it.
+  private volatile LongSupplier droppedEvents = () -> 0L;
 
   public SparkscaleListener(SparkConf conf) {
     this.heapMaxBytes = conf.getSizeAsBytes("spark.executor.memory", "1g");
@@ -202,6 +205,11 @@ public class SparkscaleListener extends SparkListener {
       }
     }
     this.confCoresPerExecutor = cores;
+  }
+
+  /** Where snapshots read the events Spark's listener bus has dropped so far (the plugin sets it at install). */
+  public void countDroppedEventsWith(LongSupplier dropped) {
+    this.droppedEvents = dropped;
   }
 
   // ---------------------------------------------------------------- executors
@@ -456,7 +464,7 @@ public class SparkscaleListener extends SparkListener {
 
   /** {@link #snapshot(String)} as of {@code now} (epoch ms). */
   public Map<String, Object> snapshot(String appId, long now) {
-    return view(capture(now, -1), appId);
+    return view(capture(now, -1), appId, droppedEvents.getAsLong());
   }
 
   /**
@@ -464,7 +472,7 @@ public class SparkscaleListener extends SparkListener {
    * {@code changes} of an earlier snapshot of this listener; -1: all): the reader keeps the others from before.
    */
   public Map<String, Object> snapshot(String appId, long now, long batchesSince) {
-    return view(capture(now, batchesSince), appId);
+    return view(capture(now, batchesSince), appId, droppedEvents.getAsLong());
   }
 
   /** An executor's counters as {@link #capture} copied them. */
@@ -585,7 +593,7 @@ public class SparkscaleListener extends SparkListener {
    * one row each, its id first, then its fields in their declared order: at 1,000 executors the field names repeated
    * in every object were three quarters of a poll's JSON, and what py4j carries and Python parses grows with it.
    */
-  public static Map<String, Object> view(State state, String appId) {
+  public static Map<String, Object> view(State state, String appId, long listenerEventsDropped) {
     List<Object[]> execs = new ArrayList<>(state.executors().size());
     for (ExecutorState e : state.executors()) {
       execs.add(new Object[] {e.id(), e.host(), e.cores(), e.addedMs(), e.removedMs(), e.removedReason(),
@@ -625,6 +633,7 @@ public class SparkscaleListener extends SparkListener {
     out.put("totals", state.totals());
     out.put("queries", qs);
     out.put("otherTasks", state.otherTasks());
+    out.put("listenerEventsDropped", listenerEventsDropped);
     out.put("listenerId", state.listenerId());
     out.put("changes", state.changes());
     out.put("batchesSince", state.batchesSince());

@@ -377,7 +377,7 @@ class SparkscaleListenerTest {
     events.taskSucceeded(1, b, T0 + 500).stageCompleted(stage, T0 + 500).jobEnd(1, T0 + 500)
         .executorAdded("2", 1, T0 + 600);
 
-    JsonNode then = byId(JSON.valueToTree(SparkscaleListener.view(state, "app-1")));
+    JsonNode then = byId(JSON.valueToTree(SparkscaleListener.view(state, "app-1", 0L)));
     assertEquals(Set.of("1"), fieldNames(then.get("executors")));
     assertEquals(1, executor(then, "1").get("tasksFinished").asLong());
     JsonNode batch = then.get("queries").get(Q1).get("batches").get("0");
