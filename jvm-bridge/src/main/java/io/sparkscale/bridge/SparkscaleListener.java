@@ -193,6 +193,7 @@ public class SparkscaleListener extends SparkListener {
   private long executorsRemoved;
   // Events Spark's listener bus dropped (its queues' counters, read outside the lock); 0 until the plugin wires it.
   private volatile LongSupplier droppedEvents = () -> 0L;
+  private volatile long droppedSeen; // the last count read: it stands when a read fails
 
   public SparkscaleListener(SparkConf conf) {
     this.heapMaxBytes = conf.getSizeAsBytes("spark.executor.memory", "1g");
@@ -210,6 +211,16 @@ public class SparkscaleListener extends SparkListener {
   /** Where snapshots read the events Spark's listener bus has dropped so far (the plugin sets it at install). */
   public void countDroppedEventsWith(LongSupplier dropped) {
     this.droppedEvents = dropped;
+  }
+
+  /** The events dropped so far; a failed read (a bus being stopped) keeps the last count rather than fail the poll. */
+  private long droppedSoFar() {
+    try {
+      droppedSeen = Math.max(droppedSeen, droppedEvents.getAsLong());
+    } catch (RuntimeException e) {
+      // The count is cumulative: the last one read is still a lower bound.
+    }
+    return droppedSeen;
   }
 
   // ---------------------------------------------------------------- executors
@@ -464,7 +475,7 @@ public class SparkscaleListener extends SparkListener {
 
   /** {@link #snapshot(String)} as of {@code now} (epoch ms). */
   public Map<String, Object> snapshot(String appId, long now) {
-    return view(capture(now, -1), appId, droppedEvents.getAsLong());
+    return view(capture(now, -1), appId, droppedSoFar());
   }
 
   /**
@@ -472,7 +483,7 @@ public class SparkscaleListener extends SparkListener {
    * {@code changes} of an earlier snapshot of this listener; -1: all): the reader keeps the others from before.
    */
   public Map<String, Object> snapshot(String appId, long now, long batchesSince) {
-    return view(capture(now, batchesSince), appId, droppedEvents.getAsLong());
+    return view(capture(now, batchesSince), appId, droppedSoFar());
   }
 
   /** An executor's counters as {@link #capture} copied them. */

@@ -487,6 +487,23 @@ class SparkscaleListenerTest {
     assertEquals(0, snapshot(T0).get("otherTasks").asInt());
   }
 
+  @Test
+  void droppedEventsComeInTheSnapshotAndAFailedReadKeepsTheLastCount() {
+    assertEquals(0, snapshot(T0).get("listenerEventsDropped").asLong()); // nothing wired: none known
+    long[] counted = {5};
+    listener.countDroppedEventsWith(() -> {
+      if (counted[0] < 0) {
+        throw new IllegalStateException("bus stopped");
+      }
+      return counted[0];
+    });
+    assertEquals(5, snapshot(T0).get("listenerEventsDropped").asLong());
+    counted[0] = -1;
+    assertEquals(5, snapshot(T0 + 1).get("listenerEventsDropped").asLong());
+    counted[0] = 9;
+    assertEquals(9, snapshot(T0 + 2).get("listenerEventsDropped").asLong());
+  }
+
   // ---------------------------------------------------------------- shuffle output
 
   @Test
