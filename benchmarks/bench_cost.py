@@ -770,7 +770,11 @@ def render_report(results: dict[str, Any], meta: dict[str, Any]) -> str:
                   "publishers over a counting sink, a recording realizer); 40 ticks fill the history, then "
                   f"{ticks[0].stats['n']} are timed, wall clock and the thread's CPU time (the machine is "
                   "shared: CPU time is the steadier figure). Bridge calls: what the gauge/UI publishers "
-                  "would send over py4j per tick (not timed here; see the gauges line above).", "",
+                  "would send over py4j per tick (not timed here; see the gauges line above). Each query "
+                  "has a 1 s trigger, so every tick brings 10 new batches per query; every third tick "
+                  "refits the models (the p90). The max is a tick that ran one of Python's full garbage "
+                  "collections (about 100 ms here, over the whole process's objects, the benchmark's "
+                  "scripted samples included).", "",
                   "| queries | executors | median ms | p90 ms | max ms | CPU median ms | CPU p90 ms | "
                   "bridge calls/tick |", "|---|---|---|---|---|---|---|---|"]
         for r in ticks:

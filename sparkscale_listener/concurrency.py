@@ -11,7 +11,6 @@ only from the first batch that is new or changed since the last tick.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 import operator
 from collections.abc import Iterable, Sequence
@@ -273,13 +272,30 @@ def _each_own(phases: _Phases, owner: np.ndarray, owners: int, a: np.ndarray, b:
     return integral(b) - integral(a)
 
 
-def batch_arrivals(batches: Sequence[BatchRecord]) -> list[tuple[float, float, float]]:
-    """(start, rows that arrived since the previous batch started, seconds since it started) of
-    each batch that directly follows its predecessor."""
-    out = []
-    for previous, b in itertools.pairwise(batches):
-        if b.since_previous_s and b.since_previous_s > 0 and b.batch_id == previous.batch_id + 1:
-            arrivals = b.arrivals(previous.backlog)
-            if arrivals is not None:
-                out.append((b.start, arrivals, b.since_previous_s))
-    return out
+class BatchArrivals:
+    """The arrivals each query's batches show (:func:`_arrival` of each batch and its predecessor),
+    kept between ticks: the collector hands unchanged batches over as the same objects, so only
+    the pairs with a new batch are read again (every batch of every query, each tick, otherwise)."""
+
+    def __init__(self) -> None:
+        # Per query: the batches given last time, and the arrival of each after the first (or None).
+        self._last: dict[str, tuple[Sequence[BatchRecord], list[tuple[float, float, float] | None]]] = {}
+
+    def of(self, query_id: str, batches: Sequence[BatchRecord]) -> list[tuple[float, float, float]]:
+        """(start, rows that arrived since the previous batch started, seconds since it started) of
+        each batch that directly follows its predecessor, oldest first."""
+        last = self._last.get(query_id)
+        k, same = same_objects(batches, last[0] if last is not None else None)
+        each = last[1][k:k + same - 1] if last is not None and same > 1 else []
+        each.extend(map(_arrival, batches[max(0, same - 1):-1], batches[max(1, same):]))
+        self._last[query_id] = (batches, each)
+        return [a for a in each if a is not None]
+
+    def forget(self, query_id: str) -> None:
+        self._last.pop(query_id, None)
+
+
+def _arrival(previous: BatchRecord, b: BatchRecord) -> tuple[float, float, float] | None:
+    if b.since_previous_s and b.since_previous_s > 0 and b.batch_id == previous.batch_id + 1:
+        return b.start, b.arrivals(previous.backlog), b.since_previous_s
+    return None

@@ -28,7 +28,7 @@ from statistics import median
 import numpy as np
 
 from . import readable
-from .concurrency import Given, batch_arrivals, with_concurrency
+from .concurrency import BatchArrivals, Given, with_concurrency
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
 from .metrics import RISING, BatchRecord, MetricSample, QueryMetrics
 from .model import (
@@ -178,6 +178,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         self._costs: dict[str, BatchCost | None] = {}
         self._batches: dict[str, dict[int, BatchRecord]] = {}  # the last records, with concurrency
         self._given: dict[str, Given] = {}  # the batches they were made of
+        self._arrivals = BatchArrivals()
 
     def cost(self, query_id: str) -> BatchCost | None:
         """The latest fitted cost of a query (for the UI and the replay), or None."""
@@ -213,7 +214,11 @@ class MicroBatchEvaluator(MetricEvaluator):
                 waiting.append(f"learning the cost of {readable.query(q.name, q.query_id)} "
                                f"({len(learner.batches)} of {MIN_BATCHES} warm batches)")
                 continue
-            confirmed = sum(1 for b in q.recent_batches if b.start >= context.window_start)
+            confirmed = 0  # batches since the window start, newest first: the first few tell
+            for b in reversed(q.recent_batches):
+                if confirmed >= CONFIRMING_BATCHES or b.start < context.window_start:
+                    break
+                confirmed += 1
             if confirmed < CONFIRMING_BATCHES:
                 stabilizing.append(f"stabilizing: {confirmed} of {CONFIRMING_BATCHES} batches of "
                                    f"{readable.query(q.name, q.query_id)} on the new size")
@@ -335,7 +340,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         batches = list(q.recent_batches)
         trigger_s = q.trigger_interval_ms / 1000.0 if q.trigger_interval_ms else None
         horizon = last.time - cfg.metrics_window_s
-        arrivals = batch_arrivals(batches)
+        arrivals = self._arrivals.of(q.query_id, q.recent_batches)
         in_window = [a for a in arrivals if a[0] >= horizon]
         window_batches = [b for b in batches if b.start >= horizon]
         notes: list[str] = []
@@ -355,14 +360,16 @@ class MicroBatchEvaluator(MetricEvaluator):
         # A jump in the latest batch alone is not a step yet (noise, a burst): it counts neither
         # for a scale-up nor allows a scale-down until the next batch confirms or denies it, so a
         # step is sized in one action, on two batches.
-        sized_on = in_window
+        # The window's rows and seconds as columns: the sums below are of their slices.
+        rows_in, seconds_in = [a[1] for a in in_window], [a[2] for a in in_window]
+        sized_on = len(in_window)  # how many of them
         # The batch running now, from the work of its ended tasks: at least this rate arrived
         # before it started. It confirms a jump a batch sooner than its progress would; on one
         # executor after a x4 step, that batch alone ran 4-6 s.
         reading = _in_flight_rate(q, batches, cost, live) if latest else None
         confirmed_by = None
         if len(latest) == 2 and len(in_window) >= 2:
-            before = sum(a[1] for a in in_window[:-1]) / max(sum(a[2] for a in in_window[:-1]), _EPS)
+            before = sum(rows_in[:-1]) / max(sum(seconds_in[:-1]), _EPS)
             jump = (1.0 + RISING) * max(before, _EPS)
             if latest[1] > jump >= latest[0]:
                 if reading is not None and reading[0] > jump:
@@ -372,20 +379,19 @@ class MicroBatchEvaluator(MetricEvaluator):
                                  f"tasks read at least {readable.rate(reading[0])}, all of its tasks "
                                  f"{readable.rate(reading[1])} at that pace")
                 else:
-                    sized_on = in_window[:-1]
+                    sized_on = len(in_window) - 1
                     notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
                                  f"{readable.rate(before)}: sized once the next batch confirms it")
-        seconds = sum(a[2] for a in sized_on)
-        window_rate = sum(a[1] for a in sized_on) / seconds if seconds > 0 else 0.0
+        seconds = sum(seconds_in[:sized_on])
+        window_rate = sum(rows_in[:sized_on]) / seconds if seconds > 0 else 0.0
         recent = window_rate
-        if len(latest) == 2 and sized_on is in_window:
+        if len(latest) == 2 and sized_on == len(in_window):
             # Two consecutive batches at a new rate confirm it: the lower of them, unless both
             # rose above the window before them (a step). Then the first of them read across the
             # step, part of it at the old rate, and the newer one alone tells the new rate (sized
             # on the lower, a real x10 step took three scale-ups).
-            older = in_window[:-2]
-            before_both = sum(a[1] for a in older) / max(sum(a[2] for a in older), _EPS)
-            stepped = bool(older) and min(latest) > (1.0 + RISING) * max(before_both, _EPS)
+            before_both = sum(rows_in[:-2]) / max(sum(seconds_in[:-2]), _EPS)
+            stepped = len(in_window) > 2 and min(latest) > (1.0 + RISING) * max(before_both, _EPS)
             recent = latest[1] if stepped else min(latest)
             if confirmed_by is not None:
                 # The latest batch may have read across the step: the higher of it and the running
@@ -393,7 +399,7 @@ class MicroBatchEvaluator(MetricEvaluator):
                 # alone, a real step took 1 -> 2 -> 3 -> 6.
                 recent = max(latest[1], confirmed_by)
         rate = max(window_rate, recent)
-        seconds = sum(a[2] for a in in_window)
+        seconds = sum(seconds_in)
         processed = sum(b.rows for b in window_batches) / seconds if seconds > 0 else 0.0
         durations = [b.duration_s for b in window_batches]
         batch_time = median(durations) if durations else None
@@ -633,13 +639,14 @@ class MicroBatchEvaluator(MetricEvaluator):
         recommended = min(max(required, cfg.min_executors), cfg.max_executors)
         now_util = float(app[live - 1])
 
+        each = dict(zip(per_query, _fewest_each(own, target, cfg.utilization_max), strict=True))
         queries: dict[str, QueryEvaluation] = {}
         for d in demands:
             cost = costs.get(d.q.query_id)
             own_required, own_capped = (1 if d.idle else live), False
             own = per_query.get(d.q.query_id)
             if cost is not None and not d.idle and own is not None:
-                own_required, own_capped = _fewest(own, target, cfg.utilization_max)
+                own_required, own_capped = each[d.q.query_id]
             queries[d.q.query_id] = self._query_result(
                 d, cost, own_required, own_capped, live, None if own is None else float(own[live - 1]))
         for qid, q in held.items():
@@ -749,6 +756,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             del self._learners[qid]
             self._batches.pop(qid, None)
             self._given.pop(qid, None)
+            self._arrivals.forget(qid)
 
     @staticmethod
     def _not_ready(context: ScalingContext, whys: Sequence[str]) -> Evaluation:
@@ -832,6 +840,21 @@ def _fewest(utilization: np.ndarray, target: float, band_max: float) -> tuple[in
         return fewest + 1, False
     best = float(utilization.min())
     return int(np.flatnonzero(utilization <= best * (1.0 + NEAR_BEST) + _EPS)[0]) + 1, True
+
+
+def _fewest_each(utilization: np.ndarray, target: float, band_max: float) -> list[tuple[int, bool]]:
+    """:func:`_fewest` of each row (a query's utilization at every size). A row whose fewest size
+    within the target has no size before it within the quarter band is answered by the first mask
+    of all rows at once; the others by :func:`_fewest` itself (same comparisons, same figures)."""
+    if not utilization.size:
+        return [_fewest(row, target, band_max) for row in utilization]
+    fits = utilization <= target + _EPS
+    first = fits.argmax(axis=1)
+    near = utilization <= target + (band_max - target) / 4 + _EPS
+    before = np.arange(utilization.shape[1]) < first[:, None]
+    simple = (fits.any(axis=1) & ~(near & before).any(axis=1)).tolist()
+    return [(int(f) + 1, False) if plain else _fewest(row, target, band_max)
+            for f, plain, row in zip(first.tolist(), simple, utilization, strict=True)]
 
 
 def _fraction(value: float) -> str:

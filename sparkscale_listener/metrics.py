@@ -99,7 +99,7 @@ class BatchRecord:
     def end(self) -> float:
         return self.start + self.duration_s
 
-    def arrivals(self, previous_backlog: float | None) -> float | None:
+    def arrivals(self, previous_backlog: float | None) -> float:
         """Rows that arrived between the previous batch's start and this one's (:func:`rows_arrived`)."""
         return rows_arrived(self.rows, self.backlog, previous_backlog)
 

@@ -256,6 +256,9 @@ class BatchCostLearner:
 
     def __init__(self, max_batches: int = KEPT_BATCHES) -> None:
         self._batches: deque[BatchRecord] = deque(maxlen=max_batches)
+        # Each kept batch's figures as the fit reads them (:func:`_columns`), in the same order:
+        # read once when it comes, not at every fit.
+        self._columns: deque[tuple[float, ...]] = deque(maxlen=max_batches)
         self._seen: dict[int, float] = {}  # batch id -> task time when last seen (insertion order)
         self._first_batch: int | None = None
         self._fit: BatchCost | None = None
@@ -294,6 +297,7 @@ class BatchCostLearner:
             if not self.warm(b, exclude):
                 continue
             self._batches.append(b)
+            self._columns.append(_columns(b))
             self._since_fit += 1
             size = b.executors or b.executors_used
             if size not in self._sizes:
@@ -317,6 +321,7 @@ class BatchCostLearner:
                 self._batches[i] = replace(
                     b, concurrent_task_s=max(b.concurrent_task_s, kept.concurrent_task_s),
                     concurrent_tasks=max(b.concurrent_tasks, kept.concurrent_tasks))
+                self._columns[i] = _columns(self._batches[i])
                 self._stale = True
                 return
 
@@ -338,29 +343,24 @@ class BatchCostLearner:
     def fit(self, cores: int, widest_hint: int | None = None) -> BatchCost | None:
         """The fitted cost, or None before :data:`MIN_BATCHES` warm batches with rows (two that
         agree on the cost of a row, :data:`EARLY_AGREEMENT`, do)."""
-        pts = list(self._batches)
-        if len(pts) < MIN_BATCHES and not _agree(pts):
+        if len(self._batches) < MIN_BATCHES and not _agree(list(self._batches)):
             return None
         if self._fit is not None and not self._stale and cores == self._fit_cores:
             return self._fit
-        self._sizes = {b.executors or b.executors_used for b in pts}
-        self._fit = self._fit_now(pts, max(1, cores), widest_hint)
-        self._rows_fitted = (float(min(b.rows for b in pts)), float(max(b.rows for b in pts)))
+        self._sizes = {b.executors or b.executors_used for b in self._batches}
+        table = np.array(self._columns, dtype=float).reshape(-1, len(_COLUMNS))
+        self._fit = self._fit_now(table, max(1, cores), widest_hint)
+        self._rows_fitted = (float(table[:, 0].min()), float(table[:, 0].max()))
         self._fit_cores, self._stale, self._since_fit = cores, False, 0
         return self._fit
 
     # -- the fit ---------------------------------------------------------------------------------
 
-    def _fit_now(self, pts: list[BatchRecord], cores: int, widest_hint: int | None) -> BatchCost:
-        # The batches' figures as columns, read in one pass (a fit at 100 queries is per-batch
-        # Python otherwise); 0 stands for "not known", NaN for an unknown task phase.
-        table = np.array([(b.rows, b.task_s or 0.0, b.tasks or 0, b.executors or 0, b.executors_used or 0,
-                           b.concurrent_task_s, b.concurrent_tasks, b.duration_s,
-                           math.nan if b.task_wall_s is None else b.task_wall_s) for b in pts],
-                         dtype=float).reshape(-1, 9)
+    def _fit_now(self, table: np.ndarray, cores: int, widest_hint: int | None) -> BatchCost:
+        # One row per kept batch, the columns of _COLUMNS.
         rows, task, n_tasks, live_at_start, used_by_tasks, other_task, other_tasks, durations, wall = table.T
         known_tasks = n_tasks[n_tasks > 0]
-        tasks = int(np.median(known_tasks)) if known_tasks.size else 0
+        tasks = int(_median(known_tasks)) if known_tasks.size else 0
         widest = widest_hint or tasks or 1
         tasks = tasks or widest
         widest = min(widest, tasks)
@@ -382,18 +382,18 @@ class BatchCostLearner:
             # of how that stage spreads over the slots: one task on 1 of 3 executors read as an
             # efficiency of 3 at 3 executors.
             wide = n_tasks >= widest
-            efficiency = float(np.median(ratio[wide] if wide.any() else ratio))
+            efficiency = _median(ratio[wide] if wide.any() else ratio)
             for k in counts:
                 mask = (live == k) & wide
                 if mask.any():
-                    by_size[k] = float(np.median(ratio[mask]))
-            driver = float(np.median(np.maximum(0.0, durations - wall)))
+                    by_size[k] = _median(ratio[mask])
+            driver = _median(np.maximum(0.0, durations - wall))
         else:
             efficiency = 1.0
-            driver = float(np.median(np.maximum(0.0, durations - ideal)))
+            driver = _median(np.maximum(0.0, durations - ideal))
         cost = BatchCost(driver_s=driver, fixed_task_s=fixed, per_executor_s=per_exec, per_row_s=per_row,
                          tasks=tasks, widest=widest, cores=cores, efficiency=efficiency, error=0.0,
-                         batches=len(pts), row_cost_trusted=trusted,
+                         batches=len(table), row_cost_trusted=trusted,
                          executor_counts=tuple(counts),
                          efficiency_by_executors=by_size)
         used_at = np.minimum(sizes, executors_for(widest, cores))
@@ -401,7 +401,7 @@ class BatchCostLearner:
         phases = ideal_task_phase(work, n_tasks, widest, sizes * cores, alongside)
         predicted = driver + cost.efficiency_at(sizes) * phases
         relative = np.abs(predicted - durations) / np.maximum(durations, _EPS)
-        error = float(np.median(relative) * 1.4826) if len(relative) else 0.0
+        error = _median(relative) * 1.4826 if len(relative) else 0.0
         return replace(cost, error=error)
 
     def _task_time(self, rows: np.ndarray, used: np.ndarray,
@@ -433,6 +433,26 @@ class BatchCostLearner:
             per_row = min(self._split[1], mean_task / max(mean_rows, _EPS))
             return max(0.0, mean_task - per_row * mean_rows), 0.0, per_row, False
         return 0.0, 0.0, float(task[keep].sum() / max(rows[keep].sum(), _EPS)), False
+
+
+# What a fit reads of each batch, in this order; 0 stands for "not known", NaN for an unknown task phase.
+_COLUMNS = ("rows", "task_s", "tasks", "executors", "executors_used", "concurrent_task_s",
+            "concurrent_tasks", "duration_s", "task_wall_s")
+
+
+def _columns(b: BatchRecord) -> tuple[float, ...]:
+    """A batch's figures as :data:`_COLUMNS` name them."""
+    return (b.rows, b.task_s or 0.0, b.tasks or 0, b.executors or 0, b.executors_used or 0,
+            b.concurrent_task_s, b.concurrent_tasks, b.duration_s,
+            math.nan if b.task_wall_s is None else b.task_wall_s)
+
+
+def _median(values: np.ndarray) -> float:
+    """``np.median`` of a non-empty 1-D array (the same figure), without its per-call overhead: a
+    fit takes several, and a tick at 100 queries makes up to 100 fits."""
+    ordered = np.sort(values)
+    half = len(ordered) // 2
+    return float(ordered[half]) if len(ordered) % 2 else float((ordered[half - 1] + ordered[half]) / 2)
 
 
 def _available(executors: np.ndarray, used: np.ndarray, tasks: np.ndarray, cores: int) -> np.ndarray:
@@ -467,7 +487,7 @@ def _robust_fit(x: np.ndarray, y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndar
             break
         fitted = attempt
         residual = y - x @ fitted[0]
-        mad = float(np.median(np.abs(residual[keep] - np.median(residual[keep]))))
+        mad = _median(np.abs(residual[keep] - _median(residual[keep])))
         inliers = np.abs(residual) <= OUTLIER_MADS * 1.4826 * mad if mad > 0 else keep
         if inliers.sum() < MIN_BATCHES or (inliers == keep).all():
             break

@@ -732,3 +732,47 @@ def test_batches_may_run_past_a_short_trigger_within_the_lag_backlog_threshold_a
     lenient = evaluate([limited], until=150.0, live=1, cfg=replace(CFG, backlog_threshold_s=600.0))
     strict = evaluate([limited], until=150.0, live=1, cfg=replace(CFG, backlog_threshold_s=10.0))
     assert lenient.recommended_executors == strict.recommended_executors > 1
+
+
+def test_arrivals_kept_between_ticks_are_what_reading_every_batch_gives() -> None:
+    """The collector hands unchanged batches over as the same objects and drops the oldest; a
+    batch may come again as a new record (a late task end), ids may skip (a restart). Each tick,
+    the arrivals kept from the last one plus those read anew are what reading all of them gives."""
+    import random
+
+    from sparkscale_listener.concurrency import BatchArrivals
+
+    rng = random.Random(3)
+    records, start = [], 0.0
+    for i in range(80):
+        batch_id = i + (5 if i >= 50 else 0)  # ids skip at 50
+        records.append(BatchRecord(batch_id=batch_id, start=start, duration_s=1.0, rows=rng.randint(0, 500),
+                                   since_previous_s=rng.choice([None, 0.0, 2.0, 2.5]),
+                                   backlog=rng.choice([None, float(rng.randint(0, 900))])))
+        start += 2.0
+    kept = BatchArrivals()
+    for end in range(1, 81, 3):
+        window = records[max(0, end - 16):end]
+        if end == 40:  # a late task end: the record of an earlier batch is replaced
+            records[end - 6] = replace(records[end - 6], rows=records[end - 6].rows + 7)
+            window = records[max(0, end - 16):end]
+        assert kept.of("q", tuple(window)) == BatchArrivals().of("q", tuple(window)), end
+    kept.forget("q")
+    assert kept.of("q", tuple(records[:3])) == BatchArrivals().of("q", tuple(records[:3]))
+
+
+def test_fewest_of_every_query_at_once_is_each_query_s_own() -> None:
+    """The one-pass answer for all queries is :func:`_fewest` of each, including rows where a
+    size before the fewest within the target is within the quarter band, and rows none fits."""
+    import numpy as np
+
+    from sparkscale_listener.evaluator import _fewest, _fewest_each
+
+    rng = np.random.default_rng(7)
+    rows = [np.sort(rng.uniform(0.1, 3.0, 40))[::-1] for _ in range(30)]
+    rows += [np.full(40, 0.705), np.linspace(2.0, 0.9, 40), rng.uniform(0.5, 0.9, 40)]
+    stepped = np.repeat([1.4, 0.702, 0.702, 0.35], 10)  # two sizes of the same waves, then a shorter one
+    rows.append(stepped)
+    utilization = np.array(rows)
+    assert _fewest_each(utilization, 0.7, 0.75) == [_fewest(r, 0.7, 0.75) for r in utilization]
+    assert _fewest_each(np.empty((0, 5)), 0.7, 0.75) == []
