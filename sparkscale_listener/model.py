@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from statistics import median
 from typing import Any, overload
 
 import numpy as np
@@ -360,7 +361,7 @@ class BatchCostLearner:
         # One row per kept batch, the columns of _COLUMNS.
         rows, task, n_tasks, live_at_start, used_by_tasks, other_task, other_tasks, durations, wall = table.T
         known_tasks = n_tasks[n_tasks > 0]
-        tasks = int(_median(known_tasks)) if known_tasks.size else 0
+        tasks = int(median(known_tasks.tolist())) if known_tasks.size else 0
         widest = widest_hint or tasks or 1
         tasks = tasks or widest
         widest = min(widest, tasks)
@@ -382,15 +383,15 @@ class BatchCostLearner:
             # of how that stage spreads over the slots: one task on 1 of 3 executors read as an
             # efficiency of 3 at 3 executors.
             wide = n_tasks >= widest
-            efficiency = _median(ratio[wide] if wide.any() else ratio)
+            efficiency = median((ratio[wide] if wide.any() else ratio).tolist())
             for k in counts:
                 mask = (live == k) & wide
                 if mask.any():
-                    by_size[k] = _median(ratio[mask])
-            driver = _median(np.maximum(0.0, durations - wall))
+                    by_size[k] = median(ratio[mask].tolist())
+            driver = median(np.maximum(0.0, durations - wall).tolist())
         else:
             efficiency = 1.0
-            driver = _median(np.maximum(0.0, durations - ideal))
+            driver = median(np.maximum(0.0, durations - ideal).tolist())
         cost = BatchCost(driver_s=driver, fixed_task_s=fixed, per_executor_s=per_exec, per_row_s=per_row,
                          tasks=tasks, widest=widest, cores=cores, efficiency=efficiency, error=0.0,
                          batches=len(table), row_cost_trusted=trusted,
@@ -401,7 +402,7 @@ class BatchCostLearner:
         phases = ideal_task_phase(work, n_tasks, widest, sizes * cores, alongside)
         predicted = driver + cost.efficiency_at(sizes) * phases
         relative = np.abs(predicted - durations) / np.maximum(durations, _EPS)
-        error = _median(relative) * 1.4826 if len(relative) else 0.0
+        error = median(relative.tolist()) * 1.4826 if len(relative) else 0.0
         return replace(cost, error=error)
 
     def _task_time(self, rows: np.ndarray, used: np.ndarray,
@@ -447,14 +448,6 @@ def _columns(b: BatchRecord) -> tuple[float, ...]:
             math.nan if b.task_wall_s is None else b.task_wall_s)
 
 
-def _median(values: np.ndarray) -> float:
-    """``np.median`` of a non-empty 1-D array (the same figure), without its per-call overhead: a
-    fit takes several, and a tick at 100 queries makes up to 100 fits."""
-    ordered = np.sort(values)
-    half = len(ordered) // 2
-    return float(ordered[half]) if len(ordered) % 2 else float((ordered[half - 1] + ordered[half]) / 2)
-
-
 def _available(executors: np.ndarray, used: np.ndarray, tasks: np.ndarray, cores: int) -> np.ndarray:
     """The executors each batch ran on as far as its speed goes (0: not known): the live ones,
     except where its tasks could have spread over more of them than they did. An executor being
@@ -487,7 +480,7 @@ def _robust_fit(x: np.ndarray, y: np.ndarray) -> tuple[tuple[np.ndarray, np.ndar
             break
         fitted = attempt
         residual = y - x @ fitted[0]
-        mad = _median(np.abs(residual[keep] - _median(residual[keep])))
+        mad = median(np.abs(residual[keep] - median(residual[keep].tolist())).tolist())
         inliers = np.abs(residual) <= OUTLIER_MADS * 1.4826 * mad if mad > 0 else keep
         if inliers.sum() < MIN_BATCHES or (inliers == keep).all():
             break

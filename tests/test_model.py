@@ -207,13 +207,3 @@ def test_batches_narrower_than_the_widest_stage_or_on_fewer_executors_than_live_
     assert cost.efficiency_at(8) == pytest.approx(1.0, abs=0.05)
     assert cost.efficiency_by_executors[4] == pytest.approx(1.0, abs=0.05)
 
-
-def test_median_of_a_fit_is_numpy_s() -> None:
-    import numpy as np
-
-    from sparkscale_listener.model import _median
-
-    rng = np.random.default_rng(11)
-    for n in (1, 2, 3, 10, 119, 120):
-        values = rng.normal(size=n)
-        assert _median(values) == float(np.median(values))
