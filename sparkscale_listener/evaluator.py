@@ -30,7 +30,7 @@ import numpy as np
 from . import readable
 from .concurrency import BatchArrivals, Given, with_concurrency
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
-from .metrics import RISING, BatchRecord, MetricSample, QueryMetrics
+from .metrics import RISING, BatchRecord, LatestOffsets, MetricSample, QueryMetrics
 from .model import (
     MIN_BATCHES,
     NONE_CONCURRENT,
@@ -48,6 +48,9 @@ CONFIRMING_BATCHES = 2
 # The latest batch this much longer than the window's typical one: the load is rising, as with
 # arrivals RISING above the window's (metrics.py), no scale-down.
 LENGTHENING = 0.5
+# The shortest span of a source's latest offsets read as an arrival rate: the bridge reads them every
+# second, and a shorter span holds too few rows to tell a rise from jitter.
+SOURCE_SPAN_S = 1.0
 # Utilization figures in reasons and gauges are bounded: a query that cannot keep up at all is
 # "at least this" busy, never 170x.
 MAX_UTILIZATION = 10.0
@@ -367,6 +370,9 @@ class MicroBatchEvaluator(MetricEvaluator):
         # before it started. It confirms a jump a batch sooner than its progress would; on one
         # executor after a x4 step, that batch alone ran 4-6 s.
         reading = _in_flight_rate(q, batches, cost, live) if latest else None
+        # What arrived since the latest batch started, by the source's latest offsets read between
+        # batches (Kafka): the next batch's arrivals before it completes, or even starts.
+        source_rates = _source_rates(history, q, batches[-1].start) if batches else []
         confirmed_by = None
         if len(latest) == 2 and len(in_window) >= 2:
             before = sum(rows_in[:-1]) / max(sum(seconds_in[:-1]), _EPS)
@@ -378,6 +384,11 @@ class MicroBatchEvaluator(MetricEvaluator):
                                  f"{readable.rate(before)}; the batch running now confirms it: its ended "
                                  f"tasks read at least {readable.rate(reading[0])}, all of its tasks "
                                  f"{readable.rate(reading[1])} at that pace")
+                elif source_rates and source_rates[-1] > jump:
+                    confirmed_by = source_rates[-1]
+                    notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
+                                 f"{readable.rate(before)}; its source confirms it: "
+                                 f"{readable.rate(source_rates[-1])} arrived since, by its latest offsets")
                 else:
                     sized_on = len(in_window) - 1
                     notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
@@ -398,6 +409,16 @@ class MicroBatchEvaluator(MetricEvaluator):
                 # one's estimate; a later batch corrects it (see _outgrown). On the lower bound
                 # alone, a real step took 1 -> 2 -> 3 -> 6.
                 recent = max(latest[1], confirmed_by)
+        if len(source_rates) >= 2 and min(source_rates[-2:]) > (1.0 + RISING) * max(window_rate, _EPS) \
+                and source_rates[-1] > recent:
+            # Two spans of the source's offsets since the latest batch started both show a rise:
+            # a step, confirmed without waiting for the batches that read it (at a 5 s trigger, the
+            # first of them ran 12 s on the executors sized for the load before). The newer span
+            # alone tells the new rate, as the newer batch does after a step.
+            recent = source_rates[-1]
+            notes.append(f"its source's latest offsets show {readable.rate(source_rates[-2])} then "
+                         f"{readable.rate(source_rates[-1])} arriving since the latest batch started, "
+                         f"the window {readable.rate(window_rate)}: sized on it now")
         rate = max(window_rate, recent)
         seconds = sum(seconds_in)
         processed = sum(b.rows for b in window_batches) / seconds if seconds > 0 else 0.0
@@ -458,7 +479,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         if backlog_mode:
             notes.append(f"backlog mode: {readable.rows(excess)} behind")
             signal = signal or f"backlog {readable.rows(excess)} beyond a batch's worth"
-        read_now = reading[0] if reading else 0.0
+        read_now = max(reading[0] if reading else 0.0, source_rates[-1] if source_rates else 0.0)
         rising = running or saturated or (
             bool(latest) and max(*latest, read_now) > (1.0 + RISING) * max(window_rate, _EPS))
         if (batch_time is not None and batches and batches[-1].duration_s > (1.0 + LENGTHENING) * batch_time
@@ -789,6 +810,36 @@ def _in_flight_rate(q: QueryMetrics, batches: Sequence[BatchRecord], cost: Batch
     # Several stages end unevenly (a wide shuffle stage does little per task): no extrapolation.
     single_stage = cost.tasks == cost.widest and 0 < f.tasks_ended < cost.tasks
     return at_least, at_least * cost.tasks / f.tasks_ended if single_stage else at_least
+
+
+def _source_rates(history: Sequence[MetricSample], q: QueryMetrics, since: float) -> list[float]:
+    """Rows/s that arrived between consecutive readings of the query's sources' latest offsets (see
+    :class:`~.metrics.LatestOffsets`), oldest first: spans of at least :data:`SOURCE_SPAN_S` over the
+    same partitions, from readings at or after ``since`` (the latest completed batch's start: what
+    arrived before it, that batch read and its own arrivals tell)."""
+    readings: list[LatestOffsets] = []
+    for sample in reversed(history):  # the newest few: readings older than `since` are not used
+        m = sample.queries.get(q.query_id)
+        r = m.latest_offsets if m is not None else None
+        if r is None or r.time < since:
+            break
+        if not readings or r.time < readings[-1].time:
+            readings.append(r)
+    if len(readings) < 2:
+        return []
+    units = [s.rows_per_unit for s in q.backlog_sources if s.unit == "offsets" and s.rows_per_unit]
+    per_offset = sum(units) / len(units) if units else 1.0
+    readings.reverse()  # oldest first
+    rates = []
+    start = readings[0]
+    for r in readings[1:]:
+        span = r.time - start.time
+        if r.partitions != start.partitions or r.offsets < start.offsets:
+            start = r  # a partition came or went, or the log was recreated: no rate across it
+        elif span >= SOURCE_SPAN_S:
+            rates.append((r.offsets - start.offsets) * per_offset / span)
+            start = r
+    return rates
 
 
 def _measured_until(demands: Sequence[_Demand]) -> float | None:

@@ -115,6 +115,17 @@ class InFlightBatch:
     task_s: float  # slot-seconds of its ended tasks
 
 
+@dataclass(frozen=True)
+class LatestOffsets:
+    """The sum of the latest offsets of a query's sources when it was read, between batches (Kafka
+    only; see the bridge's ``SourceOffsets``). Two readings over the same partitions tell the rows
+    that arrived between them."""
+
+    time: float  # seconds, same clock as MetricSample.time
+    offsets: float
+    partitions: int
+
+
 def same_objects(batches: Sequence[Any], before: Sequence[Any] | None) -> tuple[int, int]:
     """(where ``batches`` start among ``before``, what was given last time; how many leading
     ``batches`` are the very objects at the same places there). Records are immutable and the
@@ -170,6 +181,7 @@ class QueryMetrics:
     # --- the latest completed batches, oldest first (a few dozen at most)
     recent_batches: tuple[BatchRecord, ...] = ()
     in_flight: InFlightBatch | None = None  # the batch after the latest completed one, if running
+    latest_offsets: LatestOffsets | None = None  # its sources' latest offsets, read between batches
     # --- lifecycle
     active: bool = True
     exception: str | None = None  # set when the query terminated with an error

@@ -24,6 +24,7 @@ from sparkscale_listener.spark.bridge import (
     ListenerTotals,
     QuerySnapshot,
     RecentBatches,
+    SourceOffsets,
     json_name,
     record_fields,
     with_tables_by_id,
@@ -31,8 +32,8 @@ from sparkscale_listener.spark.bridge import (
 
 RESOURCES = Path(__file__).resolve().parents[1] / "jvm-bridge" / "src" / "main" / "resources"
 SCHEMA_FILE = RESOURCES / SNAPSHOT_SCHEMA
-RECORDS = {r.__name__: r
-           for r in (BridgeSnapshot, ExecutorSnapshot, ListenerTotals, QuerySnapshot, BatchTasks)}
+RECORDS = {r.__name__: r for r in (BridgeSnapshot, ExecutorSnapshot, ListenerTotals, QuerySnapshot,
+                                   BatchTasks, SourceOffsets)}
 SCALARS: dict[str, type] = {"integer": int, "number": float, "string": str}
 
 
@@ -91,6 +92,7 @@ def test_a_snapshot_parses_into_the_records() -> None:
                                               "lastEndMs": 1_700_000_001_400, "stages": 2},
                                         "8": {"busyMs": 0.0, "tasks": 0, "executors": 0,
                                               "firstLaunchMs": None, "lastEndMs": None, "stages": 1}}}},
+        "sourceOffsets": {"q-1": {"timeMs": 1_700_000_009_500, "offsets": 123_456.0, "partitions": 8}},
     }
     snap = BridgeSnapshot.from_json(document)
     assert (snap.time_ms, snap.app_id, snap.cores_per_executor) == (1_700_000_010_000, "app-7", 2)
@@ -107,6 +109,7 @@ def test_a_snapshot_parses_into_the_records() -> None:
     assert (q.busy_ms, q.jobs_failed, q.max_stage_tasks) == (900.0, 1, 4)
     assert q.batches == {"7": BatchTasks(600.0, 3, 2, 1_700_000_001_000, 1_700_000_001_400, 2),
                          "8": BatchTasks(0.0, 0, 0, None, None, 1)}
+    assert snap.source_offsets == {"q-1": SourceOffsets(1_700_000_009_500, 123_456.0, 8)}
     assert isinstance(snap.totals.slot_ms, float) and isinstance(snap.time_ms, int)
 
 

@@ -13,7 +13,14 @@ from harness import CFG, CORES, scaling_context
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import Evaluation, Prediction, ScalingRecord
 from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
-from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, InFlightBatch, MetricSample, QueryMetrics
+from sparkscale_listener.metrics import (
+    BatchRecord,
+    ClusterMetrics,
+    InFlightBatch,
+    LatestOffsets,
+    MetricSample,
+    QueryMetrics,
+)
 from sparkscale_listener.model import BatchCost, ideal_task_phase
 from sparkscale_listener.policy import ScalingPolicy
 
@@ -210,6 +217,68 @@ def test_a_running_batch_that_read_more_than_the_window_blocks_scale_downs() -> 
     rising = MicroBatchEvaluator().evaluate([*history[:-1], replace(history[-1], queries={"a": q})], context)
     assert rising.rising and rising.queries["a"].rising
     assert rising.queries["a"].target_rate == pytest.approx(500.0, rel=0.01)
+
+
+def with_source_offsets(history: list[MetricSample], stream: Stream, partitions: int = 8,
+                        times: Callable[[float], float] = lambda t: t) -> list[MetricSample]:
+    """``history`` with the stream's latest offsets read at each sample (at ``times(sample time)``):
+    every row arrived by then, as a Kafka source's log end offsets sum them."""
+    out = []
+    for sample in history:
+        t = times(sample.time)
+        arrived = sum(stream.arriving((k + 0.5) * 0.01) for k in range(int(t / 0.01))) * 0.01
+        q = replace(sample.queries[stream.qid], latest_offsets=LatestOffsets(t, arrived, partitions))
+        out.append(replace(sample, queries={**sample.queries, stream.qid: q}))
+    return out
+
+
+def test_a_step_the_sources_latest_offsets_show_twice_is_sized_before_a_batch_reads_it() -> None:
+    # A 10 s trigger; the batch at 200 s read the rate before the step at 201 s, and the next starts
+    # at 210 s. The source's offsets, read every 2 s, show 2,750 rows/s over 200-202 s and 5,000
+    # rows/s over 202-204 s and 204-206 s.
+    step = Stream("a", lambda t: 500.0 if t < 201 else 5000.0)
+    context = scaling_context(206.0, target=4, live=4)
+    history = history_of([step], 206.0, step=2.0)
+    assert history[-1].queries["a"].recent_batches[-1].start == 200.0
+    unread = MicroBatchEvaluator().evaluate(history, context)
+    assert unread.queries["a"].target_rate == pytest.approx(500.0, rel=0.01) and not unread.rising
+    sized = MicroBatchEvaluator().evaluate(with_source_offsets(history, step), context)
+    qe = sized.queries["a"]
+    assert "its source's latest offsets show 5,000 rows/s then 5,000 rows/s arriving" in qe.note
+    assert qe.target_rate == pytest.approx(5000.0, rel=0.01) and qe.rising
+    assert sized.recommended_executors > unread.recommended_executors
+    # One span of it (200-202 s, read at the batch's start and 2 s later): rising (no scale-down),
+    # not sized on yet.
+    once = MicroBatchEvaluator().evaluate(with_source_offsets(history[:-2], step),
+                                          scaling_context(202.0, target=4, live=4))
+    assert once.rising and once.queries["a"].target_rate == pytest.approx(500.0, rel=0.01)
+    # Readings from before the latest batch started tell what it read: not a second sighting.
+    late = Stream("a", lambda t: 500.0 if t < 199 else 5000.0)
+    before = history_of([late], 202.0, step=2.0)
+    seen = MicroBatchEvaluator().evaluate(with_source_offsets(before, late),
+                                          scaling_context(202.0, target=4, live=4)).queries["a"]
+    assert "latest offsets show" not in seen.note
+
+
+def test_the_sources_offsets_confirm_a_batchs_jump_and_tell_nothing_across_a_partition_change() -> None:
+    # The batch at 210 s read the step at 205 s; the source shows the new rate since it started.
+    step = Stream("a", lambda t: 500.0 if t < 205 else 5000.0)
+    history = history_of([step], 214.0, step=2.0)
+    assert history[-1].queries["a"].recent_batches[-1].start == 210.0
+    context = scaling_context(214.0, target=4, live=4)
+    confirmed = MicroBatchEvaluator().evaluate(with_source_offsets(history, step), context).queries["a"]
+    assert "its source confirms it: 5,000 rows/s arrived since" in confirmed.note
+    assert confirmed.target_rate == pytest.approx(5000.0, rel=0.01)
+    # A partition came at the reading between the other two since, and went: no rate across either
+    # change, and the batch waits for the next.
+    read = with_source_offsets(history, step)
+    middle = read[-2].queries["a"]
+    assert middle.latest_offsets is not None and middle.latest_offsets.time == 212.0
+    moved = replace(middle, latest_offsets=replace(middle.latest_offsets, partitions=9))
+    changed = [*read[:-2], replace(read[-2], queries={"a": moved}), read[-1]]
+    unconfirmed = MicroBatchEvaluator().evaluate(changed, context).queries["a"]
+    assert "sized once the next batch confirms it" in unconfirmed.note
+    assert unconfirmed.target_rate == pytest.approx(500.0, rel=0.01)
 
 
 def test_a_step_between_two_batch_starts_is_sized_on_the_newer_batch() -> None:

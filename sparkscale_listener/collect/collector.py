@@ -40,12 +40,13 @@ from ..metrics import (
     ExecutorInfo,
     ExecutorTimeline,
     InFlightBatch,
+    LatestOffsets,
     MetricSample,
     QueryMetrics,
     executor_id_order,
     finite_float,
 )
-from ..spark.bridge import BatchTasks, BridgeSnapshot, ExecutorSnapshot, QuerySnapshot
+from ..spark.bridge import BatchTasks, BridgeSnapshot, ExecutorSnapshot, QuerySnapshot, SourceOffsets
 from .batches import BatchRecords
 from .progress import ProgressRecorder, QueryProgress
 
@@ -109,6 +110,8 @@ class SparkMetricCollector(MetricCollector):
         # (query id, run id) pairs whose trigger interval was looked up, so a failing lookup
         # (e.g. an AvailableNow trigger) is tried once per run, not every tick.
         self._trigger_looked_up: set[tuple[str, str | None]] = set()
+        # (query id, run id) pairs whose sources' latest offsets the bridge was asked to read.
+        self._offsets_watched: set[tuple[str, str | None]] = set()
         self._records = BatchRecords()  # each query's batch records, kept between ticks
         # Per query: the backlog problem last logged, so each change is logged once, not every tick.
         self._backlog_problems: dict[str, str | None] = {}
@@ -124,18 +127,21 @@ class SparkMetricCollector(MetricCollector):
         progress = self.recorder.snapshot()
         if self._fill_trigger_intervals(progress):
             progress = self.recorder.snapshot()
+        self._watch_source_offsets(progress)
         # Forget queries the recorder has evicted (bounded memory).
         for qid in [q for q in self._batch_busy_total if q not in progress]:
             self._batch_busy_total.pop(qid, None)
             self._batch_busy_added.pop(qid, None)
         self._trigger_looked_up = {k for k in self._trigger_looked_up if k[0] in progress}
+        self._offsets_watched = {k for k in self._offsets_watched if k[0] in progress}
         self._records.keep_only(progress)
         self._report_backlog_problems(progress)
         cluster = replace(self._cluster(snapshot), other_tasks=snapshot.other_tasks,
                           events_lost=self._events_lost(snapshot))
         no_jobs = QuerySnapshot()
         timeline = ExecutorTimeline.of(cluster.executors)
-        queries = {qid: self._query(p, snapshot.queries.get(qid, no_jobs), timeline)
+        queries = {qid: self._query(p, snapshot.queries.get(qid, no_jobs), timeline,
+                                    snapshot.source_offsets.get(qid))
                    for qid, p in progress.items()}
         return MetricSample(time=now, cluster=cluster, queries=queries,
                             external=self._external(now))
@@ -212,7 +218,8 @@ class SparkMetricCollector(MetricCollector):
         self._batch_busy_total[qid] = total
         return total
 
-    def _query(self, p: QueryProgress, jvm: QuerySnapshot, executors: ExecutorTimeline) -> QueryMetrics:
+    def _query(self, p: QueryProgress, jvm: QuerySnapshot, executors: ExecutorTimeline,
+               offsets: SourceOffsets | None) -> QueryMetrics:
         return QueryMetrics(
             query_id=p.query_id,
             name=p.name,
@@ -237,7 +244,9 @@ class SparkMetricCollector(MetricCollector):
             exception=p.exception,
             failed_batches=p.failed_batches,
             recent_batches=self._records.of(p.query_id, p.recent_batches, jvm.batches, executors),
-            in_flight=_in_flight(p, jvm.batches))
+            in_flight=_in_flight(p, jvm.batches),
+            latest_offsets=None if offsets is None or not p.active else LatestOffsets(
+                time=offsets.time_ms / 1000.0, offsets=offsets.offsets, partitions=offsets.partitions))
 
     def _report_backlog_problems(self, progress: Mapping[str, QueryProgress]) -> None:
         """Say once, on the control-loop thread, when a query's sources stop giving a usable backlog
@@ -280,6 +289,23 @@ class SparkMetricCollector(MetricCollector):
             except Exception:  # not a processing-time trigger, Connect, or the query just ended
                 log.debug("no trigger interval for query %s", qid, exc_info=True)
         return found
+
+    def _watch_source_offsets(self, progress: Mapping[str, QueryProgress]) -> None:
+        """Best effort, once per run of a query: have the bridge read its Kafka sources' latest
+        offsets between batches (``kafka.latestOffsets``)."""
+        if self.spark is None or not self.config.kafka_latest_offsets:
+            return
+        for qid, p in progress.items():
+            key = (qid, p.run_id)
+            if not p.active or key in self._offsets_watched:
+                continue
+            self._offsets_watched.add(key)
+            try:
+                query = self.spark.streams.get(qid)
+                if query is not None:
+                    self.bridge.watch_source_offsets(qid, query)
+            except Exception:  # Connect, an older bridge jar, or the query just ended
+                log.debug("no latest offsets for query %s", qid, exc_info=True)
 
     def _external(self, now: float) -> dict[str, float]:
         try:

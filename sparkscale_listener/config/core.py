@@ -142,6 +142,12 @@ class AutoscalerConfig:
     decommission: bool = option("scaleDown.decommission", Boolean(), False,
                                 "true: remove executors by graceful decommission (needs "
                                 "spark.decommission.enabled=true); false: kill idle executors.")
+    kafka_latest_offsets: bool = option(
+        "kafka.latestOffsets", Boolean(), True,
+        "true: read the latest offsets of each query's Kafka sources every second between batches (an "
+        "admin client per source, made from the source's own kafka.* options), so a rise in the "
+        "arrivals counts before the batch that reads it completes; false: arrivals are known from "
+        "completed batches only.")
     checkers: tuple[str, ...] = option("checkers", Names(), BUILTIN_CHECKERS,
                                        "Checkers run after each scaling: built-in names or Python class "
                                        "paths, comma-separated; each one's keys are under "

@@ -13,7 +13,8 @@ start it before the user's code; an earlier session may have left it), ``spark.j
 executors, so :meth:`JvmBridge.add_to_driver_classpath` adds the jar to the driver's class loader first.
 
 The snapshot: :meth:`JvmBridge.poll` returns it as a :class:`BridgeSnapshot` of frozen records
-(:class:`ExecutorSnapshot`, :class:`ListenerTotals`, :class:`QuerySnapshot`, :class:`BatchTasks`).
+(:class:`ExecutorSnapshot`, :class:`ListenerTotals`, :class:`QuerySnapshot`, :class:`BatchTasks`,
+:class:`SourceOffsets`).
 Its objects, fields, types and meanings are declared once, in
 ``jvm-bridge/src/main/resources/io/sparkscale/bridge/snapshot-schema.json`` (packaged in every bridge
 jar); a JUnit test holds the JVM's JSON to it and ``tests/test_bridge_snapshot.py`` these records.
@@ -119,6 +120,15 @@ class QuerySnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceOffsets:
+    """The latest offsets of a query's Kafka sources, read between batches (``SourceOffsets.java``)."""
+
+    time_ms: int = 0  # when the brokers were asked
+    offsets: float = 0.0  # the sum of the latest offsets of the partitions the sources last planned
+    partitions: int = 0  # how many partitions the sum is over
+
+
+@dataclass(frozen=True, slots=True)
 class BridgeSnapshot:
     """The listener's counters at one instant (times epoch ms, durations ms, counters cumulative)."""
 
@@ -134,6 +144,7 @@ class BridgeSnapshot:
     changes: int = 0  # changes to batches the listener has seen
     batches_since: int = -1  # the batches are those changed after this change count; -1: all of them
     batches_per_query: int = 0  # how many of a query's latest batches the listener keeps
+    source_offsets: Mapping[str, SourceOffsets] = field(default_factory=dict)  # by query id
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> BridgeSnapshot:
@@ -403,6 +414,11 @@ class JvmBridge:
         (:func:`with_tables_by_id`); ``{}`` when the class is loaded but the plugin is not running.
         For tests and diagnostics: the collector reads :meth:`poll`."""
         return with_tables_by_id(json.loads(self._bridge().snapshotJson()))
+
+    def watch_source_offsets(self, query_id: str, streaming_query: Any) -> None:
+        """Read the latest offsets of a pyspark ``StreamingQuery``'s Kafka sources every second from
+        now on (the snapshots' ``source_offsets``)."""
+        self._bridge().watchSourceOffsets(query_id, streaming_query._jsq)
 
     def request_total_executors(self, total: int) -> bool:
         """Absolute target; False when the cluster manager refused (e.g. local mode)."""

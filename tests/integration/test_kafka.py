@@ -33,6 +33,7 @@ from spark_lines import REPO
 from examples.kafka_job import enrich, read_topic, start_query
 from sparkscale_listener import stop_autoscaler
 from sparkscale_listener.collect.backlog import kafka_lag
+from sparkscale_listener.spark.bridge import JvmBridge, SourceOffsets
 from sparkscale_listener.spark.jars import installed_versions
 from sparkscale_listener.testing.demo import wait_for
 
@@ -197,6 +198,15 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
         # one each of the 8 tasks of a batch costs tenths of a second however few its records, and
         # that fixed cost keeps more than one executor busy.)
         producer.set_rate(0)
+        # Between batches the bridge reads the topic's latest offsets: all that was sent, over its 8
+        # partitions (the arrivals a batch will read, before it completes).
+        bridge = JvmBridge(spark.sparkContext)
+        def latest_offsets() -> float:
+            return (bridge.poll().source_offsets.get(query.id) or SourceOffsets()).offsets
+
+        wait_for(lambda: latest_offsets() == producer.next_id, 60,
+                 what="the bridge's reading of the topic's latest offsets")
+        assert bridge.poll().source_offsets[query.id].partitions == 8
         wait_for(lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1, 240,
                  what="executors given back after the load fell")
         down = applied(scaler, "scale_down")[-1]

@@ -53,6 +53,7 @@ public final class SparkscaleBridge {
   // The gauges in the Prometheus text format, as Python rendered them last; served at /autoscaler/metrics.
   private static volatile String metricsText = "";
   private static volatile MetricsEndpoint metricsEndpoint;
+  private static volatile SourceOffsets sourceOffsets;
 
   private SparkscaleBridge() {
   }
@@ -64,6 +65,9 @@ public final class SparkscaleBridge {
     listener = l;
     registry = metrics;
     l.countDroppedEventsWith(() -> droppedListenerEvents(context));
+    SourceOffsets offsets = new SourceOffsets();
+    sourceOffsets = offsets;
+    l.readSourceOffsetsWith(offsets::readings);
     GAUGE_VALUES.clear();
     REGISTERED.clear();
     metricsText = "";
@@ -101,6 +105,11 @@ public final class SparkscaleBridge {
         }
       } catch (RuntimeException e) {
         // The UI is being stopped with the context anyway.
+      }
+      SourceOffsets offsets = sourceOffsets;
+      sourceOffsets = null;
+      if (offsets != null) {
+        offsets.close();
       }
       sc = null;
       listener = null;
@@ -142,6 +151,18 @@ public final class SparkscaleBridge {
     }
     l.forgetOtherStages(jobId -> jobEnded(c, jobId));
     return toJson(l.snapshot(c.applicationId(), System.currentTimeMillis(), batchesSince));
+  }
+
+  /**
+   * Reads the latest offsets of the query's Kafka sources every second from now on, for the snapshots'
+   * {@code sourceOffsets} (see {@link SourceOffsets}); {@code streamingQuery} is the JVM query (pyspark's
+   * {@code query._jsq}). Nothing happens when the plugin is not installed.
+   */
+  public static void watchSourceOffsets(String queryId, Object streamingQuery) {
+    SourceOffsets offsets = sourceOffsets;
+    if (offsets != null && streamingQuery != null) {
+      offsets.watch(queryId, streamingQuery);
+    }
   }
 
   /**

@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.function.LongSupplier;
+import java.util.function.Supplier;
 
 import org.apache.spark.ExceptionFailure;
 import org.apache.spark.Resubmitted$;
@@ -193,6 +194,7 @@ public class SparkscaleListener extends SparkListener {
   private long executorsRemoved;
   // Events Spark's listener bus dropped (its queues' counters, read outside the lock); 0 until the plugin wires it.
   private volatile LongSupplier droppedEvents = () -> 0L;
+  private volatile Supplier<Map<String, Object>> sourceOffsets = Map::of;
   private volatile long droppedSeen; // the last count read: it stands when a read fails
 
   public SparkscaleListener(SparkConf conf) {
@@ -211,6 +213,20 @@ public class SparkscaleListener extends SparkListener {
   /** Where snapshots read the events Spark's listener bus has dropped so far (the plugin sets it at install). */
   public void countDroppedEventsWith(LongSupplier dropped) {
     this.droppedEvents = dropped;
+  }
+
+  /** Where snapshots read the latest offsets of the queries' sources (see {@link SourceOffsets}); none by default. */
+  public void readSourceOffsetsWith(Supplier<Map<String, Object>> readings) {
+    this.sourceOffsets = readings;
+  }
+
+  /** The latest offsets read so far, by query id; a failed read gives none rather than fail the poll. */
+  private Map<String, Object> sourceOffsetsNow() {
+    try {
+      return sourceOffsets.get();
+    } catch (RuntimeException e) {
+      return Map.of();
+    }
   }
 
   /** The events dropped so far; a failed read (a bus being stopped) keeps the last count rather than fail the poll. */
@@ -475,7 +491,7 @@ public class SparkscaleListener extends SparkListener {
 
   /** {@link #snapshot(String)} as of {@code now} (epoch ms). */
   public Map<String, Object> snapshot(String appId, long now) {
-    return view(capture(now, -1), appId, droppedSoFar());
+    return snapshot(appId, now, -1);
   }
 
   /**
@@ -483,7 +499,9 @@ public class SparkscaleListener extends SparkListener {
    * {@code changes} of an earlier snapshot of this listener; -1: all): the reader keeps the others from before.
    */
   public Map<String, Object> snapshot(String appId, long now, long batchesSince) {
-    return view(capture(now, batchesSince), appId, droppedSoFar());
+    Map<String, Object> out = view(capture(now, batchesSince), appId, droppedSoFar());
+    out.put("sourceOffsets", sourceOffsetsNow());
+    return out;
   }
 
   /** An executor's counters as {@link #capture} copied them. */

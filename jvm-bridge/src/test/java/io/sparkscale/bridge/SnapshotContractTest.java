@@ -51,6 +51,7 @@ class SnapshotContractTest {
     Properties next = Events.microBatch("q", "1");
     StageInfo running = Events.stage(2, 0, 1);
     events.jobStart(2, T0, next, running).stageSubmitted(running, next); // batch 1: no task yet
+    listener.readSourceOffsetsWith(() -> Map.of("q", Map.of("timeMs", T0 + 15, "offsets", 1234.0, "partitions", 8)));
     return JSON.readTree(SparkscaleBridge.toJson(listener.snapshot("app", T0 + 20)));
   }
 
