@@ -155,6 +155,7 @@ def figures(
 ) -> dict[str, Any]:
     commits: list[tuple[float, int]] = []  # (batch end, records committed by then)
     batches: list[tuple[float, float]] = []  # (batch start, seconds) of batches that read rows
+    near_step: list[tuple[float, float, int]] = []  # (start after the step, seconds, rows), around it
     for p in progress:
         source = p["sources"][0]
         end = source.get("endOffset")
@@ -165,6 +166,8 @@ def figures(
             commits.append((start + took, int(sum(end["t"].values()))))
             if p.get("numInputRows", 0) > 0:
                 batches.append((start, took))
+            if -15.0 <= start - t_step <= 60.0:
+                near_step.append((round(start - t_step, 1), round(took, 1), int(p.get("numInputRows", 0))))
     commit_times = [c[0] for c in commits]
     sent_times = [t for t, _ in produced]
     sent = [n for _, n in produced]
@@ -201,7 +204,9 @@ def figures(
         "back_under_limit_s": back,
         "executor_s": executor_s,
         "actions": actions,
+        "reasons": [d.get("reason", "") for d in decisions],
         "executors": changes,
+        "batches_near_step": near_step,
         "first_scale_up_after_step_s": round(ups[0][0] - (t_step - t0), 1) if ups else None,
         "scale_down_while_high": any(
             a[1] == "scale_down" and t_step - t0 <= a[0] < t_down - t0 for a in actions
@@ -319,6 +324,7 @@ def main() -> int:
     parser.add_argument("--policies", default="sparkscale,da")
     parser.add_argument("--one", choices=sorted(POLICIES), help=argparse.SUPPRESS)  # a run, in this process
     parser.add_argument("--no-results", action="store_true", help="print only")
+    parser.add_argument("--json", type=Path, help="also write every run's figures here (--no-results too)")
     parser.add_argument("--trigger", type=float, default=DEFAULT_TRIGGER_S,
                         help="the query's trigger in seconds (2: kafka_step.md; other: kafka_step_<N>s.md)")
     args = parser.parse_args()
@@ -339,6 +345,8 @@ def main() -> int:
                 return 1
             run = json.loads(found[-1][len("RESULT ") :])
             runs.append(run)
+            if args.json:
+                args.json.write_text(json.dumps(runs, indent=1), encoding="utf-8")
             print(
                 f"run {i + 1} {policy}: lag > 10 s {run['lag_over_limit']:.1%}, "
                 f"worst {run['max_lag_s']:.1f} s, "

@@ -96,6 +96,11 @@ def main(workdir: Path, bootstrap: str, topic: str, records: int, jars: list[str
 
         wait(lambda: "scale_up" in actions(), "a scale-up for the backlog")
         wait(lambda: consumed(query) >= records, f"all {records} records read")
+        # The bridge reads the topic's latest offsets between batches (this line's connector classes,
+        # by reflection): the records the topic holds, over its partitions.
+        bridge = JvmBridge(spark.sparkContext)
+        wait(lambda: query.id in bridge.poll().source_offsets, "the topic's latest offsets, read")
+        reading = bridge.poll().source_offsets[query.id]
         wait(lambda: "scale_down" in actions()[actions().index("scale_up"):],
              "a scale-down once the backlog was worked off")
         query.stop()
@@ -111,6 +116,7 @@ def main(workdir: Path, bootstrap: str, topic: str, records: int, jars: list[str
     scaling = [{"action": e.get("action"), "reason": e.get("reason")} for e in read_events(workdir / "events")
                if str(e.get("Event", "")).endswith("ScalingEvent")]
     result = {"spark": version, "applied": applied, "count": count, "distinct": distinct,
+              "latest_offsets": [reading.offsets, reading.partitions],
               "failed_tasks": failed, "scaling_events": scaling, "seconds": round(time.monotonic() - start)}
     print("RESULT " + json.dumps(result), flush=True)
     return 0

@@ -25,6 +25,7 @@ from sparkscale_listener.metrics import (
     ExecutorInfo,
     ExecutorTimeline,
     InFlightBatch,
+    LatestOffsets,
     MetricSample,
     SourceBacklog,
 )
@@ -347,6 +348,15 @@ def test_the_running_batch_is_the_one_after_the_latest_completed_once_a_task_of_
     assert collector.collect(now=2.0).queries[QID].in_flight is None
     bridge.snap = snapshot(batches={"1": 50.0, "2": 70.0})
     assert collector.collect(now=3.0).queries[QID].in_flight.batch_id == 2  # type: ignore[union-attr]
+
+
+def test_the_sources_latest_offsets_come_with_the_query_while_it_is_active() -> None:
+    read = {QID: {"timeMs": 995_500, "offsets": 12_345.0, "partitions": 8}}
+    collector, recorder, bridge = make_collector(snapshot(sourceOffsets=read))
+    recorder.record_progress(progress(0, 10), now=1.0)
+    assert collector.collect(now=1.0).queries[QID].latest_offsets == LatestOffsets(995.5, 12_345.0, 8)
+    bridge.snap = snapshot()  # not read (yet, or not a Kafka query)
+    assert collector.collect(now=2.0).queries[QID].latest_offsets is None
 
 
 def test_query_unknown_to_jvm_and_trigger_interval() -> None:

@@ -5,8 +5,9 @@ Each line runs tests/older_line_smoke.py in a driver of its own, in a virtualenv
 (tests/spark_lines.py): the line's bridge jar loads through the same ``autoscale()`` call, Spark's
 Kafka connector of that line reads a topic with records waiting at start, the autoscaler scales up
 for the lag and gives the executors back once it is worked off, every record reaches the sink
-once with no failed task, and the ScalingEvents are in the event log. The two lines run side by
-side (their work is mostly sleeping tasks), each on a topic of its own of one broker.
+once with no failed task, the bridge reads the topic's latest offsets between batches, and the
+ScalingEvents are in the event log. The two lines run side by side (their work is mostly sleeping
+tasks), each on a topic of its own of one broker.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def test_older_lines_start_read_kafka_scale_up_for_its_lag_and_down_after(broker
             assert ups and re.search(r"backlog [1-9][\d,]* rows", ups[0]), result["applied"]
             assert "scale_down" in actions[actions.index("scale_up"):], actions
             assert result["count"] == RECORDS and result["distinct"] == RECORDS, result
+            assert result["latest_offsets"] == [RECORDS, 8], result
             assert result["failed_tasks"] == 0, result
             logged = [e["action"] for e in result["scaling_events"]]
             assert "scale_up" in logged and "scale_down" in logged[logged.index("scale_up"):], result
