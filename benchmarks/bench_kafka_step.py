@@ -12,6 +12,9 @@ run::
 
     .venv/bin/python benchmarks/bench_kafka_step.py [--repeat 3] [--policies sparkscale,da] [--trigger 2]
 
+(``sparkscale-batches``: sparkscale with ``kafka.latestOffsets=false``, its arrivals known from
+completed batches only.)
+
 Per run, from the query's own progress and the producer's send times: the lag (the age of the
 oldest record produced and not yet committed by a batch, each second from 20 s in), the share of
 the run it is over 10 s, its worst, the seconds after the step until it stays under 10 s for the
@@ -50,6 +53,10 @@ SKIP_S = 20.0  # the start (the query's first batches, the baseline) is not judg
 POLICIES = {
     "sparkscale": {"spark.sparkscale.maxExecutors": str(MAX_EXECUTORS),
                    "spark.sparkscale.initialExecutors": "2"},
+    # The same, its arrivals from completed batches only (no latest offsets read between batches).
+    "sparkscale-batches": {"spark.sparkscale.maxExecutors": str(MAX_EXECUTORS),
+                           "spark.sparkscale.initialExecutors": "2",
+                           "spark.sparkscale.kafka.latestOffsets": "false"},
     # Spark's own: shuffle tracking (no external shuffle service on local-cluster), the same bounds.
     "da": {
         "spark.sparkscale.enabled": "false",
@@ -100,7 +107,7 @@ def run_once(policy: str, trigger_s: float = DEFAULT_TRIGGER_S) -> dict[str, Any
         )
         spark.sparkContext.setLogLevel("ERROR")
         quiet_executor_removal_noise(spark)
-        scaler = autoscaler(spark) if policy == "sparkscale" else None
+        scaler = autoscaler(spark) if policy.startswith("sparkscale") else None
         producer = broker.producer("t")
         produced: list[tuple[float, int]] = []
         execs: list[tuple[float, int]] = []
