@@ -21,7 +21,7 @@ from sparkscale_listener.replay.cli import main, run
 from sparkscale_listener.replay.history import Action, build_history
 from sparkscale_listener.replay.records import RecordedScaling
 from sparkscale_listener.replay.report import markdown, to_json
-from sparkscale_listener.replay.run import agreement, compare, replay
+from sparkscale_listener.replay.run import _sim_query, agreement, compare, replay
 
 LOGS = Path(__file__).resolve().parent / "data" / "eventlogs"
 STATIC = LOGS / "spark4-static.lz4"
@@ -65,6 +65,17 @@ def test_history_of_a_static_run(static) -> None:
     assert h.cores == 1 and h.executors_at_start == 2 and h.actions == ()
     assert h.provisioning_s is None
     assert h.executor_seconds == pytest.approx(2 * (h.end - h.start), rel=0.01)
+
+
+def test_a_kafka_query_is_replayed_with_its_latest_offsets_read_between_batches(static) -> None:
+    # As the bridge reads a Kafka source's latest offsets every second, unless kafka.latestOffsets
+    # is off; the event log does not hold them, the simulator gives them from the arrivals.
+    orders = next(q for q in build_history(static).queries if q.label == "orders")
+    assert not orders.reads_kafka  # the project's test source
+    kafka = changed(orders, reads_kafka=True)
+    assert _sim_query(kafka, 0.0, True).latest_offsets
+    assert not _sim_query(kafka, 0.0, False).latest_offsets
+    assert not _sim_query(orders, 0.0, True).latest_offsets
 
 
 def test_static_run_shows_the_executors_sparkscale_would_have_used(static) -> None:

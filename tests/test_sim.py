@@ -145,6 +145,29 @@ def test_a_step_just_before_a_scale_down_comes_due_is_not_scaled_down_blind() ->
     assert result.final_executors == 4
 
 
+def test_a_kafka_querys_latest_offsets_size_a_step_before_the_batches_that_read_it() -> None:
+    # The Kafka benchmark's query at a 5 s trigger: a x10 step, no read limit, 2 one-core executors
+    # (1 by the step: 50 rows/s keep one 30 % busy). Known from completed batches, the step waits
+    # for the one that read its first seconds, 10 s on one executor, and the next one's tasks.
+    cfg = AutoscalerConfig(max_executors=4, interval_s=2.0, metrics_window_s=10.0,
+                           stabilization_interval_s=3.0, scale_down_interval_s=16.0,
+                           catch_up_duration_s=30.0, backlog_threshold_s=15.0)
+
+    def first_scale_up(latest_offsets: bool) -> tuple[float, str]:
+        q = SimQuery("kafka", step_load(50.0, 500.0, 61.0), cost_per_row=0.005, batch_overhead_s=0.3,
+                     partitions=8, trigger_interval_s=5.0, latest_offsets=latest_offsets)
+        result = Simulation(cfg, [q], 2, seed=3, cores_per_executor=1).run(120)
+        up = next(a for a in result.actions if a.action == "scale_up" and a.time > 61.0)
+        assert up.to_executors == 4
+        return up.time, up.evaluation.queries["kafka"].note if up.evaluation else ""
+
+    (read, why), (batches, _) = first_scale_up(True), first_scale_up(False)
+    assert "its source's latest offsets show" in why
+    # Two spans of the offsets read at the ticks after the step, before the batch that read its
+    # first seconds completed (it and the next confirm it otherwise).
+    assert read < batches
+
+
 @pytest.mark.parametrize("utilization_max", [0.9, 0.75])
 def test_steady_noisy_load_does_not_flap(utilization_max: float) -> None:
     q = SimQuery("q", lambda t: 1500.0, cost_per_row=0.01, batch_overhead_s=0.3, partitions=200,

@@ -25,7 +25,7 @@ log = logging.getLogger("sparkscale")
 
 # Generators, not queues: their latest offset is whatever they were asked for, so no backlog.
 _RATE_SOURCE = re.compile(r"^\s*Rate(StreamV2|Source|PerMicroBatchStream)\b")
-_KAFKA_SOURCE = re.compile(r"Kafka", re.IGNORECASE)
+KAFKA_SOURCE = re.compile(r"Kafka", re.IGNORECASE)
 # Delta offsets are table versions plus file indexes: their differences are not a backlog.
 _DELTA_SOURCE = re.compile(r"^\s*DeltaSource\b")
 _KAFKA_METRICS = ("avgOffsetsBehindLatest", "maxOffsetsBehindLatest", "minOffsetsBehindLatest")
@@ -98,7 +98,7 @@ def source_backlog(source: Mapping[str, Any]) -> SourceBacklog:
 
 
 def _is_kafka(description: str, metrics: Mapping[str, Any]) -> bool:
-    return bool(_KAFKA_SOURCE.search(description)) or any(k in metrics for k in _KAFKA_METRICS)
+    return bool(KAFKA_SOURCE.search(description)) or any(k in metrics for k in _KAFKA_METRICS)
 
 
 def _metrics_of(source: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..collect.backlog import KAFKA_SOURCE
 from ..concurrency import with_concurrency
 from ..metrics import BatchRecord, QueryMetrics
 from ..model import WARMUP_BATCHES, BatchCost, BatchCostLearner
@@ -68,6 +69,7 @@ class QueryHistory:
     trigger_s: float | None
     read_limit: float | None  # rows a batch read at most while a backlog stayed
     reports_backlog: bool
+    reads_kafka: bool  # every source of every batch is Kafka (the bridge reads its latest offsets)
     initial_backlog: float
     cost: BatchCost
     cost_fitted: bool  # False: too few warm batches, an average stands in (see assumptions)
@@ -337,7 +339,10 @@ def _query_history(runs: list[QueryRecord], batches: list[BatchRecord], new: lis
         label=label, query_id=latest.query_id, start=start, end=batches[-1].start,
         batches=tuple(batches), trigger_s=latest.trigger_interval_s,
         read_limit=float(max(limited)) if limited else None,
-        reports_backlog=any(b.backlog is not None for b in batches), initial_backlog=initial,
+        reports_backlog=any(b.backlog is not None for b in batches),
+        reads_kafka=all(s.description and KAFKA_SOURCE.search(s.description)
+                        for run in runs for b in run.batches for s in b.sources),
+        initial_backlog=initial,
         cost=cost, cost_fitted=fitted, new_executor_warmup_s=warmup, _times=t, _rates=r,
         _cumulative=cumulative, _starts=np.array([b.start for b in batches]),
         _residual_s=np.array(residuals), _cold_s=tuple(cold))

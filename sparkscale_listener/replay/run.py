@@ -155,7 +155,7 @@ def replay(recorded: RecordedApplication, settings: Mapping[str, str] = {}, *, l
     offset = clock_offset(history)
     step = step_of(history, config)
     start = math.floor((history.start - offset) / step) * step
-    sim_queries = [_sim_query(q, offset) for q in history.queries]
+    sim_queries = [_sim_query(q, offset, config.kafka_latest_offsets) for q in history.queries]
     samples: list[tuple[float, int]] = []  # (simulated time, executors listed) after each step
     sim = Simulation(config, sim_queries, history.executors_at_start, delay, seed=0,
                      cores_per_executor=history.cores, step_s=step, start_time=start,
@@ -240,7 +240,9 @@ def step_of(history: ApplicationHistory, config: AutoscalerConfig) -> float:
     return config.interval_s / math.ceil(config.interval_s / step - 1e-9)
 
 
-def _sim_query(q: QueryHistory, offset: float) -> SimQuery:
+def _sim_query(q: QueryHistory, offset: float, latest_offsets: bool) -> SimQuery:
+    """The recorded query in the simulator; ``latest_offsets``: its Kafka sources' latest offsets are
+    read between batches, as the bridge reads them (``kafka.latestOffsets``)."""
     c = q.cost
     return SimQuery(
         q.label, load=lambda t: q.load(t + offset), cost_per_row=c.per_row_s, batch_overhead_s=c.driver_s,
@@ -249,7 +251,7 @@ def _sim_query(q: QueryHistory, offset: float) -> SimQuery:
         task_overhead_s=c.fixed_task_s / max(1, c.widest), executor_overhead_s=c.per_executor_s,
         new_executor_warmup_s=q.new_executor_warmup_s, efficiency=max(0.5, c.efficiency),
         batch_work=lambda t, n, rows, work: q.batch_work(t + offset, n, rows, work),
-        empty_first_batch=q.batches[0].rows == 0)
+        empty_first_batch=q.batches[0].rows == 0, latest_offsets=latest_offsets and q.reads_kafka)
 
 
 def _total_load(history: ApplicationHistory, t: float) -> float:

@@ -67,7 +67,15 @@ from ..config.core import AutoscalerConfig
 from ..control_loop import Autoscaler
 from ..decisions import Decision, ScalingRecord
 from ..evaluator import MetricEvaluator, MicroBatchEvaluator
-from ..metrics import BatchRecord, ClusterMetrics, ExecutorInfo, InFlightBatch, MetricSample, QueryMetrics
+from ..metrics import (
+    BatchRecord,
+    ClusterMetrics,
+    ExecutorInfo,
+    InFlightBatch,
+    LatestOffsets,
+    MetricSample,
+    QueryMetrics,
+)
 from ..observe.events import AutoscalerEvent, EventDispatcher, EventHandler
 from ..policy import ScalingPolicy
 from ..realize.realizer import ClusterBackend, ExecutorRealizer, ScalingRealizer
@@ -122,6 +130,9 @@ class SimQuery:
     # Its first trigger runs a batch even with nothing to read, as Spark's first batch of a source
     # that starts from its latest offsets does (a replayed query whose first batch read no rows).
     empty_first_batch: bool = False
+    # Its source's latest offsets are read between batches, as sparkscale's bridge reads a Kafka
+    # source's (every row that arrived, at each sample).
+    latest_offsets: bool = False
 
 
 @dataclass(frozen=True)
@@ -563,6 +574,7 @@ class _QueryState:
         self.live_executors = 0  # set by the simulation each step: where a new batch's tasks land
         self.rng = rng
         self.source = q.initial_backlog  # arrived, not read
+        self.taken = 0.0  # rows batches started to read: with ``source``, every row that arrived
         self.noise_factor = 1.0
         self.noise_until = start
         self.arrival_rate = 0.0
@@ -644,6 +656,7 @@ class _QueryState:
                     self.next_start = self._next_trigger(now, poll=True)
                     continue
                 self.source -= rows
+                self.taken += rows
                 previous = self.last_batch_start
                 since = now - previous if previous is not None else 0.0
                 self.last_batch_start = now
@@ -745,7 +758,7 @@ class _QueryState:
             return now
         return (math.floor(now / interval + _EPS) + 1) * interval
 
-    def metrics(self) -> QueryMetrics:
+    def metrics(self, now: float) -> QueryMetrics:
         q = self.q
         return QueryMetrics(
             query_id=q.name, name=q.name, batches=self.batches, input_rows=int(self.input_rows),
@@ -756,7 +769,8 @@ class _QueryState:
             last_progress_time=self.last_progress_time, busy_ms=self.busy_ms,
             tasks_finished=self.tasks_finished, tasks_failed=int(self.tasks_failed + _EPS),
             max_stage_tasks=q.partitions if self.ran else None, active=self.active,
-            exception=self.exception, recent_batches=tuple(self.records), in_flight=self._in_flight())
+            exception=self.exception, recent_batches=tuple(self.records), in_flight=self._in_flight(),
+            latest_offsets=LatestOffsets(now, self.source + self.taken, 1) if q.latest_offsets else None)
 
     def _in_flight(self) -> InFlightBatch | None:
         """The running batch's ended tasks, as the listener sees them: its tasks run in waves of
@@ -968,7 +982,7 @@ class Simulation:
 
     def sample(self) -> MetricSample:
         """What a collector would see now."""
-        queries = {s.q.name: s.metrics() for s in self._states}
+        queries = {s.q.name: s.metrics(self.now) for s in self._states}
         busy = sum(s.busy_ms for s in self._states)
         run_ms = sum(s.batch_busy_ms for s in self._states)  # task time of finished tasks
         cluster = ClusterMetrics(
