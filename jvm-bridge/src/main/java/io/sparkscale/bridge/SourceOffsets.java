@@ -32,7 +32,8 @@ import org.slf4j.LoggerFactory;
  * <p>How: Python registers each active query (its JVM {@code StreamingQuery}) once. A daemon thread, every
  * {@link #PERIOD_MS} ms, finds the query's sources; when every one is Spark's Kafka micro-batch stream it asks the
  * brokers for the latest offsets of the partitions the stream last planned, through a Kafka {@code Admin} client of
- * its own made from the source's driver-side Kafka parameters (the same servers and security settings Spark uses).
+ * its own made from the source's driver-side Kafka parameters (the same servers and security settings Spark uses;
+ * one client for all the sources with the same parameters, less the consumer group Spark names per query).
  * Kafka's classes are reached by reflection through the stream's class loader: the bridge does not depend on the
  * connector, which an application may not have. A query whose reading fails keeps none (said once in the log);
  * nothing here runs on the listener's or the query's threads.
@@ -52,7 +53,6 @@ final class SourceOffsets implements AutoCloseable {
   private static final class Watched {
     final Object query;
     List<Object> streams; // its Kafka streams, once its sources are known
-    final Map<Object, Object> admins = new HashMap<>(); // by stream
     String problem; // the last failure logged (each new one is logged once)
     volatile Reading reading;
 
@@ -62,14 +62,13 @@ final class SourceOffsets implements AutoCloseable {
   }
 
   private final ConcurrentHashMap<String, Watched> watched = new ConcurrentHashMap<>();
+  // Admin clients by the parameters they were made from: used by the reading thread only, closed with this.
+  private final Map<Map<String, Object>, Object> admins = new HashMap<>();
   private ScheduledExecutorService thread;
 
   /** Reads the latest offsets of the query's sources from now on (again, for a restarted query). */
   synchronized void watch(String queryId, Object streamingQuery) {
-    Watched before = watched.put(queryId, new Watched(streamingQuery));
-    if (before != null && before.query != streamingQuery) {
-      closeAdmins(before);
-    }
+    watched.put(queryId, new Watched(streamingQuery));
     if (thread == null) {
       thread = Executors.newSingleThreadScheduledExecutor(r -> {
         Thread t = new Thread(r, "sparkscale-source-offsets");
@@ -100,10 +99,22 @@ final class SourceOffsets implements AutoCloseable {
   public synchronized void close() {
     if (thread != null) {
       thread.shutdownNow();
+      try {
+        thread.awaitTermination(REQUEST_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
       thread = null;
     }
-    watched.values().forEach(SourceOffsets::closeAdmins);
     watched.clear();
+    for (Object admin : admins.values()) {
+      try {
+        admin.getClass().getMethod("close", Duration.class).invoke(admin, Duration.ofSeconds(1));
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        // Closing is best effort: the client's threads are daemons.
+      }
+    }
+    admins.clear();
   }
 
   private void readAll() {
@@ -112,7 +123,6 @@ final class SourceOffsets implements AutoCloseable {
       try {
         if (!Boolean.TRUE.equals(call(w.query, "isActive"))) {
           watched.remove(e.getKey(), w);
-          closeAdmins(w);
           continue;
         }
         Reading r = read(w);
@@ -164,7 +174,7 @@ final class SourceOffsets implements AutoCloseable {
       if (planned == null) {
         return null;
       }
-      Map<String, Long> latest = latestOffsets(stream, w, (String) call(planned, "json"));
+      Map<String, Long> latest = latestOffsets(stream, (String) call(planned, "json"));
       for (long offset : latest.values()) {
         sum += offset;
       }
@@ -174,18 +184,20 @@ final class SourceOffsets implements AutoCloseable {
   }
 
   /** The latest offset of each partition in {@code plannedJson} ({"topic": {"partition": offset}}), "topic/p" keys. */
-  private Map<String, Long> latestOffsets(Object stream, Watched w, String plannedJson)
+  private Map<String, Long> latestOffsets(Object stream, String plannedJson)
       throws ReflectiveOperationException {
     ClassLoader loader = stream.getClass().getClassLoader();
     Class<?> adminClass = Class.forName("org.apache.kafka.clients.admin.Admin", true, loader);
-    Object admin = w.admins.get(stream);
+    @SuppressWarnings("unchecked")
+    Map<String, Object> params = new HashMap<>(
+        (Map<String, Object>) call(call(stream, "kafkaOffsetReader"), "driverKafkaParams"));
+    params.remove("group.id"); // Spark names one per query; an admin client has no use for it
+    Object admin = admins.get(params);
     if (admin == null) {
-      @SuppressWarnings("unchecked")
-      Map<String, Object> params = new HashMap<>(
-          (Map<String, Object>) call(call(stream, "kafkaOffsetReader"), "driverKafkaParams"));
-      params.put("client.id", "sparkscale-offsets-" + Integer.toHexString(System.identityHashCode(stream)));
-      admin = adminClass.getMethod("create", Map.class).invoke(null, params);
-      w.admins.put(stream, admin);
+      Map<String, Object> named = new HashMap<>(params);
+      named.put("client.id", "sparkscale-offsets-" + (admins.size() + 1));
+      admin = adminClass.getMethod("create", Map.class).invoke(null, named);
+      admins.put(params, admin);
     }
     Class<?> partitionClass = Class.forName("org.apache.kafka.common.TopicPartition", true, loader);
     Object latestSpec = Class.forName("org.apache.kafka.clients.admin.OffsetSpec", true, loader)
@@ -216,17 +228,6 @@ final class SourceOffsets implements AutoCloseable {
     } catch (java.io.IOException e) {
       throw new IllegalStateException("unreadable offsets " + json, e);
     }
-  }
-
-  private static void closeAdmins(Watched w) {
-    for (Object admin : w.admins.values()) {
-      try {
-        admin.getClass().getMethod("close", Duration.class).invoke(admin, Duration.ofSeconds(1));
-      } catch (ReflectiveOperationException | RuntimeException e) {
-        // Closing is best effort: the client's threads are daemons.
-      }
-    }
-    w.admins.clear();
   }
 
   /** {@code target.name()} of a public method, found on the target's class or the interfaces it implements. */
