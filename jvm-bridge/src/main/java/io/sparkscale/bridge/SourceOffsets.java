@@ -35,8 +35,8 @@ import org.slf4j.LoggerFactory;
  * its own made from the source's driver-side Kafka parameters (the same servers and security settings Spark uses;
  * one client for all the sources with the same parameters, less the consumer group Spark names per query).
  * Kafka's classes are reached by reflection through the stream's class loader: the bridge does not depend on the
- * connector, which an application may not have. A query whose reading fails keeps none (said once in the log);
- * nothing here runs on the listener's or the query's threads.
+ * connector, which an application may not have. A query whose reading fails keeps its last one, which tells no new
+ * arrivals (the failure is said once in the log); nothing here runs on the listener's or the query's threads.
  */
 final class SourceOffsets implements AutoCloseable {
   static final long PERIOD_MS = 1000L;
@@ -131,9 +131,13 @@ final class SourceOffsets implements AutoCloseable {
           w.problem = null;
         }
       } catch (Exception | LinkageError failure) {
+        Throwable cause = failure instanceof InvocationTargetException ite && ite.getCause() != null
+            ? ite.getCause() : failure;
+        if (cause instanceof InterruptedException) {
+          return; // closing
+        }
         // The broker may be down or the connector of another version: no reading, and the query goes on.
-        String problem = failure instanceof InvocationTargetException ite && ite.getCause() != null
-            ? ite.getCause().toString() : failure.toString();
+        String problem = cause.toString();
         if (!problem.equals(w.problem)) {
           LOG.warn("sparkscale: no latest offsets for query {}: {}", e.getKey(), problem);
           w.problem = problem;
@@ -168,7 +172,7 @@ final class SourceOffsets implements AutoCloseable {
     }
     double sum = 0.0;
     int partitions = 0;
-    long now = System.currentTimeMillis();
+    long asked = System.currentTimeMillis();
     for (Object stream : w.streams) {
       Object planned = call(stream, "reportLatestOffset");
       if (planned == null) {
@@ -180,10 +184,11 @@ final class SourceOffsets implements AutoCloseable {
       }
       partitions += latest.size();
     }
-    return new Reading(now, sum, partitions);
+    // The brokers answered some time between the two: the middle is the reading's time.
+    return new Reading((asked + System.currentTimeMillis()) / 2, sum, partitions);
   }
 
-  /** The latest offset of each partition in {@code plannedJson} ({"topic": {"partition": offset}}), "topic/p" keys. */
+  /** The latest offset of each partition in {@code plannedJson} ({"topic": {"partition": offset}}), by partition. */
   private Map<String, Long> latestOffsets(Object stream, String plannedJson)
       throws ReflectiveOperationException {
     ClassLoader loader = stream.getClass().getClassLoader();
