@@ -144,8 +144,8 @@ class AutoscalerConfig:
                                 "spark.decommission.enabled=true); false: kill idle executors.")
     kafka_latest_offsets: bool = option(
         "kafka.latestOffsets", Boolean(), True,
-        "true: read the latest offsets of each query's Kafka sources every second between batches (an "
-        "admin client per source, made from the source's own kafka.* options), so a rise in the "
+        "true: read the latest offsets of each query's Kafka sources every second between batches (a "
+        "Kafka admin client made from the source's own kafka.* options), so a rise in the "
         "arrivals counts before the batch that reads it completes; false: arrivals are known from "
         "completed batches only.")
     checkers: tuple[str, ...] = option("checkers", Names(), BUILTIN_CHECKERS,

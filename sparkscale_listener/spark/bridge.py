@@ -123,7 +123,7 @@ class QuerySnapshot:
 class SourceOffsets:
     """The latest offsets of a query's Kafka sources, read between batches (``SourceOffsets.java``)."""
 
-    time_ms: int = 0  # when the brokers were asked
+    time_ms: int = 0  # when the brokers answered (the middle of its requests)
     offsets: float = 0.0  # the sum of the latest offsets of the partitions the sources last planned
     partitions: int = 0  # how many partitions the sum is over
 
