@@ -13,7 +13,8 @@ run::
     .venv/bin/python benchmarks/bench_kafka_step.py [--repeat 3] [--policies sparkscale,da] [--trigger 2]
 
 (``sparkscale-batches``: sparkscale with ``kafka.latestOffsets=false``, its arrivals known from
-completed batches only.)
+completed batches only. ``--conf spark.KEY=VALUE``, repeatable: a Spark setting for every policy's
+application, e.g. ``spark.locality.wait=0s``.)
 
 Per run, from the query's own progress and the producer's send times: the lag (the age of the
 oldest record produced and not yet committed by a batch, each second from 20 s in), the share of
@@ -78,8 +79,9 @@ def results_path(trigger_s: float) -> Path:
     return RESULTS / ("kafka_step.md" if trigger_s == DEFAULT_TRIGGER_S else f"kafka_step_{trigger_s:g}s.md")
 
 
-def run_once(policy: str, trigger_s: float = DEFAULT_TRIGGER_S) -> dict[str, Any]:
-    """One application under ``policy``; its figures."""
+def run_once(policy: str, trigger_s: float = DEFAULT_TRIGGER_S,
+             conf: dict[str, str] | None = None) -> dict[str, Any]:
+    """One application under ``policy`` (and the Spark settings ``conf``, for every policy); its figures."""
     sys.path.insert(0, str(REPO / "tests"))
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -101,6 +103,7 @@ def run_once(policy: str, trigger_s: float = DEFAULT_TRIGGER_S) -> dict[str, Any
             "spark.ui.enabled": "false",
             "spark.sql.streaming.numRecentProgressUpdates": "2000",
             **POLICIES[policy],
+            **(conf or {}),
         }
         spark = build_session(
             "kafka-step", connector_jars=jars, conf=cluster_conf(work, workers=4, extra=extra)
@@ -144,7 +147,7 @@ def run_once(policy: str, trigger_s: float = DEFAULT_TRIGGER_S) -> dict[str, Any
         producer.close()
     return figures(
         policy, t0, t_step, t_down, t_end, progress, produced, execs, decisions, started_load, load_average()
-    ) | {"trigger_s": trigger_s}
+    ) | {"trigger_s": trigger_s, "conf": conf or {}}
 
 
 def figures(
@@ -260,6 +263,8 @@ def report(runs: list[dict[str, Any]]) -> str:
         f"{HIGH_S:.0f} s, {TAIL_S:.0f} s). Lag: the age of the oldest record not yet committed, each "
         f"second from {SKIP_S:.0f} s in.",
         "",
+        *([f"Spark settings for every policy: {', '.join(f'`{k}={v}`' for k, v in runs[0]['conf'].items())}.",
+           ""] if runs and runs[0].get("conf") else []),
         "| run | policy | load avg (start / end) | lag > 10 s | worst lag | worst in the high phase | "
         "under 10 s again after the step | first scale-up after the step | scale-down while high | "
         "executor-s | median batch (low / high / tail) | actions |",
@@ -334,15 +339,25 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write every run's figures here (--no-results too)")
     parser.add_argument("--trigger", type=float, default=DEFAULT_TRIGGER_S,
                         help="the query's trigger in seconds (2: kafka_step.md; other: kafka_step_<N>s.md)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for every policy's application (repeatable), e.g. "
+                             "spark.locality.wait=0s")
     args = parser.parse_args()
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("spark."):
+            parser.error(f"--conf {item!r}: expected spark.KEY=VALUE")
+        conf[key] = value
     if args.one:
-        print("RESULT " + json.dumps(run_once(args.one, args.trigger)), flush=True)
+        print("RESULT " + json.dumps(run_once(args.one, args.trigger, conf)), flush=True)
         return 0
     runs = []
     for i in range(args.repeat):
         for policy in args.policies.split(","):
-            out = subprocess.run([sys.executable, __file__, "--one", policy, "--trigger", str(args.trigger)],
-                                 capture_output=True, text=True)
+            settings = [arg for item in args.conf for arg in ("--conf", item)]
+            out = subprocess.run([sys.executable, __file__, "--one", policy, "--trigger", str(args.trigger),
+                                  *settings], capture_output=True, text=True)
             found = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
             if not found:
                 print(
