@@ -3,6 +3,8 @@ suspects first."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sparkscale_listener.realize.realizer import ExecutorRealizer
 from sparkscale_listener.testing.sim import SimCluster
 
@@ -76,3 +78,53 @@ def test_idle_executors_holding_a_running_batchs_shuffle_output_wait_for_the_bat
     c.holders = set()  # the batch ended
     second = realizer.realize(1)
     assert second.removed == (newest[-1],)
+
+
+class RemovingWhenIdleCluster(SimCluster):
+    """The simulated cluster with the bridge's removal at the end of an executor's tasks: what is
+    wanted is recorded, and the test says which of them the bridge removed."""
+
+    def __init__(self, executors: int) -> None:
+        super().__init__(cores_per_executor=1, provisioning_delay_s=0.0, initial_executors=executors)
+        self.wanted: list[str] = []
+        self.keep: int | None = None
+        self.done: list[str] = []
+
+    def remove_when_idle(self, executor_ids: Sequence[str], target: int) -> None:
+        self.wanted, self.keep = list(executor_ids), target
+
+    def removed_when_idle(self) -> list[str]:
+        done, self.done = self.done, []
+        return done
+
+
+def test_busy_executors_are_named_for_removal_when_their_tasks_end_and_never_one_too_many() -> None:
+    c = RemovingWhenIdleCluster(3)
+    realizer = ExecutorRealizer(c, min_executors=1)
+    realizer.baseline(3)
+    ids = sorted(c.executor_ids(), key=int)
+    c.set_running(3)  # every executor runs a batch's tasks when the tick looks
+    first = realizer.realize(1)
+    assert first.removed == () and "when their tasks end" in first.message
+    assert c.wanted == [ids[2], ids[1]] and c.keep == 1  # newest first
+    assert realizer.requested_total == 1  # the target is set once, not lowered per removal
+    # The newest ran out of tasks and the bridge removed it; Spark still lists it for a while.
+    c.done = [ids[2]]
+    second = realizer.realize(1)
+    assert second.removed == (ids[2],)
+    assert c.wanted == [ids[1]]  # not a third executor in its place
+    # A scale-up before the other one's tasks ended: nothing is removed any more.
+    realizer.realize(3)
+    assert c.wanted == []
+
+
+def test_an_executor_removed_when_idle_is_not_counted_as_live() -> None:
+    c = RemovingWhenIdleCluster(2)
+    realizer = ExecutorRealizer(c, min_executors=1)
+    realizer.baseline(2)
+    ids = sorted(c.executor_ids(), key=int)
+    c.set_running(2)
+    realizer.realize(1)
+    c.done = [ids[1]]
+    result = realizer.realize(1)  # the one left is the target: nothing more to remove
+    assert result.removed == (ids[1],) and c.wanted == [] and realizer.requested_total == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..metrics import executor_id_order
 
@@ -38,6 +38,17 @@ class ClusterBackend(ABC):
         """Executors that must not be removed now although idle: they hold shuffle output a running
         micro-batch still has to read (removing one fails its tasks with FetchFailed)."""
         return set()
+
+    def remove_when_idle(self, executor_ids: Sequence[str], target: int) -> None:
+        """Remove these busy executors as soon as their running tasks end while more than
+        ``target`` executors are live, without lowering the target (replacing the ones named
+        before; none cancels). A backend that cannot leaves them to the next
+        :meth:`ExecutorRealizer.realize`."""
+        return None
+
+    def removed_when_idle(self) -> list[str]:
+        """The executors :meth:`remove_when_idle` removed since the last call."""
+        return []
 
 
 @dataclass(frozen=True)
@@ -80,8 +91,10 @@ class ExecutorRealizer(ScalingRealizer):
 
     Scale-up raises the absolute target (never relative: see the empty-target trap). Scale-down
     removes only idle executors, newest first (they hold the least cached state), then pins the
-    absolute target so the cluster manager does not replace them; if too few are idle it removes
-    what it can and the next tick does the rest.
+    absolute target so the cluster manager does not replace them; if too few are idle it names the
+    busy ones to remove the moment their running tasks end (a tick that falls while every executor
+    runs a batch's tasks keeps falling there while the tick and the trigger stay in step), and the
+    next tick does the rest where the backend cannot.
     """
 
     def __init__(self, backend: ClusterBackend, min_executors: int, decommission: bool = False) -> None:
@@ -103,36 +116,46 @@ class ExecutorRealizer(ScalingRealizer):
     def realize(self, target: int, remove_first: Collection[str] = ()) -> RealizationResult:
         target = max(target, self.min_executors)
         listed = self.backend.executor_ids()
+        # Removed by the backend since the last call, when their tasks ended: gone, or going.
+        removed: list[str] = [e for e in self.backend.removed_when_idle() if e in listed]
+        self._removing.update(removed)
         self._removing &= set(listed)
         live = [e for e in listed if e not in self._removing]
         if target >= len(live):
-            return self._request(target)
+            self.backend.remove_when_idle((), target)
+            result = self._request(target)
+            return replace(result, removed=tuple(removed)) if removed else result
         excess = len(live) - target
-        removed: list[str] = []
+        now: list[str] = []  # removed by this call
         # Executors known to be bad go first, busy or not.
         suspects = set(remove_first)
         bad = [e for e in live if e in suspects][:excess]
         if bad:
-            removed += self.backend.kill(bad, force=True)
+            now += self.backend.kill(bad, force=True)
         # Then only executors with no running task and no shuffle output a running job needs;
         # newest first (ids are numeric strings on every cluster manager Spark ships, but do not
         # rely on it). The backend checks both again as it removes them.
         running = self.backend.running_tasks()
-        pinned = self.backend.pinned() if len(removed) < excess else set()
-        idle = sorted((e for e in live if running.get(e, 0) == 0 and e not in removed and e not in pinned),
+        pinned = self.backend.pinned() if len(now) < excess else set()
+        idle = sorted((e for e in live if running.get(e, 0) == 0 and e not in now and e not in pinned),
                       key=executor_id_order, reverse=True)
-        victims = idle[: excess - len(removed)]
+        victims = idle[: excess - len(now)]
         if victims:
-            removed += (self.backend.decommission(victims) if self.decommission
-                        else self.backend.kill(victims))
-        self._removing.update(removed)
+            now += (self.backend.decommission(victims) if self.decommission
+                    else self.backend.kill(victims))
+        self._removing.update(now)
         # Always end on the absolute target: a kill lowers the target by one per executor from
-        # wherever it was, and busy executors left running are removed on a later call.
+        # wherever it was.
         result = self._request(target)
-        short = len(live) - target - len(removed)
+        short = len(live) - target - len(now)
+        # The rest are busy (or hold shuffle output a running batch reads): removed the moment their
+        # tasks end, newest first; a later call names them again or does it where the backend cannot.
+        left = sorted((e for e in live if e not in now), key=executor_id_order, reverse=True)
+        self.backend.remove_when_idle(left[:max(0, short)], target)
+        removed += now
         message = result.message or ("" if short <= 0 else
                                      f"{short} executor(s) busy or holding shuffle output of a running "
-                                     "batch; they will be removed when free")
+                                     "batch; they will be removed when their tasks end")
         return RealizationResult(requested_total=self._requested, removed=tuple(removed),
                                  ok=result.ok, message=message)
 

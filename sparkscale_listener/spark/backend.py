@@ -28,6 +28,12 @@ class SparkClusterBackend(ClusterBackend):
             return list(self._bridge.kill_executors(list(executor_ids)))
         return list(self._bridge.kill_idle_executors(list(executor_ids)))
 
+    def remove_when_idle(self, executor_ids: Sequence[str], target: int) -> None:
+        self._bridge.remove_when_idle(list(executor_ids), target)
+
+    def removed_when_idle(self) -> list[str]:
+        return self._bridge.removed_when_idle()
+
     def decommission(self, executor_ids: Sequence[str]) -> list[str]:
         return list(self._bridge.decommission_executors(list(executor_ids)))
 

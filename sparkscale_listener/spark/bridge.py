@@ -498,6 +498,17 @@ class JvmBridge:
         bridge skips one holding shuffle output of a running job (its next stage would fail)."""
         return list(self._bridge().killIdleExecutors(self._string_array(ids)))
 
+    def remove_when_idle(self, ids: Sequence[str], target: int) -> None:
+        """Remove these busy executors the moment their running tasks end (the bridge's listener
+        sees the last one end; the same checks as :meth:`kill_idle_executors`) while more than
+        ``target`` are live, replacing the ones named before; none cancels. The target is not
+        lowered: it is set already."""
+        self._bridge().removeWhenIdle(self._string_array(ids), int(target))
+
+    def removed_when_idle(self) -> list[str]:
+        """The executors :meth:`remove_when_idle` removed since the last call."""
+        return list(self._bridge().removedWhenIdle())
+
     def shuffle_holders(self) -> set[str]:
         """Executors holding shuffle map output of a job still running: not to be removed yet."""
         return set(self._bridge().shuffleHolders())

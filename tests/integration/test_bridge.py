@@ -404,6 +404,39 @@ def test_kill_idle_executor_is_seen_removed(env: Env) -> None:
     assert list(live(snap)) == [k for k in snap["executors"] if k != victim]
 
 
+def test_a_busy_executor_named_for_removal_goes_when_its_task_ends(env: Env) -> None:
+    # A scale-down whose excess executors are busy when the control loop looks: the bridge removes
+    # them when their last running task ends, not at a later tick that may find them busy again.
+    assert env.bridge.request_total_executors(2) is True
+    wait_for(env.bridge.snapshot, lambda s: len(live(s)) == 2, "2 live executors")
+    failed_before = env.bridge.snapshot()["totals"]["tasksFailed"]
+    counts: list[int] = []
+
+    def job() -> None:
+        def slow(x: int) -> int:
+            import time as t
+            t.sleep(3.0)
+            return x
+        counts.append(env.spark.sparkContext.parallelize(range(2), 2).map(slow).count())
+
+    worker = threading.Thread(target=job, daemon=True)
+    worker.start()
+    snap = wait_for(env.bridge.snapshot,
+                    lambda s: len(live(s)) == 2 and all(e["runningTasks"] for e in live(s).values()),
+                    "a task on each executor")
+    victim = max(live(snap), key=int)
+    assert env.bridge.request_total_executors(1) is True
+    env.bridge.remove_when_idle([victim], 1)
+    assert env.bridge.removed_when_idle() == []  # its task still runs
+    snap = wait_for(env.bridge.snapshot, lambda s: s["executors"][victim]["removedMs"] is not None,
+                    f"executor {victim} removed once its task ended")
+    worker.join(60)
+    assert counts == [2]  # its task was not lost
+    assert env.bridge.removed_when_idle() == [victim]
+    assert snap["totals"]["tasksFailed"] == failed_before
+    assert len(live(snap)) == 1
+
+
 def test_events_reach_the_event_log(env: Env) -> None:
     sc = env.spark.sparkContext
     details = {"queries": {"bridge_rate": {"backlog": 10}}, "ratio": 0.5, "unknown": float("nan")}

@@ -54,6 +54,7 @@ public final class SparkscaleBridge {
   private static volatile String metricsText = "";
   private static volatile MetricsEndpoint metricsEndpoint;
   private static volatile SourceOffsets sourceOffsets;
+  private static volatile IdleRemovals idleRemovals;
 
   private SparkscaleBridge() {
   }
@@ -68,6 +69,9 @@ public final class SparkscaleBridge {
     SourceOffsets offsets = new SourceOffsets();
     sourceOffsets = offsets;
     l.readSourceOffsetsWith(offsets::readings);
+    IdleRemovals removals = new IdleRemovals(ids -> killIdle(ids, false), l::liveExecutorsExcept);
+    idleRemovals = removals;
+    l.reportIdleExecutorsTo(removals::executorIdle);
     GAUGE_VALUES.clear();
     REGISTERED.clear();
     metricsText = "";
@@ -110,6 +114,11 @@ public final class SparkscaleBridge {
       sourceOffsets = null;
       if (offsets != null) {
         offsets.close();
+      }
+      IdleRemovals removals = idleRemovals;
+      idleRemovals = null;
+      if (removals != null) {
+        removals.close();
       }
       sc = null;
       listener = null;
@@ -271,6 +280,29 @@ public final class SparkscaleBridge {
    * fail the job's next stage with FetchFailed). Returns the ids killed; the target is lowered by one for each.
    */
   public static String[] killIdleExecutors(String[] ids) {
+    return killIdle(ids, true);
+  }
+
+  /**
+   * Removes these busy executors the moment their running tasks end (see {@link IdleRemovals}), replacing the ones
+   * named before (none cancels), while more than {@code target} executors are live. The target is not lowered: the
+   * autoscaler has set it already.
+   */
+  public static void removeWhenIdle(String[] ids, int target) {
+    IdleRemovals removals = idleRemovals;
+    SparkscaleListener l = listener;
+    if (removals != null && l != null) {
+      removals.want(ids, target, l::idle);
+    }
+  }
+
+  /** The executors {@link #removeWhenIdle} removed since the last call. */
+  public static String[] removedWhenIdle() {
+    IdleRemovals removals = idleRemovals;
+    return removals == null ? NONE : removals.takeRemoved();
+  }
+
+  private static String[] killIdle(String[] ids, boolean adjustTarget) {
     SparkContext c = activeContext();
     if (c == null || ids == null || ids.length == 0 || !(c.schedulerBackend() instanceof ExecutorAllocationClient)) {
       return NONE;
@@ -281,7 +313,7 @@ public final class SparkscaleBridge {
     }
     // (ids, adjustTargetNumExecutors, countFailures, force)
     scala.collection.Seq<String> killed = ((ExecutorAllocationClient) c.schedulerBackend())
-        .killExecutors(scalaList(free), true, false, false);
+        .killExecutors(scalaList(free), adjustTarget, false, false);
     return toArray(killed);
   }
 

@@ -195,6 +195,8 @@ public class SparkscaleListener extends SparkListener {
   // Events Spark's listener bus dropped (its queues' counters, read outside the lock); 0 until the plugin wires it.
   private volatile LongSupplier droppedEvents = () -> 0L;
   private volatile Supplier<Map<String, Object>> sourceOffsets = Map::of;
+  // Told of each executor whose last running task just ended (see IdleRemovals); nobody by default.
+  private volatile java.util.function.Consumer<String> idleExecutors;
   private volatile long droppedSeen; // the last count read: it stands when a read fails
 
   public SparkscaleListener(SparkConf conf) {
@@ -218,6 +220,28 @@ public class SparkscaleListener extends SparkListener {
   /** Where snapshots read the latest offsets of the queries' sources (see {@link SourceOffsets}); none by default. */
   public void readSourceOffsetsWith(Supplier<Map<String, Object>> readings) {
     this.sourceOffsets = readings;
+  }
+
+  /** Whom to tell, on this thread, of each executor whose last running task just ended (see {@link IdleRemovals}). */
+  public void reportIdleExecutorsTo(java.util.function.Consumer<String> hook) {
+    this.idleExecutors = hook;
+  }
+
+  /** The executors live as far as the events seen tell, less {@code except}. */
+  public synchronized int liveExecutorsExcept(java.util.Set<String> except) {
+    int n = 0;
+    for (Map.Entry<String, Executor> entry : executors.entrySet()) {
+      if (entry.getValue().removedMs == null && !except.contains(entry.getKey())) {
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Whether this executor is live and runs no task, as far as the events seen tell. */
+  public synchronized boolean idle(String executorId) {
+    Executor e = executors.get(executorId);
+    return e != null && e.removedMs == null && e.runningTasks == 0;
   }
 
   /** The latest offsets read so far, by query id; a failed read gives none rather than fail the poll. */
@@ -397,6 +421,10 @@ public class SparkscaleListener extends SparkListener {
     Executor e = executor(info.executorId(), info.host(), info.launchTime());
     if (rt != null && e.runningTasks > 0) {
       e.runningTasks--;
+      java.util.function.Consumer<String> hook = idleExecutors;
+      if (e.runningTasks == 0 && hook != null) {
+        hook.accept(info.executorId());
+      }
     }
     Tag tag = rt != null && rt.tag() != null ? rt.tag() : stageTags.get(event.stageId());
 

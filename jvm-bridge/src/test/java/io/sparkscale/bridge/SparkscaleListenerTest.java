@@ -128,6 +128,26 @@ class SparkscaleListenerTest {
   }
 
   @Test
+  void anExecutorIsReportedIdleWhenItsLastRunningTaskEndsNotBefore() {
+    ArrayList<String> idle = new ArrayList<>();
+    listener.reportIdleExecutorsTo(idle::add);
+    events.executorAdded("1", 2, T0).executorAdded("2", 2, T0);
+    assertTrue(listener.idle("1"));
+    assertFalse(listener.idle("9")); // unknown
+    TaskInfo a = events.taskStart(0, 1, 0, "1", T0 + 1_000);
+    TaskInfo b = events.taskStart(0, 2, 1, "1", T0 + 1_000);
+    TaskInfo c = events.taskStart(0, 3, 2, "2", T0 + 1_000);
+    assertFalse(listener.idle("1"));
+    events.taskSucceeded(0, a, T0 + 2_000);
+    assertEquals(java.util.List.of(), idle); // b still runs on 1
+    events.taskSucceeded(0, b, T0 + 2_500).taskSucceeded(0, c, T0 + 3_000);
+    assertEquals(java.util.List.of("1", "2"), idle);
+    assertTrue(listener.idle("1"));
+    events.executorRemoved("2", T0 + 4_000, "Executor killed by driver.");
+    assertFalse(listener.idle("2")); // gone is not idle
+  }
+
+  @Test
   void heapUseComesFromHeartbeatsAndTaskEnds() {
     events.executorAdded("1", 1, T0).heartbeat("1", 300L << 20).heartbeat("driver", 1L << 30);
     assertEquals(300L << 20, executor(snapshot(T0), "1").get("heapUsedBytes").asLong());
