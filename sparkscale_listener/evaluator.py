@@ -806,7 +806,12 @@ def _in_flight_rate(q: QueryMetrics, batches: Sequence[BatchRecord], cost: Batch
         return None
     fixed = (cost.fixed_task_s + cost.per_executor_s * cost.executors_used(max(1, live_executors))) \
         / max(1, cost.tasks)
-    at_least = max(0.0, f.task_s - f.tasks_ended * fixed) / cost.per_row_s / span
+    # A lower bound where the model errs too: its fixed part and its cost of a row at their upper
+    # estimates. At a low rate a task's time is mostly fixed, and tasks a fifth slower than the model
+    # (a busy machine) read as rows that never arrived: "rising" every few ticks on a steady Kafka
+    # load, and no scale-down for minutes.
+    margin = 1.0 + max(0.0, cost.error)
+    at_least = max(0.0, f.task_s - f.tasks_ended * fixed * margin) / (cost.per_row_s * margin) / span
     # Several stages end unevenly (a wide shuffle stage does little per task): no extrapolation.
     single_stage = cost.tasks == cost.widest and 0 < f.tasks_ended < cost.tasks
     return at_least, at_least * cost.tasks / f.tasks_ended if single_stage else at_least

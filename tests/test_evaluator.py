@@ -12,7 +12,7 @@ import pytest
 from harness import CFG, CORES, scaling_context
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import Evaluation, Prediction, ScalingRecord
-from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
+from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator, _in_flight_rate
 from sparkscale_listener.metrics import (
     BatchRecord,
     ClusterMetrics,
@@ -217,6 +217,27 @@ def test_a_running_batch_that_read_more_than_the_window_blocks_scale_downs() -> 
     rising = MicroBatchEvaluator().evaluate([*history[:-1], replace(history[-1], queries={"a": q})], context)
     assert rising.rising and rising.queries["a"].rising
     assert rising.queries["a"].target_rate == pytest.approx(500.0, rel=0.01)
+
+
+def test_the_running_batchs_lower_bound_holds_where_the_model_errs() -> None:
+    # A steady 50 rows/s on a 2 s trigger: 100 rows a batch over 8 tasks whose time is mostly fixed
+    # (0.25 s each, 5 ms a row). The running batch's 4 ended tasks ran half again as long as the
+    # model says (a busy machine), its error 25 %: no sign of more rows than before.
+    cost = BatchCost(driver_s=0.3, fixed_task_s=2.0, per_executor_s=0.0, per_row_s=0.005, tasks=8, widest=8,
+                     cores=1, efficiency=1.0, error=0.25, batches=30, row_cost_trusted=True)
+    latest = BatchRecord(batch_id=10, start=100.0, duration_s=1.4, rows=100, since_previous_s=2.0,
+                         backlog=0.0, task_s=2.5, tasks=8)
+    slow = 1.5 * (0.25 + 12.5 * 0.005)
+    q = QueryMetrics(query_id="a", in_flight=InFlightBatch(batch_id=11, first_launch=102.1, tasks_ended=4,
+                                                           task_s=4 * slow))
+    at_least, _ = _in_flight_rate(q, [latest], cost, 4) or (0.0, 0.0)
+    assert at_least < 1.5 * 50.0  # not a rise (RISING: 50 % above the window)
+    # Without the error, the same tasks would have read more than 75 rows/s: a rise.
+    exact = replace(cost, error=0.0)
+    assert (_in_flight_rate(q, [latest], exact, 4) or (0.0, 0.0))[0] > 75.0
+    # A real step stays one: 10x the rows in the same tasks.
+    stepped = replace(q, in_flight=replace(q.in_flight, task_s=4 * (0.25 + 125 * 0.005)))
+    assert (_in_flight_rate(stepped, [latest], cost, 4) or (0.0, 0.0))[0] > 75.0
 
 
 def with_source_offsets(history: list[MetricSample], stream: Stream, partitions: int = 8,
