@@ -14,7 +14,8 @@ run::
 
 (``sparkscale-batches``: sparkscale with ``kafka.latestOffsets=false``, its arrivals known from
 completed batches only. ``--conf spark.KEY=VALUE``, repeatable: a Spark setting for every policy's
-application, e.g. ``spark.locality.wait=0s``.)
+application, e.g. ``spark.locality.wait=0s``. ``--decisions DIR``: every decision of each sparkscale
+run, with each query's figures and notes, in a file of its own there.)
 
 Per run, from the query's own progress and the producer's send times: the lag (the age of the
 oldest record produced and not yet committed by a batch, each second from 20 s in), the share of
@@ -80,8 +81,11 @@ def results_path(trigger_s: float) -> Path:
 
 
 def run_once(policy: str, trigger_s: float = DEFAULT_TRIGGER_S,
-             conf: dict[str, str] | None = None) -> dict[str, Any]:
-    """One application under ``policy`` (and the Spark settings ``conf``, for every policy); its figures."""
+             conf: dict[str, str] | None = None, decisions_dir: Path | None = None) -> dict[str, Any]:
+    """One application under ``policy`` (and the Spark settings ``conf``, for every policy); its figures.
+    With ``decisions_dir``, sparkscale's every decision (reason, details, each query's figures and
+    notes) goes to a file of its own there: what a figure alone cannot tell, such as which signal
+    held a scale-down."""
     sys.path.insert(0, str(REPO / "tests"))
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -142,6 +146,11 @@ def run_once(policy: str, trigger_s: float = DEFAULT_TRIGGER_S,
         stop.set()
         progress = list(query.recentProgress)
         decisions = scaler.decisions(applied_only=True) if scaler else []
+        if scaler is not None and decisions_dir is not None:
+            decisions_dir.mkdir(parents=True, exist_ok=True)
+            every = [dict(d) for d in scaler.decisions()]
+            path = decisions_dir / f"{policy}-{datetime.fromtimestamp(t0):%Y%m%d-%H%M%S}.json"
+            path.write_text(json.dumps({"t0": t0, "decisions": every}, default=str), encoding="utf-8")
         query.stop()
         spark.stop()
         producer.close()
@@ -339,6 +348,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write every run's figures here (--no-results too)")
     parser.add_argument("--trigger", type=float, default=DEFAULT_TRIGGER_S,
                         help="the query's trigger in seconds (2: kafka_step.md; other: kafka_step_<N>s.md)")
+    parser.add_argument("--decisions", type=Path, metavar="DIR",
+                        help="write sparkscale's every decision of each run (with each query's notes) to DIR")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting for every policy's application (repeatable), e.g. "
                              "spark.locality.wait=0s")
@@ -350,12 +361,14 @@ def main() -> int:
             parser.error(f"--conf {item!r}: expected spark.KEY=VALUE")
         conf[key] = value
     if args.one:
-        print("RESULT " + json.dumps(run_once(args.one, args.trigger, conf)), flush=True)
+        print("RESULT " + json.dumps(run_once(args.one, args.trigger, conf, args.decisions)), flush=True)
         return 0
     runs = []
     for i in range(args.repeat):
         for policy in args.policies.split(","):
             settings = [arg for item in args.conf for arg in ("--conf", item)]
+            if args.decisions is not None:
+                settings += ["--decisions", str(args.decisions)]
             out = subprocess.run([sys.executable, __file__, "--one", policy, "--trigger", str(args.trigger),
                                   *settings], capture_output=True, text=True)
             found = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
