@@ -202,10 +202,38 @@ def wait_for(condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.5
         time.sleep(poll_s)
 
 
+#: (what, lines) of every :func:`wait_for_autoscaler` of ``DECIDED_AFTER_S`` or more that ended:
+#: what the autoscaler decided meanwhile, each run of one action and reason once (the conftest
+#: lists them beside the long waits: which decision held a slow scale-down).
+DECIDED: list[tuple[str, list[str]]] = []
+DECIDED_AFTER_S = 30.0
+
+
+def decided_since(scaler: Any, since: float) -> list[str]:
+    """The decisions since ``since`` (the autoscaler's clock), consecutive repeats of an action
+    and reason folded into one line with their count: ``+12s hold 2->2 (x5): reason``."""
+    runs: list[list[Any]] = []  # [seconds after since, action, reason, count]
+    for d in scaler.decisions():
+        if d["time"] < since:
+            continue
+        action = (f"{d['action']} {d['from_executors']}->{d['to_executors']}"
+                  f"{' applied' if d['applied'] else ''}")
+        reason = str(d["reason"])[:160]
+        if runs and runs[-1][1:3] == [action, reason]:
+            runs[-1][3] += 1
+        else:
+            runs.append([d["time"] - since, action, reason, 1])
+    return [f"+{t:.0f}s {action}{f' (x{n})' if n > 1 else ''}: {reason}" for t, action, reason, n in runs]
+
+
 def wait_for_autoscaler(scaler: Any, condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
     """:func:`wait_for`, with the autoscaler's status and latest decisions in the failure message."""
+    since = getattr(scaler, "clock", time.time)()
     try:
-        return wait_for(condition, timeout_s, what=what)
+        value = wait_for(condition, timeout_s, what=what)
+        if WAITED[-1][1] >= DECIDED_AFTER_S:
+            DECIDED.append((what, decided_since(scaler, since)))
+        return value
     except TimeoutError as e:
         status = scaler.status()
         shown = {k: status[k] for k in ("target_executors", "live_executors", "paused", "pause_reason",

@@ -69,3 +69,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section(f"waits of {LONG_WAIT_S:g} s or more")
         for line in _long_waits:
             terminalreporter.write_line(line)
+    if demo.DECIDED:
+        terminalreporter.section(f"decisions during waits of {demo.DECIDED_AFTER_S:g} s or more")
+        for what, lines in demo.DECIDED:
+            terminalreporter.write_line(f"{what}:")
+            for line in lines:
+                terminalreporter.write_line(f"  {line}")

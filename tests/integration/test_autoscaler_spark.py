@@ -127,8 +127,9 @@ def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(clu
     # The load stops. (A trickle would do on a quiet machine; on a busy one each of a batch's 6
     # tasks costs tenths of a second however few its rows, and that keeps 2-3 executors busy.)
     job.set_rate(0)
-    wait_for(lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1, 180,
-             what="scale-down back to 1 executor after the load stopped")
+    wait_for_autoscaler(
+        scaler, lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1,
+        180, what="scale-down back to 1 executor after the load stopped")
     up, down = applied(scaler, "scale_up")[0], applied(scaler, "scale_down")[-1]
     assert up["to_executors"] > up["from_executors"] and "query 'up-down'" in up["reason"]
     assert down["to_executors"] < down["from_executors"]
@@ -227,8 +228,9 @@ def test_a_batch_job_keeps_the_executors_its_tasks_need(cluster: SharedCluster) 
         assert not during, ("no scale-down while the batch job ran", during)
         assert cluster.tasks_failed() == failed_before, \
             "no task of the batch job failed (no busy executor was removed)"
-        wait_for(lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1, 240,
-                 what="the quiet query's 1 executor once the batch job is done")
+        wait_for_autoscaler(
+            scaler, lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1,
+            240, what="the quiet query's 1 executor once the batch job is done")
     finally:
         finished.wait(300)
         job.stop()

@@ -35,7 +35,7 @@ from sparkscale_listener import stop_autoscaler
 from sparkscale_listener.collect.backlog import kafka_lag
 from sparkscale_listener.spark.bridge import JvmBridge, SourceOffsets
 from sparkscale_listener.spark.jars import installed_versions
-from sparkscale_listener.testing.demo import wait_for
+from sparkscale_listener.testing.demo import wait_for, wait_for_autoscaler
 
 pytestmark = pytest.mark.spark
 
@@ -207,8 +207,9 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
         wait_for(lambda: latest_offsets() == producer.next_id, 60,
                  what="the bridge's reading of the topic's latest offsets")
         assert bridge.poll().source_offsets[query.id].partitions == 8
-        wait_for(lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1, 240,
-                 what="executors given back after the load fell")
+        wait_for_autoscaler(
+            scaler, lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1,
+            240, what="executors given back after the load fell")
         down = applied(scaler, "scale_down")[-1]
         assert down["time"] > up["time"] and down["to_executors"] < down["from_executors"]
         finish(cluster, query, producer, tmp_path, topic, failed_before)
