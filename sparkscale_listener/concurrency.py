@@ -113,7 +113,7 @@ def with_concurrency(queries: Sequence[QueryMetrics],
             tasks = round(tasks) if task_s else 0
             seen = before.get(b.batch_id)
             # (The sweep's sums move in the last digits as batches come and go: not a change.)
-            if (not _same_batch(seen, b) or seen is None or seen.concurrent_tasks != tasks
+            if (seen is None or not _same_batch(seen, b) or seen.concurrent_tasks != tasks
                     or not math.isclose(seen.concurrent_task_s, task_s, rel_tol=1e-6, abs_tol=1e-9)):
                 seen = _beside(b, task_s, tasks) if task_s else b
             enriched.append(seen)
@@ -149,7 +149,10 @@ def _beside(b: BatchRecord, task_s: float, tasks: int) -> BatchRecord:
     """``replace(b, concurrent_task_s=task_s, concurrent_tasks=tasks)`` without its __init__ (a
     thousand records a tick at 100 queries)."""
     record = object.__new__(type(b))
-    record.__dict__.update(b.__dict__, concurrent_task_s=task_s, concurrent_tasks=tasks)
+    fields = b.__dict__.copy()  # a copy of the dict, then two keys: cheaper than update() with keywords
+    fields["concurrent_task_s"] = task_s
+    fields["concurrent_tasks"] = tasks
+    object.__setattr__(record, "__dict__", fields)  # (frozen: its own __setattr__ refuses)
     return record
 
 

@@ -104,7 +104,10 @@ class _NumberOps:
 def ops(*values: object) -> Any:
     """The functions (minimum, maximum, ceil, where, isinf) for these values: numpy's when one is
     an array, else Python's."""
-    return np if any(isinstance(v, np.ndarray) for v in values) else _NumberOps
+    for v in values:  # a loop, not any() over a generator: called several times per formula
+        if isinstance(v, np.ndarray):
+            return np
+    return _NumberOps
 
 
 def ideal_task_phase(task_s: Size, tasks: Size, widest: int, slots: Size,
