@@ -369,7 +369,8 @@ class MicroBatchEvaluator(MetricEvaluator):
         # The batch running now, from the work of its ended tasks: at least this rate arrived
         # before it started. It confirms a jump a batch sooner than its progress would; on one
         # executor after a x4 step, that batch alone ran 4-6 s.
-        reading = _in_flight_rate(q, batches, cost, live) if latest else None
+        reading = _in_flight_rate(q, batches, cost, live, _task_spread(window_batches, cost)) \
+            if latest else None
         # What arrived since the latest batch started, by the source's latest offsets read between
         # batches (Kafka): the next batch's arrivals before it completes, or even starts.
         source_rates = _source_rates(history, q, batches[-1].start) if batches else []
@@ -479,17 +480,28 @@ class MicroBatchEvaluator(MetricEvaluator):
         if backlog_mode:
             notes.append(f"backlog mode: {readable.rows(excess)} behind")
             signal = signal or f"backlog {readable.rows(excess)} beyond a batch's worth"
-        read_now = max(reading[0] if reading else 0.0, source_rates[-1] if source_rates else 0.0)
-        rising = running or saturated or (
-            bool(latest) and max(*latest, read_now) > (1.0 + RISING) * max(window_rate, _EPS))
+        # Arrivals rising, each sign named in the note. A single reading of the source's offsets
+        # counts only when the next confirms it, as a batch's jump does: a steady Kafka load of 50
+        # rows/s held a due scale-down for 80 s on single spans of a second or two.
+        rises: list[str] = []
+        if latest:
+            rise = (1.0 + RISING) * max(window_rate, _EPS)
+            if max(latest) > rise:
+                rises.append(f"the last batches read {readable.rate(max(latest))}")
+            if reading is not None and reading[0] > rise:
+                rises.append(f"the running batch's ended tasks read at least {readable.rate(reading[0])}")
+            if len(source_rates) >= 2 and min(source_rates[-2:]) > rise:
+                rises.append(f"its source's latest offsets show {readable.rate(source_rates[-2])} then "
+                             f"{readable.rate(source_rates[-1])} arriving")
+        rising = running or saturated or bool(rises)
         if (batch_time is not None and batches and batches[-1].duration_s > (1.0 + LENGTHENING) * batch_time
                 and (trigger_s is None or batches[-1].duration_s > 0.5 * trigger_s)):
             rising = True
             notes.append(f"the last batch took {batches[-1].duration_s:.1f}s, the window's typical one "
                          f"{batch_time:.1f}s")
+        if rises:
+            notes.append(f"arrivals rising: {'; '.join(rises)}; the window {readable.rate(window_rate)}")
         if rising and latest:
-            notes.append(f"arrivals rising: the last batches read {readable.rate(max(latest))}, the window "
-                         f"{readable.rate(window_rate)}")
             signal = signal or "rising"
         # Idle only on evidence: batches that read nothing, or none for the whole window. A query
         # with no two consecutive batches yet is not idle but unknown (learning).
@@ -790,12 +802,25 @@ class MicroBatchEvaluator(MetricEvaluator):
                           reason="; ".join(whys) if len(whys) > 1 else "")
 
 
+def _task_spread(batches: Sequence[BatchRecord], cost: BatchCost | None) -> float:
+    """The most task time a recent batch took over what the model expects of its rows (1: as
+    predicted): how much slower than the model the running batch's tasks may be with no more rows.
+    Batches on a fresh executor are left out (their first tasks start Python and load classes)."""
+    if cost is None:
+        return 1.0
+    ratios = [b.task_s / expected for b in batches
+              if b.task_s is not None and not b.fresh_executors
+              and (expected := float(cost.task_time(b.rows, b.executors or 1))) > _EPS]
+    return max(ratios, default=1.0)
+
+
 def _in_flight_rate(q: QueryMetrics, batches: Sequence[BatchRecord], cost: BatchCost | None,
-                    live_executors: int) -> tuple[float, float] | None:
+                    live_executors: int, spread: float = 1.0) -> tuple[float, float] | None:
     """Rows/s that arrived between the latest completed batch's start and the running batch's:
     at least what its ended tasks read (their task time less the model's fixed part of a task,
     over its cost of a row), and the estimate for all its tasks (for a single-stage batch, its
-    ended tasks' share; else the same lower bound). None without a running batch after the
+    ended tasks' share; else the same lower bound). ``spread``: how much slower than the model
+    recent batches' tasks ran (:func:`_task_spread`). None without a running batch after the
     latest one or without a cost of a row."""
     f = q.in_flight
     if f is None or not batches or cost is None or cost.per_row_s <= 0 \
@@ -807,10 +832,11 @@ def _in_flight_rate(q: QueryMetrics, batches: Sequence[BatchRecord], cost: Batch
     fixed = (cost.fixed_task_s + cost.per_executor_s * cost.executors_used(max(1, live_executors))) \
         / max(1, cost.tasks)
     # A lower bound where the model errs too: its fixed part and its cost of a row at their upper
-    # estimates. At a low rate a task's time is mostly fixed, and tasks a fifth slower than the model
-    # (a busy machine) read as rows that never arrived: "rising" every few ticks on a steady Kafka
-    # load, and no scale-down for minutes.
-    margin = 1.0 + max(0.0, cost.error)
+    # estimates, as far off as the batch's error or recent batches' tasks were. At a low rate a
+    # task's time is mostly fixed, and tasks slower than the model (a busy machine) read as rows
+    # that never arrived: "rising" every few ticks on a steady Kafka load, and no scale-down for
+    # minutes; a real tail's tasks took 1.1-1.95x the model's time, beyond a batch's error.
+    margin = max(1.0 + max(0.0, cost.error), spread)
     at_least = max(0.0, f.task_s - f.tasks_ended * fixed * margin) / (cost.per_row_s * margin) / span
     # Several stages end unevenly (a wide shuffle stage does little per task): no extrapolation.
     single_stage = cost.tasks == cost.widest and 0 < f.tasks_ended < cost.tasks
