@@ -292,7 +292,7 @@ def test_a_step_the_sources_latest_offsets_show_twice_is_sized_before_a_batch_re
     assert qe.target_rate == pytest.approx(5000.0, rel=0.01) and qe.rising
     assert sized.recommended_executors > unread.recommended_executors
     # One span of it (200-202 s, read at the batch's start and 2 s later) is not a rise until the
-    # next confirms it: a single span of a second or two on a steady load reads 1.5-3x its rate
+    # next confirms it: a single span of a second or two on a steady load read over 1.5x its rate
     # at times (when the producer flushed, when the offsets were read), and held a due scale-down.
     once = MicroBatchEvaluator().evaluate(with_source_offsets(history[:-2], step),
                                           scaling_context(202.0, target=4, live=4))
