@@ -369,8 +369,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         # The batch running now, from the work of its ended tasks: at least this rate arrived
         # before it started. It confirms a jump a batch sooner than its progress would; on one
         # executor after a x4 step, that batch alone ran 4-6 s.
-        reading = _in_flight_rate(q, batches, cost, live, _task_spread(window_batches, cost)) \
-            if latest else None
+        reading = _in_flight_rate(q, batches, cost, live, window_batches) if latest else None
         # What arrived since the latest batch started, by the source's latest offsets read between
         # batches (Kafka): the next batch's arrivals before it completes, or even starts.
         source_rates = _source_rates(history, q, batches[-1].start) if batches else []
@@ -802,12 +801,10 @@ class MicroBatchEvaluator(MetricEvaluator):
                           reason="; ".join(whys) if len(whys) > 1 else "")
 
 
-def _task_spread(batches: Sequence[BatchRecord], cost: BatchCost | None) -> float:
+def _task_spread(batches: Sequence[BatchRecord], cost: BatchCost) -> float:
     """The most task time a recent batch took over what the model expects of its rows (1: as
     predicted): how much slower than the model the running batch's tasks may be with no more rows.
     Batches on a fresh executor are left out (their first tasks start Python and load classes)."""
-    if cost is None:
-        return 1.0
     ratios = [b.task_s / expected for b in batches
               if b.task_s is not None and not b.fresh_executors
               and (expected := float(cost.task_time(b.rows, b.executors or 1))) > _EPS]
@@ -815,13 +812,13 @@ def _task_spread(batches: Sequence[BatchRecord], cost: BatchCost | None) -> floa
 
 
 def _in_flight_rate(q: QueryMetrics, batches: Sequence[BatchRecord], cost: BatchCost | None,
-                    live_executors: int, spread: float = 1.0) -> tuple[float, float] | None:
+                    live_executors: int, recent: Sequence[BatchRecord] = ()) -> tuple[float, float] | None:
     """Rows/s that arrived between the latest completed batch's start and the running batch's:
     at least what its ended tasks read (their task time less the model's fixed part of a task,
     over its cost of a row), and the estimate for all its tasks (for a single-stage batch, its
-    ended tasks' share; else the same lower bound). ``spread``: how much slower than the model
-    recent batches' tasks ran (:func:`_task_spread`). None without a running batch after the
-    latest one or without a cost of a row."""
+    ended tasks' share; else the same lower bound), as slow as the ``recent`` batches' tasks ran
+    against the model (:func:`_task_spread`). None without a running batch after the latest one or
+    without a cost of a row."""
     f = q.in_flight
     if f is None or not batches or cost is None or cost.per_row_s <= 0 \
             or f.batch_id != batches[-1].batch_id + 1:
@@ -836,7 +833,7 @@ def _in_flight_rate(q: QueryMetrics, batches: Sequence[BatchRecord], cost: Batch
     # task's time is mostly fixed, and tasks slower than the model (a busy machine) read as rows
     # that never arrived: "rising" every few ticks on a steady Kafka load, and no scale-down for
     # minutes; a real tail's tasks took 1.1-1.95x the model's time, beyond a batch's error.
-    margin = max(1.0 + max(0.0, cost.error), spread)
+    margin = max(1.0 + max(0.0, cost.error), _task_spread(recent, cost))
     at_least = max(0.0, f.task_s - f.tasks_ended * fixed * margin) / (cost.per_row_s * margin) / span
     # Several stages end unevenly (a wide shuffle stage does little per task): no extrapolation.
     single_stage = cost.tasks == cost.widest and 0 < f.tasks_ended < cost.tasks

@@ -253,12 +253,11 @@ def test_the_running_batchs_lower_bound_allows_for_how_slow_recent_tasks_ran() -
                                                            task_s=4 * slow * (0.25 + 12.5 * 0.005)))
     # On the batch error alone, its tasks read more than 75 rows/s: a rise that is not one.
     assert (_in_flight_rate(q, [latest], cost, 4) or (0.0, 0.0))[0] > 75.0
-    spread = _task_spread([latest], cost)
-    at_least, _ = _in_flight_rate(q, [latest], cost, 4, spread) or (0.0, 0.0)
+    at_least, _ = _in_flight_rate(q, [latest], cost, 4, [latest]) or (0.0, 0.0)
     assert at_least == pytest.approx(50 / 2.1, rel=0.01)  # the rows it read, as slow as the others
     # A step is still one: 10x the rows, the tasks as slow.
     stepped = replace(q, in_flight=replace(q.in_flight, task_s=4 * slow * (0.25 + 125 * 0.005)))
-    assert (_in_flight_rate(stepped, [latest], cost, 4, spread) or (0.0, 0.0))[0] > 75.0
+    assert (_in_flight_rate(stepped, [latest], cost, 4, [latest]) or (0.0, 0.0))[0] > 75.0
     # A batch on a fresh executor (its first tasks start Python) is not a measure of the spread.
     assert _task_spread([replace(latest, fresh_executors=True)], cost) == 1.0
 
