@@ -38,18 +38,21 @@ final class IdleRemovals implements AutoCloseable {
   private final Set<String> wanted = ConcurrentHashMap.newKeySet();
   private final LinkedBlockingQueue<String> idle = new LinkedBlockingQueue<>();
   private final ConcurrentLinkedQueue<String> removed = new ConcurrentLinkedQueue<>();
-  private final Set<String> killed = ConcurrentHashMap.newKeySet(); // by this, whether Spark still lists them or not
+  private final Set<String> killed = ConcurrentHashMap.newKeySet(); // by this, while Spark still lists them
   // Kills these executors unless busy; returns those killed (never throws: failures give none).
   private final Function<String[], String[]> kill;
   // The live executors, less those given (killed, not yet seen removed).
   private final ToIntFunction<Set<String>> liveExcept;
+  // Whether Spark still lists this executor as live.
+  private final Predicate<String> listed;
   private volatile int keep = Integer.MAX_VALUE;
   private final Thread thread;
   private volatile boolean closed;
 
-  IdleRemovals(Function<String[], String[]> kill, ToIntFunction<Set<String>> liveExcept) {
+  IdleRemovals(Function<String[], String[]> kill, ToIntFunction<Set<String>> liveExcept, Predicate<String> listed) {
     this.kill = kill;
     this.liveExcept = liveExcept;
+    this.listed = listed;
     this.thread = new Thread(this::run, "sparkscale-idle-removals");
     thread.setDaemon(true);
     thread.start();
@@ -99,6 +102,9 @@ final class IdleRemovals implements AutoCloseable {
         continue;
       }
       try {
+        // One Spark no longer lists is not counted anyway: forgotten, so a long-running application's
+        // set holds only the removals still under way.
+        killed.removeIf(gone -> !listed.test(gone));
         if (liveExcept.applyAsInt(killed) <= keep) {
           wanted.clear(); // executors were lost meanwhile: the target is met without these
           continue;
@@ -113,6 +119,11 @@ final class IdleRemovals implements AutoCloseable {
         LOG.warn("could not remove idle executor {}: {}", id, e.toString());
       }
     }
+  }
+
+  /** How many executors it killed that Spark still lists. */
+  int killedListed() {
+    return killed.size();
   }
 
   @Override

@@ -69,7 +69,7 @@ public final class SparkscaleBridge {
     SourceOffsets offsets = new SourceOffsets();
     sourceOffsets = offsets;
     l.readSourceOffsetsWith(offsets::readings);
-    IdleRemovals removals = new IdleRemovals(ids -> killIdle(ids, false), l::liveExecutorsExcept);
+    IdleRemovals removals = new IdleRemovals(ids -> killIdle(ids, false), l::liveExecutorsExcept, l::live);
     idleRemovals = removals;
     l.reportIdleExecutorsTo(removals::executorIdle);
     GAUGE_VALUES.clear();

@@ -238,6 +238,12 @@ public class SparkscaleListener extends SparkListener {
     return n;
   }
 
+  /** Whether this executor is live (added, not removed), as far as the events seen tell. */
+  public synchronized boolean live(String executorId) {
+    Executor e = executors.get(executorId);
+    return e != null && e.removedMs == null;
+  }
+
   /** Whether this executor is live and runs no task, as far as the events seen tell. */
   public synchronized boolean idle(String executorId) {
     Executor e = executors.get(executorId);

@@ -23,7 +23,7 @@ class IdleRemovalsTest {
   private final IdleRemovals removals = new IdleRemovals(ids -> {
     asked.add(ids[0]);
     return busy.contains(ids[0]) ? new String[0] : ids; // the scheduler skips a busy executor
-  }, except -> (int) live.stream().filter(id -> !except.contains(id)).count());
+  }, except -> (int) live.stream().filter(id -> !except.contains(id)).count(), id -> live.contains(id));
 
   IdleRemovalsTest() {
     live.addAll(Set.of("1", "2", "3", "4", "5", "6"));
@@ -57,6 +57,19 @@ class IdleRemovalsTest {
     removals.want(new String[] {"4"}, 1, id -> true); // idle already: tried at once
     waitFor(() -> asked.contains("4"), "the kill of executor 4");
     assertEquals(java.util.List.of("3", "4"), asked);
+  }
+
+  @Test
+  void itForgetsTheExecutorsItKilledOnceSparkNoLongerListsThem() throws InterruptedException {
+    removals.want(new String[] {"3"}, 1, id -> true);
+    waitFor(() -> asked.contains("3"), "the kill of executor 3");
+    waitFor(() -> removals.takeRemoved().length == 1, "executor 3 reported removed");
+    assertEquals(1, removals.killedListed()); // still listed: not counted among the live
+    live.remove("3"); // Spark announced its removal
+    removals.want(new String[] {"4"}, 1, id -> true);
+    waitFor(() -> asked.contains("4"), "the kill of executor 4");
+    waitFor(() -> removals.takeRemoved().length == 1, "executor 4 reported removed");
+    assertEquals(1, removals.killedListed()); // 4 only: 3 forgotten
   }
 
   @Test
