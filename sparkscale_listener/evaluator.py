@@ -395,6 +395,10 @@ class MicroBatchEvaluator(MetricEvaluator):
                                  f"{readable.rate(before)}: sized once the next batch confirms it")
         seconds = sum(seconds_in[:sized_on])
         window_rate = sum(rows_in[:sized_on]) / seconds if seconds > 0 else 0.0
+        rise = (1.0 + RISING) * max(window_rate, _EPS)  # arrivals above this are rising
+        # Two spans of the source's offsets since the latest batch started both above it: a rise
+        # the source confirms (one span alone may be a burst, as one batch may).
+        source_rose = len(source_rates) >= 2 and min(source_rates[-2:]) > rise
         recent = window_rate
         if len(latest) == 2 and sized_on == len(in_window):
             # Two consecutive batches at a new rate confirm it: the lower of them, unless both
@@ -409,10 +413,8 @@ class MicroBatchEvaluator(MetricEvaluator):
                 # one's estimate; a later batch corrects it (see _outgrown). On the lower bound
                 # alone, a real step took 1 -> 2 -> 3 -> 6.
                 recent = max(latest[1], confirmed_by)
-        if len(source_rates) >= 2 and min(source_rates[-2:]) > (1.0 + RISING) * max(window_rate, _EPS) \
-                and source_rates[-1] > recent:
-            # Two spans of the source's offsets since the latest batch started both show a rise:
-            # a step, confirmed without waiting for the batches that read it (at a 5 s trigger, the
+        if source_rose and source_rates[-1] > recent:
+            # A step, confirmed without waiting for the batches that read it (at a 5 s trigger, the
             # first of them ran 12 s on the executors sized for the load before). The newer span
             # alone tells the new rate, as the newer batch does after a step.
             recent = source_rates[-1]
@@ -479,17 +481,16 @@ class MicroBatchEvaluator(MetricEvaluator):
         if backlog_mode:
             notes.append(f"backlog mode: {readable.rows(excess)} behind")
             signal = signal or f"backlog {readable.rows(excess)} beyond a batch's worth"
-        # Arrivals rising, each sign named in the note. A single reading of the source's offsets
-        # counts only when the next confirms it, as a batch's jump does: a steady Kafka load of 50
-        # rows/s held a due scale-down for 80 s on single spans of a second or two.
+        # Arrivals rising, each sign named in the note. The source's offsets count only over two
+        # spans (source_rose): a steady Kafka load of 50 rows/s held a due scale-down for 80 s on
+        # single spans of a second or two.
         rises: list[str] = []
         if latest:
-            rise = (1.0 + RISING) * max(window_rate, _EPS)
             if max(latest) > rise:
                 rises.append(f"the last batches read {readable.rate(max(latest))}")
             if reading is not None and reading[0] > rise:
                 rises.append(f"the running batch's ended tasks read at least {readable.rate(reading[0])}")
-            if len(source_rates) >= 2 and min(source_rates[-2:]) > rise:
+            if source_rose:
                 rises.append(f"its source's latest offsets show {readable.rate(source_rates[-2])} then "
                              f"{readable.rate(source_rates[-1])} arriving")
         rising = running or saturated or bool(rises)

@@ -121,7 +121,7 @@ final class IdleRemovals implements AutoCloseable {
     }
   }
 
-  /** How many executors it killed that Spark still lists. */
+  /** How many executors it killed and had not seen Spark remove, as of its latest removal. */
   int killedListed() {
     return killed.size();
   }
