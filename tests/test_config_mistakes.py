@@ -15,6 +15,7 @@ from sparkscale_listener.config.core import (
 )
 from sparkscale_listener.config.options import BARE_SECONDS_LIMIT, ConfigError, Duration, ModuleConfig
 from sparkscale_listener.observe.events import build_event_handlers
+from sparkscale_listener.spark.session import refuse_decommission_without_spark, validate_modules
 from sparkscale_listener.state.store import build_state_store
 
 
@@ -182,6 +183,48 @@ def test_zero_where_it_must_be_positive_does_not_contradict_itself() -> None:
                               "above zero and at most 10min")
     assert "non-negative" not in message
     assert refusal({"interval": "0s"}).startswith("spark.sparkscale.interval='0s' must be greater than zero")
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "1e400", "nan"])
+def test_a_number_that_is_not_finite_is_refused(value: str) -> None:
+    # "inf" is how "unlimited" is often written; accepted, every scale-up raised (ceil of inf).
+    assert refusal({"scaleUp.maxFactor": value}) == (
+        f"spark.sparkscale.scaleUp.maxFactor={value!r} is not a finite number; expected a number > 1")
+
+
+def test_an_interval_longer_than_half_the_metrics_window_is_refused() -> None:
+    # With no earlier sample in the window, a batch running all along read as nothing arriving:
+    # an overloaded query was scaled down (the simulator, interval 2min, metricsWindow 1min).
+    assert refusal({"interval": "2min"}) == (
+        "spark.sparkscale.interval=2min, spark.sparkscale.metricsWindow=1min: expected interval <= "
+        "metricsWindow / 2 (at least two samples in each window)")
+    assert "interval=20s" in refusal({"interval": "20s", "metricsWindow": "30s"})
+    AutoscalerConfig.from_keys({"interval": "30s"})
+    AutoscalerConfig.from_keys({"interval": "5s", "metricsWindow": "10s"})
+
+
+@pytest.mark.parametrize(("keys", "expected"), [
+    ({"stateStore": "sqllite"}, "did you mean sqlite?"),
+    ({"stateStore": "sqlite"}, "stateStore=sqlite needs spark.sparkscale.stateStore.sqlite.path"),
+    ({"stateStore": "sqlite", "stateStore.sqlite.path": "state.db", "stateStore.maxRecord": "5"},
+     "stateStore.maxRecord"),
+    ({"eventHandlers": "logging,slack"}, "'slack' is not accepted"),
+    ({"eventHandlers": "logging,jsonl"}, "jsonl.path is empty"),
+])
+def test_state_store_and_event_handler_mistakes_are_refused_before_the_session_starts(
+        keys: dict[str, str], expected: str) -> None:
+    # autoscale(builder) runs validate_modules before getOrCreate(): refused there, no cluster is
+    # allocated for a session that would then fail (and, in a notebook, be handed back on retry).
+    with pytest.raises(ConfigError) as error:
+        validate_modules(AutoscalerConfig.from_keys(keys))
+    assert expected in str(error.value)
+
+
+def test_decommission_without_sparks_own_is_refused_before_the_session_starts() -> None:
+    config = AutoscalerConfig.from_keys({"scaleDown.decommission": "true"})
+    with pytest.raises(ConfigError, match=r"needs spark\.decommission\.enabled=true"):
+        refuse_decommission_without_spark(config, {})
+    refuse_decommission_without_spark(config, {"spark.decommission.enabled": "true"})
 
 
 def test_every_duration_key_declares_its_bound() -> None:

@@ -32,6 +32,7 @@ from .options import (
     Option,
     Text,
     option,
+    render_duration,
 )
 from .spelling import CLOSE_RATIO, did_you_mean
 
@@ -74,7 +75,8 @@ class AutoscalerConfig:
                                 "Never scale above this. Bounded by default so a mis-estimate cannot "
                                 "flood a shared cluster; raise it for big jobs.")
     interval_s: float = option("interval", Duration(positive=True, at_most=10 * MINUTE), 10.0,
-                               "Control-loop period: how often metrics are sampled and evaluated.")
+                               "Control-loop period: how often metrics are sampled and evaluated; "
+                               "at most half of metricsWindow.")
     metrics_window_s: float = option("metricsWindow", Duration(positive=True, at_most=HOUR), 60.0,
                                      "The window of batches the arrival rate and batch times are read "
                                      "over (the latest two batches also count on their own: a step "
@@ -234,6 +236,14 @@ class AutoscalerConfig:
                 f"{p}initialExecutors={self.initial_executors} is outside [{p}minExecutors="
                 f"{self.min_executors}, {p}maxExecutors={self.max_executors}]; expected a value in "
                 "that range")
+        if self.interval_s > self.metrics_window_s / 2:
+            # A window with fewer than two samples cannot tell a batch running all along (its
+            # tasks' busy time grows between samples) from nothing arriving: an overloaded
+            # query's long batch read as idle, and scaled down.
+            raise ConfigError(
+                f"{p}interval={render_duration(self.interval_s)}, {p}metricsWindow="
+                f"{render_duration(self.metrics_window_s)}: expected interval <= metricsWindow / 2 "
+                "(at least two samples in each window)")
         if not self.utilization_target <= self.utilization_max:
             raise ConfigError(
                 f"{p}utilization.target={self.utilization_target:g}, {p}utilization.max="

@@ -7,6 +7,7 @@ as ``30s`` / ``2min`` / ``1h``).
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -111,8 +112,8 @@ def parse_float(key: str, value: str, low: float | None = None, high: float | No
         number = float(str(value).strip())
     except ValueError:
         raise ConfigError(f"{key}={value!r} is not a number; expected {accepted}") from None
-    if number != number:  # NaN
-        raise ConfigError(f"{key}={value!r} is not a number; expected {accepted}")
+    if not math.isfinite(number):  # NaN, or inf: "unlimited" is not a value any key takes
+        raise ConfigError(f"{key}={value!r} is not a finite number; expected {accepted}")
     too_low = low is not None and (number <= low if low_open else number < low)
     too_high = high is not None and (number >= high if high_open else number > high)
     if too_low or too_high:

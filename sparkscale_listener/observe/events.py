@@ -368,6 +368,42 @@ class EventDispatcher:
                 log.exception("closing event handler %r failed", handler)
 
 
+def event_handler_choices(config: AutoscalerConfig) -> list[tuple[str, Any]]:
+    """The handlers ``spark.sparkscale.eventHandlers`` names, each once and in order, checked
+    without constructing or opening anything (it runs before the session starts too):
+    ("logging", None), ("listenerBus", None), ("jsonl", its path) or ("class", (the name, the
+    class))."""
+    key = f"{PREFIX}eventHandlers"
+    value = ",".join(config.event_handlers)
+    canonical = {name.lower(): name for name in BUILTIN_EVENT_HANDLERS}
+    names = list(dict.fromkeys(canonical.get(item.lower(), item) for item in config.event_handlers))
+    # First the keys under eventHandlers.<name>.: one of a handler not listed is a typo, and its
+    # message says more than the one a listed handler would give for missing its key.
+    _check_handler_keys(config, {_short_name(name) for name in names}, key, value)
+    chosen: list[tuple[str, Any]] = []
+    for name in names:  # each once: "logging,logging" would print every line twice
+        if name in ("logging", "listenerBus"):
+            chosen.append((name, None))
+        elif name == "jsonl":
+            options = config.module(f"{KEYS_PREFIX}jsonl.")
+            path = options.read(JsonLinesEventHandler.options)["path"]
+            options.check_all_read()
+            if not path:
+                raise ConfigError(f"{key} includes jsonl but {PREFIX}{KEYS_PREFIX}jsonl.path is empty; "
+                                  "expected the file to append events to")
+            chosen.append((name, path))
+        elif "." in name:
+            chosen.append(("class", (name, load_class("eventHandlers", name, EventHandler, ("handle",),
+                                                      accepted_names=BUILTIN_EVENT_HANDLERS))))
+        else:
+            hint = did_you_mean(name, BUILTIN_EVENT_HANDLERS)
+            raise ConfigError(
+                f"{key}={value!r}: {name!r} is not accepted; "
+                + (hint or f"expected a comma-separated list of "
+                   f"{accepted_text(EventHandler, ('handle',), BUILTIN_EVENT_HANDLERS)}"))
+    return chosen
+
+
 def build_event_handlers(config: AutoscalerConfig, bridge: Any = None) -> list[EventHandler]:
     """The handlers named by ``spark.sparkscale.eventHandlers``: logging, listenerBus, jsonl or
     Python class paths (a class with ``handle(event)``, constructed as every plugin is: with a
@@ -376,48 +412,28 @@ def build_event_handlers(config: AutoscalerConfig, bridge: Any = None) -> list[E
 
     listenerBus without a bridge (pure-Python tests, no JVM) is skipped with a warning.
     """
-    key = f"{PREFIX}eventHandlers"
-    value = ",".join(config.event_handlers)
-    canonical = {name.lower(): name for name in BUILTIN_EVENT_HANDLERS}
-    names = list(dict.fromkeys(canonical.get(item.lower(), item) for item in config.event_handlers))
-    # First the keys under eventHandlers.<name>.: one of a handler not listed is a typo, and its
-    # message says more than the one a listed handler would give for missing its key.
-    _check_handler_keys(config, {_short_name(name) for name in names}, key, value)
     handlers: list[EventHandler] = []
-    for name in names:  # each once: "logging,logging" would print every line twice
-        if name == "logging":
+    for kind, chosen in event_handler_choices(config):
+        if kind == "logging":
             handlers.append(LoggingEventHandler())
-        elif name == "listenerBus":
+        elif kind == "listenerBus":
             if bridge is None:
-                log.warning("%s includes listenerBus but there is no JVM bridge; events "
-                            "will not be posted on the listener bus", key)
+                log.warning("%seventHandlers includes listenerBus but there is no JVM bridge; events "
+                            "will not be posted on the listener bus", PREFIX)
                 continue
             handlers.append(ListenerBusEventHandler(bridge))
-        elif name == "jsonl":
-            options = config.module(f"{KEYS_PREFIX}jsonl.")
-            path = options.read(JsonLinesEventHandler.options)["path"]
-            options.check_all_read()
-            if not path:
-                raise ConfigError(f"{key} includes jsonl but {PREFIX}{KEYS_PREFIX}jsonl.path is empty; "
-                                  "expected the file to append events to")
+        elif kind == "jsonl":
             try:
-                handlers.append(JsonLinesEventHandler(path))
+                handlers.append(JsonLinesEventHandler(chosen))
             except OSError as err:
-                raise ConfigError(f"{PREFIX}{KEYS_PREFIX}jsonl.path={path!r}: cannot be written "
+                raise ConfigError(f"{PREFIX}{KEYS_PREFIX}jsonl.path={chosen!r}: cannot be written "
                                   f"({err}); expected a writable file path") from err
-        elif "." in name:
-            cls = load_class("eventHandlers", name, EventHandler, ("handle",),
-                             accepted_names=BUILTIN_EVENT_HANDLERS)
+        else:
+            name, cls = chosen
             options = config.module(f"{KEYS_PREFIX}{_short_name(name)}.")
             context = PluginContext(config, options, bridge=bridge)
             handler = construct(cls, context, "eventHandlers")
             handlers.append(handler if isinstance(handler, EventHandler) else _DuckEventHandler(handler))
-        else:
-            hint = did_you_mean(name, BUILTIN_EVENT_HANDLERS)
-            raise ConfigError(
-                f"{key}={value!r}: {name!r} is not accepted; "
-                + (hint or f"expected a comma-separated list of "
-                   f"{accepted_text(EventHandler, ('handle',), BUILTIN_EVENT_HANDLERS)}"))
     return handlers
 
 

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -28,13 +29,19 @@ from ..config.options import PREFIX, ConfigError
 from ..config.plugins import PluginContext, construct, load_class
 from ..control_loop import Autoscaler, ControlLoop
 from ..evaluator import MetricEvaluator, MicroBatchEvaluator
-from ..observe.events import AutoscalerEvent, EventDispatcher, LoggingEventHandler, build_event_handlers
+from ..observe.events import (
+    AutoscalerEvent,
+    EventDispatcher,
+    LoggingEventHandler,
+    build_event_handlers,
+    event_handler_choices,
+)
 from ..observe.gauges import GaugePublisher
 from ..observe.logs import LOGGER_NAME, show_lines_until_configured
 from ..observe.ui import UiPublisher
 from ..policy import ScalingPolicy
 from ..realize.realizer import ExecutorRealizer, ScalingRealizer
-from ..state.store import build_state_store
+from ..state.store import build_state_store, state_store_choice
 from . import jars as bridge_jars
 from .backend import SparkClusterBackend
 from .bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
@@ -79,6 +86,7 @@ def autoscale(session_or_builder: Any) -> SparkSession:
     if not config.enabled:
         return builder.getOrCreate()
     refuse_dynamic_allocation(submitted)
+    refuse_decommission_without_spark(config, submitted)
     validate_modules(config)
     jar = bridge_jars.bridge_jar(jvm)  # the jar of the Spark that runs (or will run) the driver
     if jvm is not None:
@@ -160,6 +168,12 @@ def refuse_dynamic_allocation(conf: dict[str, str]) -> None:
             "allocation")
 
 
+def refuse_decommission_without_spark(config: AutoscalerConfig, conf: Mapping[str, str]) -> None:
+    if config.decommission and conf.get("spark.decommission.enabled", "false").lower() != "true":
+        raise ConfigError(f"{PREFIX}scaleDown.decommission=true needs spark.decommission.enabled=true "
+                          "(graceful decommission is off in this application)")
+
+
 def _append_csv(existing: str | None, item: str) -> str:
     items = [x.strip() for x in (existing or "").split(",") if x.strip()]
     # spark-submit hands local jars back as file: URIs: the same jar must not be added twice.
@@ -185,9 +199,7 @@ def _attach(spark: SparkSession) -> SparkSession:
     if not config.enabled:
         return spark
     refuse_dynamic_allocation(conf)
-    if config.decommission and conf.get("spark.decommission.enabled", "false").lower() != "true":
-        raise ConfigError(f"{PREFIX}scaleDown.decommission=true needs spark.decommission.enabled=true "
-                          "(graceful decommission is off in this application)")
+    refuse_decommission_without_spark(config, conf)
     with _lock:
         if sc.applicationId in _running:
             return spark
@@ -243,6 +255,8 @@ def _warn(scaler: Autoscaler, text: str, situation: str) -> None:
 def validate_modules(config: AutoscalerConfig) -> None:
     """Check every module choice and module key that can be checked without a SparkContext."""
     build_checkers(config)
+    state_store_choice(config)
+    event_handler_choices(config)
     for key, value, base, methods in _custom_modules(config):
         if value:
             load_class(key, value, base, methods)

@@ -453,29 +453,38 @@ STATE_STORE_OPTIONS = (
 )
 
 
-def build_state_store(config: AutoscalerConfig,
-                      on_fallback: Callable[[str], None] | None = None) -> StateStore:
-    """The store named by ``spark.sparkscale.stateStore``: memory, sqlite (at
-    ``stateStore.sqlite.path``) or a Python class path, constructed as every plugin is (its
-    options are the keys under ``stateStore.``).
-    """
+def state_store_choice(config: AutoscalerConfig) -> tuple[str, Any]:
+    """The store ``spark.sparkscale.stateStore`` names, checked without opening or constructing
+    anything (it runs before the session starts too): ("memory", its options), ("sqlite", its
+    options) or ("class", the class)."""
     key = f"{PREFIX}stateStore"
     name = config.state_store.strip()
     options = config.module("stateStore.")
     if name.lower() in BUILTIN_STATE_STORES:
         values = options.read(STATE_STORE_OPTIONS)
         options.check_all_read()
-        if name.lower() == "memory":
-            return InMemoryStateStore(values["maxRecords"])
-        if not values["sqlite.path"]:
+        if name.lower() == "sqlite" and not values["sqlite.path"]:
             raise ConfigError(f"{key}=sqlite needs {PREFIX}stateStore.sqlite.path (the SQLite file "
                               "to use)")
-        return SqliteStateStore(values["sqlite.path"], max_records=values["maxRecords"],
-                                on_fallback=on_fallback)
+        return name.lower(), values
     if "." not in name:
         accepted = accepted_text(StateStore, STATE_STORE_METHODS, BUILTIN_STATE_STORES)
         hint = did_you_mean(name, BUILTIN_STATE_STORES)
         raise ConfigError(f"{key}={name!r} is not accepted; {hint or 'expected ' + accepted}")
-    cls = load_class("stateStore", name, StateStore, STATE_STORE_METHODS,
-                     accepted_names=BUILTIN_STATE_STORES)
-    return construct(cls, PluginContext(config, options), "stateStore")
+    return "class", load_class("stateStore", name, StateStore, STATE_STORE_METHODS,
+                               accepted_names=BUILTIN_STATE_STORES)
+
+
+def build_state_store(config: AutoscalerConfig,
+                      on_fallback: Callable[[str], None] | None = None) -> StateStore:
+    """The store named by ``spark.sparkscale.stateStore``: memory, sqlite (at
+    ``stateStore.sqlite.path``) or a Python class path, constructed as every plugin is (its
+    options are the keys under ``stateStore.``).
+    """
+    kind, chosen = state_store_choice(config)
+    if kind == "memory":
+        return InMemoryStateStore(chosen["maxRecords"])
+    if kind == "sqlite":
+        return SqliteStateStore(chosen["sqlite.path"], max_records=chosen["maxRecords"],
+                                on_fallback=on_fallback)
+    return construct(chosen, PluginContext(config, config.module("stateStore.")), "stateStore")
