@@ -43,6 +43,7 @@ class Targets:
     bad_executors: set[str] = field(default_factory=set)
     # Live counts seen before the baseline, to tell when the start-up executors have settled.
     live_history: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=3))
+    waiting_since: float | None = None  # the first tick without a baseline
     # The last scaling a checker rolled back (persisted), and the one found in the state store at
     # start: that one is not repeated within rollback.window.
     rolled_back: dict[str, Any] | None = None
@@ -154,7 +155,9 @@ class ScalingExecutor:
             settled = (len(t.live_history) >= 2 and live > 0
                        and all(n == live for _, n in t.live_history)
                        and now - t.live_history[0][0] >= min(config.interval_s, 3.0))
-            waited = now - t.live_history[0][0]
+            # From the first tick: the last three live counts are only how the settling is told.
+            t.waiting_since = now if t.waiting_since is None else t.waiting_since
+            waited = now - t.waiting_since
             if not settled and waited < config.provisioning_timeout_s:
                 return False
             wanted = live

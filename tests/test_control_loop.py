@@ -13,6 +13,7 @@ from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.decisions import Evaluation, ScalingContext
 from sparkscale_listener.evaluator import MetricEvaluator
 from sparkscale_listener.metrics import MetricSample
+from sparkscale_listener.spark.session import with_start_target
 
 
 class Verdict(ScalingChecker):
@@ -35,6 +36,37 @@ def test_the_first_cluster_call_is_an_absolute_request() -> None:
     assert "waiting for the requested executors" in decision.reason
     assert h.realizer.calls == [("baseline", 3)]
     assert h.autoscaler.status()["target_executors"] == 3
+
+
+def test_without_a_start_target_the_baseline_waits_for_the_count_to_settle_then_for_the_timeout() -> None:
+    # Executors still arriving: no baseline (it would cancel those not registered yet) until three
+    # ticks see one count; a count that never settles is taken after provisioningTimeout, counted
+    # from the first tick (the last three counts alone never span it).
+    h = LoopHarness(cfg(provisioningTimeout="60s"))
+    for t, live in ((10, 1), (20, 2), (30, 3), (40, 4), (50, 5), (60, 6)):
+        h.tick(sample(t, live=live))
+    assert h.realizer.calls == []
+    h.tick(sample(70, live=7))
+    assert h.realizer.calls == [("baseline", 7)]
+    settled = LoopHarness(cfg())
+    for t in (10, 20, 30):
+        settled.tick(sample(t, live=4))
+    assert settled.realizer.calls == [("baseline", 4)]
+
+
+def test_the_start_target_is_the_executors_the_application_asked_for() -> None:
+    # Kubernetes starts the pods that fit at once and the rest minutes later, on new nodes: a count
+    # settled on the first wave would cancel the others. What was asked for is the start instead.
+    asked = {"spark.executor.instances": "16"}
+    assert with_start_target(cfg(maxExecutors="20"), asked).initial_executors == 16
+    assert with_start_target(cfg(maxExecutors="10"), asked).initial_executors == 10
+    assert with_start_target(cfg(maxExecutors="20", minExecutors="18"), asked).initial_executors == 18
+    assert with_start_target(cfg(initialExecutors="2", maxExecutors="20"), asked).initial_executors == 2
+    assert with_start_target(cfg(mode="recommend", maxExecutors="20"), asked).initial_executors is None
+    assert with_start_target(cfg(), {}).initial_executors is None
+    h = LoopHarness(with_start_target(cfg(maxExecutors="20"), asked))
+    h.tick(sample(10, live=4))
+    assert h.realizer.calls == [("baseline", 16)]
 
 
 def test_extra_executors_at_start_are_removed_by_the_converge_step() -> None:

@@ -69,8 +69,9 @@ class AutoscalerConfig:
                                 "Never scale below this. 1 keeps every query runnable.")
     initial_executors: int | None = option(
         "initialExecutors", Integer(minimum=1, optional=True), None,
-        "Executor target set at startup (idle extras are removed). Empty: whatever the cluster "
-        "manager started with.")
+        "Executor target set at startup (idle extras are removed). Empty: spark.executor.instances "
+        "where set (what the cluster manager was asked for, even if some are still starting), else "
+        "the executors running once their count settled.")
     max_executors: int = option("maxExecutors", Integer(minimum=1), 10,
                                 "Never scale above this. Bounded by default so a mis-estimate cannot "
                                 "flood a shared cluster; raise it for big jobs.")

@@ -174,6 +174,23 @@ def refuse_decommission_without_spark(config: AutoscalerConfig, conf: Mapping[st
                           "(graceful decommission is off in this application)")
 
 
+def with_start_target(config: AutoscalerConfig, conf: Mapping[str, str]) -> AutoscalerConfig:
+    """``initialExecutors`` unset: the executors the application asked its cluster manager for
+    (``spark.executor.instances``), within [minExecutors, maxExecutors]. Counting those registered
+    once their number settled took the first wave where executors come in waves (Kubernetes pods
+    waiting for new nodes, a YARN queue freeing containers), and the baseline request then cancelled
+    the rest. Without the key (local-cluster, standalone), the settled count stays the start."""
+    if config.initial_executors is not None or config.mode != "autoscale":
+        return config
+    try:
+        asked = int(str(conf.get("spark.executor.instances", "")).strip())
+    except ValueError:
+        return config  # unset (or Spark refused it already)
+    if asked < 1:
+        return config
+    return replace(config, initial_executors=min(max(asked, config.min_executors), config.max_executors))
+
+
 def _append_csv(existing: str | None, item: str) -> str:
     items = [x.strip() for x in (existing or "").split(",") if x.strip()]
     # spark-submit hands local jars back as file: URIs: the same jar must not be added twice.
@@ -200,6 +217,7 @@ def _attach(spark: SparkSession) -> SparkSession:
         return spark
     refuse_dynamic_allocation(conf)
     refuse_decommission_without_spark(config, conf)
+    config = with_start_target(config, conf)
     with _lock:
         if sc.applicationId in _running:
             return spark
