@@ -106,7 +106,10 @@ def with_concurrency(queries: Sequence[QueryMetrics],
         if split is not None and last is not None and split <= same:
             kept = last.records[k:k + split]  # the leading ones, the same objects as last time
         else:
-            kept = [before[b.batch_id] for b, e in zip(q.recent_batches, es, strict=True) if e <= cutoff]
+            # A batch never swept can end before the cutoff when ends are out of order (the driver's
+            # clock stepped back): kept without others' task time (KeyError every tick, before).
+            kept = [before.get(b.batch_id, b) for b, e in zip(q.recent_batches, es, strict=True)
+                    if e <= cutoff]
         enriched = []
         for (b, _), (task_s, tasks) in zip(batches, beside[at:at + len(batches)], strict=True):
             task_s = task_s if task_s > _SPREAD_EPS else 0.0

@@ -342,7 +342,9 @@ class MicroBatchEvaluator(MetricEvaluator):
         live = context.live_executors
         batches = list(q.recent_batches)
         trigger_s = q.trigger_interval_ms / 1000.0 if q.trigger_interval_ms else None
-        horizon = last.time - cfg.metrics_window_s
+        # At least two trigger intervals: a shorter window holds no batch between two of a long
+        # trigger's (10 min), and the query read as idle, and was scaled down, between each two.
+        horizon = last.time - max(cfg.metrics_window_s, 2.0 * (trigger_s or 0.0))
         arrivals = self._arrivals.of(q.query_id, q.recent_batches)
         in_window = [a for a in arrivals if a[0] >= horizon]
         window_batches = [b for b in batches if b.start >= horizon]
@@ -919,7 +921,11 @@ def _fewest(utilization: np.ndarray, target: float, band_max: float) -> tuple[in
                 return int(i) + 1, False
         return fewest + 1, False
     best = float(utilization.min())
-    return int(np.flatnonzero(utilization <= best * (1.0 + NEAR_BEST) + _EPS)[0]) + 1, True
+    near = np.flatnonzero(utilization <= best * (1.0 + NEAR_BEST) + _EPS)
+    # Exactly at the cap, the best sizes are short of the load by MAX_UTILIZATION times or more, and
+    # the cap ties them: the most of them does the most (the fewest gave a backlog of 1e8 rows 1
+    # executor where one of 6e7 got 4). (Sizes where no batch ends in time rank above the cap.)
+    return int(near[-1] if math.isclose(best, MAX_UTILIZATION) else near[0]) + 1, True
 
 
 def _fewest_each(utilization: np.ndarray, target: float, band_max: float) -> list[tuple[int, bool]]:

@@ -286,8 +286,11 @@ class MetricSample:
         if query.backlog is not None:
             return query.backlog, ""
         for key in (query.name, query.query_id):
-            if key and f"backlog.{key}" in self.external:
-                return self.external[f"backlog.{key}"], f"backlog.{key}"
+            value = self.external.get(f"backlog.{key}") if key else None
+            # A custom collector's figure, unchecked until here: inf or NaN is no reading (inf made
+            # every size's utilization NaN, and the tick raised, every tick).
+            if value is not None and math.isfinite(value) and value >= 0:
+                return value, f"backlog.{key}"
         return None, ""
 
 

@@ -288,16 +288,19 @@ class BatchCostLearner:
             seen = self._seen.get(b.batch_id)
             if seen is not None:
                 # Task ends can reach the listener after the batch's progress: a batch seen again
-                # with more task time replaces the first sight of it.
-                if (b.task_s or 0.0) > seen:
-                    self._seen[b.batch_id] = b.task_s or 0.0
-                    self._update(b)
-                continue
-            self._seen[b.batch_id] = b.task_s or 0.0
-            while len(self._seen) > 4 * (self._batches.maxlen or KEPT_BATCHES):
-                del self._seen[next(iter(self._seen))]
-            if self._first_batch is None or b.batch_id < self._first_batch:
-                self._first_batch = b.batch_id
+                # with more task time replaces the first sight of it, or, first seen with none
+                # (not kept then: every batch, when the listener lags), is judged now.
+                if (b.task_s or 0.0) <= seen:
+                    continue
+                self._seen[b.batch_id] = b.task_s or 0.0
+                if self._update(b):
+                    continue
+            else:
+                self._seen[b.batch_id] = b.task_s or 0.0
+                while len(self._seen) > 4 * (self._batches.maxlen or KEPT_BATCHES):
+                    del self._seen[next(iter(self._seen))]
+                if self._first_batch is None or b.batch_id < self._first_batch:
+                    self._first_batch = b.batch_id
             if not self.warm(b, exclude):
                 continue
             self._batches.append(b)
@@ -318,7 +321,8 @@ class BatchCostLearner:
             self._stale = True
         return kept
 
-    def _update(self, b: BatchRecord) -> None:
+    def _update(self, b: BatchRecord) -> bool:
+        """Replace the kept record of ``b``'s batch; False if none is kept."""
         for i in range(len(self._batches) - 1, -1, -1):
             kept = self._batches[i]
             if kept.batch_id == b.batch_id:
@@ -327,7 +331,8 @@ class BatchCostLearner:
                     concurrent_tasks=max(b.concurrent_tasks, kept.concurrent_tasks))
                 self._columns[i] = _columns(self._batches[i])
                 self._stale = True
-                return
+                return True
+        return False
 
     def warm(self, b: BatchRecord, exclude: tuple[float, float] | None = None) -> bool:
         """Whether a batch tells the steady cost: past the query's first batches, no executor

@@ -893,3 +893,52 @@ def test_fewest_of_every_query_at_once_is_each_query_s_own() -> None:
     utilization = np.array(rows)
     assert _fewest_each(utilization, 0.7, 0.75) == [_fewest(r, 0.7, 0.75) for r in utilization]
     assert _fewest_each(np.empty((0, 5)), 0.7, 0.75) == []
+
+
+# -- inputs a simulator does not make ------------------------------------------------------------
+
+
+def test_a_trigger_longer_than_the_window_is_not_idle_between_its_batches() -> None:
+    # 2,000 rows/s all the time, a 10 min trigger: between two batches no batch started in the
+    # 60 s window. Read as idle, the query was sized at nothing and scaled down between each two.
+    s = Stream("a", 2000.0, trigger_s=600.0, per_row_s=0.002, tasks=32)
+    running = evaluate([s], 3050.0, live=8)
+    between = evaluate([s], 3300.0, live=8)
+    assert running.ready and running.recommended_executors > 1
+    assert "idle" not in between.queries["a"].note
+    assert between.recommended_executors >= running.recommended_executors
+
+
+def test_a_load_beyond_every_size_gets_the_most_not_the_fewest() -> None:
+    # Far beyond what any size does, every size's utilization is at the cap: tied, and the tie
+    # went to 1 executor, fewer than a smaller backlog got.
+    def recommended(backlog: float) -> int:
+        return evaluate([Stream("a", 2000.0, reports_backlog=False)], 300.0, live=1,
+                        external={"backlog.a": backlog}).recommended_executors
+    smaller, bigger = recommended(6e7), recommended(1e8)
+    assert smaller > 1
+    assert bigger >= smaller
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan, -5.0])
+def test_an_external_backlog_that_is_no_number_is_no_reading(value: float) -> None:
+    # A custom collector's figure: inf made every size's utilization NaN, and the tick raised.
+    ev = evaluate([Stream("a", 2000.0, reports_backlog=False)], 300.0, external={"backlog.a": value})
+    assert ev.ready
+    assert "backlog from external metric" not in ev.queries["a"].note
+
+
+def test_a_batch_starting_before_the_last_one_does_not_stop_the_sweep() -> None:
+    # The driver's clock stepped back 6 s (NTP): a batch starts before its predecessor ended, ends
+    # come out of order, and the concurrency sweep looked up a record it never made, every tick.
+    a, b = Stream("a", 2000.0, trigger_s=5.0), Stream("b", 500.0, trigger_s=5.0, tasks=8)
+    evaluator = MicroBatchEvaluator()
+    evaluator.evaluate(history_of([a, b], 290.0), scaling_context(290.0, target=4, live=4))
+    history = history_of([a, b], 300.0)
+    last = history[-1]
+    batches = list(last.queries["a"].recent_batches)
+    batches[-1] = replace(batches[-1], start=batches[-1].start - 6.0, since_previous_s=None)
+    history[-1] = replace(last, queries={**last.queries, "a": replace(last.queries["a"],
+                                                                      recent_batches=tuple(batches))})
+    for t in (300.0, 310.0):
+        assert evaluator.evaluate(history, scaling_context(t, target=4, live=4)).ready

@@ -96,6 +96,21 @@ def test_warm_up_batches_and_batches_on_fresh_executors_are_not_measured() -> No
     assert cost is not None and cost.efficiency == pytest.approx(1.0)
 
 
+def test_a_batch_first_seen_before_its_task_ends_is_measured_when_they_come() -> None:
+    # Task ends reach the listener after the batch's progress: seen first with no task time (not
+    # warm), each batch was then marked seen and never measured, so the query stayed "learning"
+    # for good when the listener lagged every time.
+    learner = BatchCostLearner()
+    full = [BatchRecord(batch_id=i, start=10.0 * i, duration_s=2.0, rows=1000 * (1 + i % 3),
+                        since_previous_s=10.0, task_s=1.0 * (1 + i % 3), tasks=4, executors=1)
+            for i in range(12)]
+    for n in range(1, len(full) + 1):
+        learner.add([*full[:n - 1], replace(full[n - 1], task_s=None, tasks=None)])
+        learner.add(full[:n])
+    assert [b.batch_id for b in learner.batches] == list(range(2, 12))  # all but the warm-up
+    assert learner.fit(4) is not None
+
+
 def test_a_batch_overlapping_a_change_of_executors_is_not_measured() -> None:
     pts = [batch(i, 10_000, 4) for i in range(-WARMUP_BATCHES, 6)]
     learner = BatchCostLearner()
