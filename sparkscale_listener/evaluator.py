@@ -201,6 +201,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         costs: dict[str, BatchCost | None] = {}
         waiting: list[str] = []
         stabilizing: list[str] = []
+        learning: dict[str, float] = {}  # queries not sized yet: the slots their tasks keep busy
         concurrent = with_concurrency(active, self._batches, self._given)
         for q in active:
             learner = self._learners.get(q.query_id)
@@ -216,6 +217,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             if cost is None or not demand.arrivals_seen:
                 waiting.append(f"learning the cost of {readable.query(q.name, q.query_id)} "
                                f"({len(learner.batches)} of {MIN_BATCHES} warm batches)")
+                learning[q.query_id] = _slots_kept_busy(q, history, context.config.metrics_window_s)
                 continue
             confirmed = 0  # batches since the window start, newest first: the first few tell
             for b in reversed(q.recent_batches):
@@ -225,7 +227,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             if confirmed < CONFIRMING_BATCHES:
                 stabilizing.append(f"stabilizing: {confirmed} of {CONFIRMING_BATCHES} batches of "
                                    f"{readable.query(q.name, q.query_id)} on the new size")
-        if waiting:
+        if len(learning) == sum(not d.idle for d in demands) and learning:
             return self._not_ready(context, waiting)
         if stabilizing or math.isinf(context.window_start):
             # The new size is not measured yet; but arrivals do not depend on it: when two batches
@@ -238,7 +240,15 @@ class MicroBatchEvaluator(MetricEvaluator):
                 return self._not_ready(context, whys)
         if not active:
             return self._size([], {}, history, context, "" if held else "no active streaming query", held)
-        evaluation = self._size(demands, costs, history, context, "", held)
+        evaluation = self._size(demands, {qid: c for qid, c in costs.items() if qid not in learning},
+                                history, context, "", held, learning)
+        if learning and evaluation.recommended_executors < context.current_target:
+            # A query still learning its cost blocked every decision before (for the application's
+            # life when it never could learn): the others are sized, never below the current size.
+            names = ", ".join(readable.query(last.queries[q].name, q) for q in learning)
+            evaluation = replace(evaluation, recommended_executors=context.current_target,
+                                 headline=f"{evaluation.headline}; held at {context.current_target}: "
+                                          f"{names} still learning")
         outcomes = self._outcomes(last, context, concurrent)
         return replace(evaluation, outcomes=outcomes) if outcomes else evaluation
 
@@ -594,7 +604,7 @@ class MicroBatchEvaluator(MetricEvaluator):
 
     def _size(self, demands: list[_Demand], costs: dict[str, BatchCost | None],
               history: Sequence[MetricSample], context: ScalingContext, empty_reason: str,
-              held: Mapping[str, QueryMetrics]) -> Evaluation:
+              held: Mapping[str, QueryMetrics], learning: Mapping[str, float] | None = None) -> Evaluation:
         """Every size at once: per query its utilization at 1, 2, ... executors (arrays), the
         application's the highest of them or what all their task time needs (and the slots
         real-time-mode queries hold); the fewest within the target."""
@@ -608,7 +618,9 @@ class MicroBatchEvaluator(MetricEvaluator):
         other = float(max(s.cluster.other_tasks for s in history
                           if s.time >= last.time - context.config.metrics_window_s))
         holding = {qid: held_slots(q) for qid, q in held.items()}
-        other += sum(holding.values())
+        # Queries still learning their cost: at the target, the slots their tasks kept busy.
+        unsized = {qid: slots / target for qid, slots in (learning or {}).items()}
+        other += sum(holding.values()) + sum(unsized.values())
         known = [(d, c) for d in demands if (c := costs.get(d.q.query_id)) is not None]
 
         # The sizes worth scanning. Beyond a slot for every task of a query and of the batches
@@ -690,7 +702,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         required_slots = float(required * spe)
         backlog_mode = any(q.backlog_mode for q in queries.values())
         headline, details = self._explain(demands, queries, costs, required, recommended, utilization, live,
-                                          capped, other, empty_reason, holding)
+                                          capped, other, empty_reason, holding, unsized)
         return Evaluation(time=context.now, ready=True, current_executors=context.current_target,
                           recommended_executors=recommended, required_slots=required_slots,
                           utilization=utilization, backlog_mode=backlog_mode, queries=queries,
@@ -722,13 +734,18 @@ class MicroBatchEvaluator(MetricEvaluator):
     def _explain(demands: list[_Demand], queries: dict[str, QueryEvaluation],
                  costs: dict[str, BatchCost | None], required: int, recommended: int, utilization: float,
                  live: int, capped: bool, other: float, empty: str,
-                 holding: Mapping[str, int]) -> tuple[str, str]:
+                 holding: Mapping[str, int], unsized: Mapping[str, float]) -> tuple[str, str]:
         """(the headline: what the load needs and why, in one line; the figures behind it)."""
         details = [f"utilization {_fraction(utilization)} on {readable.executors(live)}"
                    + (f"; bounded to {recommended} by min/maxExecutors" if required != recommended else "")]
         held = sum(holding.values())
-        jobs_tasks = other - held
+        jobs_tasks = other - held - sum(unsized.values())
         parts = []
+        if unsized:
+            parts.append(f"{len(unsized)} {'query' if len(unsized) == 1 else 'queries'} still learning")
+            details.append("still learning their cost, sized on the slots their tasks kept busy (at the "
+                           "target): " + ", ".join(f"{readable.query(queries[q].name, q)} {slots:.1f}"
+                                                   for q, slots in unsized.items()))
         if held:
             parts.append(f"{held} real-time-mode tasks")
             details.append(f"real-time mode: {held} tasks of "
@@ -746,8 +763,9 @@ class MicroBatchEvaluator(MetricEvaluator):
             need = (f"{jobs} need {readable.executors(required)}" if other
                     else f"{readable.executors(required)} do")
             return f"{what}; {need}", "; ".join(details)
-        busiest = max(demands, key=lambda d: (queries[d.q.query_id].required_executors,
-                                              queries[d.q.query_id].utilization or 0.0))
+        sized = [d for d in demands if d.q.query_id not in unsized] or demands
+        busiest = max(sized, key=lambda d: (queries[d.q.query_id].required_executors,
+                                            queries[d.q.query_id].utilization or 0.0))
         qe = queries[busiest.q.query_id]
         load = readable.rate(busiest.rate)
         if busiest.signal:
@@ -758,8 +776,9 @@ class MicroBatchEvaluator(MetricEvaluator):
         if len(demands) == 1:
             headline = f"{who}: arrivals {load}"
         else:
-            others = len(demands) - 1
-            headline = f"{who} at {load} and {others} other {'query' if others == 1 else 'queries'}"
+            others = len(sized) - 1
+            headline = (f"{who} at {load}" if not others
+                        else f"{who} at {load} and {others} other {'query' if others == 1 else 'queries'}")
         if other:
             headline += f" and {jobs}"
         headline += f" need {readable.executors(required)}"
@@ -878,6 +897,16 @@ def _measured_until(demands: Sequence[_Demand]) -> float | None:
     with new rows starts a batch, and a batch running counts as rising."""
     bounds = [d.measured_until for d in demands if not d.idle and d.measured_until is not None]
     return min(bounds) if bounds else None
+
+
+def _slots_kept_busy(q: QueryMetrics, history: Sequence[MetricSample], window_s: float) -> float:
+    """The slots a query's tasks kept busy on average over the window (its task time over it)."""
+    last = history[-1]
+    first = next((s for s in history if s.time >= last.time - window_s), last)
+    before = first.queries.get(q.query_id)
+    if before is None or last.time <= first.time:
+        return 0.0
+    return max(0.0, q.busy_ms - before.busy_ms) / 1000.0 / (last.time - first.time)
 
 
 def held_slots(q: QueryMetrics) -> int:

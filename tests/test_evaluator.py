@@ -942,3 +942,23 @@ def test_a_batch_starting_before_the_last_one_does_not_stop_the_sweep() -> None:
                                                                       recent_batches=tuple(batches))})
     for t in (300.0, 310.0):
         assert evaluator.evaluate(history, scaling_context(t, target=4, live=4)).ready
+
+
+def test_a_query_still_learning_holds_no_decision_of_the_others_only_their_scale_down() -> None:
+    # b's batches carry no task figures (never measured): "not ready: learning the cost of query b"
+    # held every decision, for the application's life. Now a is sized, b's busy slots counted, and
+    # nothing is given back while b is unmeasured.
+    a, b = Stream("a", 3000.0, trigger_s=10.0), Stream("b", 100.0, trigger_s=10.0, tasks=4)
+
+    def unmeasured_b(live: int) -> Evaluation:
+        history = [replace(s, queries={**s.queries, "b": replace(s.queries["b"], recent_batches=tuple(
+            replace(x, task_s=None, tasks=None) for x in s.queries["b"].recent_batches))})
+            for s in history_of([a, b], 300.0, live=live)]
+        return MicroBatchEvaluator().evaluate(history, scaling_context(300.0, target=live, live=live))
+
+    short = unmeasured_b(1)
+    assert short.ready and short.recommended_executors == 2
+    assert "1 query still learning" in short.headline
+    ample = unmeasured_b(4)
+    assert ample.ready and ample.recommended_executors == 4
+    assert ample.headline.endswith("held at 4: query b still learning")
