@@ -107,7 +107,7 @@ def autoscale(session_or_builder: Any) -> SparkSession:
         jars = _append_csv(JvmBridge.submitted_conf(jvm).get("spark.jars"), str(jar))
     builder.config("spark.jars", jars)
     builder.config("spark.plugins", plugins)
-    return _attach(_start_session(builder, jar))
+    return _attach(_start_session(builder, jar), config)
 
 
 def _start_session(builder: Any, jar: Any) -> SparkSession:
@@ -204,7 +204,9 @@ def _local_path(uri: str) -> str:
         if uri.startswith("file:") else uri
 
 
-def _attach(spark: SparkSession) -> SparkSession:
+def _attach(spark: SparkSession, asked: AutoscalerConfig | None = None) -> SparkSession:
+    """Start the autoscaler of ``spark``'s application, once; ``asked``: the keys of the
+    ``autoscale(builder)`` call that got it (a session already running keeps its own)."""
     try:
         sc = spark.sparkContext
         sc._jsc.sc()
@@ -219,8 +221,17 @@ def _attach(spark: SparkSession) -> SparkSession:
     refuse_decommission_without_spark(config, conf)
     config = with_start_target(config, conf)
     with _lock:
-        if sc.applicationId in _running:
-            return spark
+        running = _running.get(sc.applicationId)
+    if running is not None:
+        # getOrCreate() handed back the session already running (a notebook cell run again): its
+        # autoscaler keeps the keys it started with; say so rather than ignore the new ones.
+        raw, started = (asked or config).raw, running[0].config.raw
+        if raw != started:
+            changed = sorted(k for k in {*raw, *started} if raw.get(k) != started.get(k))
+            _warn(running[0], "the autoscaler of this application is already running with its own "
+                  f"{PREFIX}* keys; changed ones are ignored until the SparkSession is stopped and "
+                  "created again: " + ", ".join(f"{PREFIX}{k}" for k in changed), "keys-ignored")
+        return spark
     show_lines_until_configured()
     bridge = JvmBridge(sc)
     if not bridge.installed():

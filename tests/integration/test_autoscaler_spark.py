@@ -12,6 +12,7 @@ generous deadlines."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -94,6 +95,32 @@ def test_a_second_session_does_not_inherit_the_first_sessions_settings() -> None
         assert autoscaler(second).config.rollback_max == 3  # the default, not the first's 1
     finally:
         second.stop()
+
+
+def test_keys_of_a_second_call_on_a_running_session_are_reported_as_ignored(tmp_path: Path) -> None:
+    # A notebook cell run again with a changed key: getOrCreate() hands back the running session,
+    # whose autoscaler keeps its keys. Said, not silently ignored.
+    events = tmp_path / "events.jsonl"
+
+    def builder() -> Any:
+        return (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                .config("spark.sparkscale.eventHandlers", "jsonl")
+                .config("spark.sparkscale.eventHandlers.jsonl.path", str(events)))
+
+    spark = autoscale(builder())
+    try:
+        assert autoscale(builder()) is spark
+        assert not [line for line in events.read_text().splitlines() if "keys-ignored" in line]
+        autoscale(builder().config("spark.sparkscale.maxExecutors", "7"))
+        assert autoscaler(spark).config.max_executors == 10
+        notices = [e for e in map(json.loads, events.read_text().splitlines())
+                   if e["details"].get("situation") == "keys-ignored"]
+        assert [n["reason"] for n in notices] == [
+            "the autoscaler of this application is already running with its own spark.sparkscale.* "
+            "keys; changed ones are ignored until the SparkSession is stopped and created again: "
+            "spark.sparkscale.maxExecutors"]
+    finally:
+        spark.stop()
 
 
 def test_running_session_without_the_bridge_is_refused_with_the_fix() -> None:
