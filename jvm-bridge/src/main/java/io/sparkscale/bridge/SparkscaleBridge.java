@@ -158,7 +158,7 @@ public final class SparkscaleBridge {
     if (l == null || c == null) {
       return "{}";
     }
-    l.forgetOtherStages(jobId -> jobEnded(c, jobId));
+    l.forgetOtherStages(jobId -> jobStatus(c, jobId), System.currentTimeMillis());
     return toJson(l.snapshot(c.applicationId(), System.currentTimeMillis(), batchesSince));
   }
 
@@ -189,11 +189,13 @@ public final class SparkscaleBridge {
     return dropped;
   }
 
-  private static boolean jobEnded(SparkContext c, int jobId) {
-    // Only a job the status store knows to have ended: one it does not know may not have reached its queue yet.
+  /**
+   * The status store's word on a job, null when it does not know it: not yet (its queue lags the listener's) or no
+   * longer (it keeps spark.ui.retainedJobs). {@link SparkscaleListener#jobEnded} tells which.
+   */
+  private static org.apache.spark.JobExecutionStatus jobStatus(SparkContext c, int jobId) {
     Option<org.apache.spark.SparkJobInfo> job = c.statusTracker().getJobInfo(jobId);
-    return job.isDefined() && (job.get().status() == org.apache.spark.JobExecutionStatus.SUCCEEDED
-        || job.get().status() == org.apache.spark.JobExecutionStatus.FAILED);
+    return job.isDefined() ? job.get().status() : null;
   }
 
   static String toJson(Map<String, Object> snapshot) {
@@ -324,13 +326,7 @@ public final class SparkscaleBridge {
     if (c == null || l == null) {
       return NONE;
     }
-    return l.shuffleHolders(jobId -> jobRunning(c, jobId)).toArray(NONE);
-  }
-
-  private static boolean jobRunning(SparkContext c, int jobId) {
-    // The status store answers from its own event queue: a job it no longer knows has ended or been forgotten.
-    Option<org.apache.spark.SparkJobInfo> job = c.statusTracker().getJobInfo(jobId);
-    return job.isDefined() && job.get().status() == org.apache.spark.JobExecutionStatus.RUNNING;
+    return l.shuffleHolders(jobId -> jobStatus(c, jobId), System.currentTimeMillis()).toArray(NONE);
   }
 
   private static String[] withoutShuffleHolders(SparkContext c, String[] ids) {
@@ -338,7 +334,7 @@ public final class SparkscaleBridge {
     if (l == null) {
       return ids.clone();
     }
-    java.util.Set<String> holders = l.shuffleHolders(jobId -> jobRunning(c, jobId));
+    java.util.Set<String> holders = l.shuffleHolders(jobId -> jobStatus(c, jobId), System.currentTimeMillis());
     return java.util.Arrays.stream(ids).filter(id -> !holders.contains(id)).toArray(String[]::new);
   }
 

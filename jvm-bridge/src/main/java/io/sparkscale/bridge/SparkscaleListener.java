@@ -10,10 +10,12 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.function.IntFunction;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
 import org.apache.spark.ExceptionFailure;
+import org.apache.spark.JobExecutionStatus;
 import org.apache.spark.Resubmitted$;
 import org.apache.spark.SparkConf;
 import org.apache.spark.Success$;
@@ -124,10 +126,17 @@ public class SparkscaleListener extends SparkListener {
    * A running stage attempt of a job outside every streaming query (a batch or ML job sharing the application): its
    * tasks, and the indices of those that succeeded. The others are pending or running, and need slots.
    */
-  record OtherStage(int jobId, int tasks, BitSet succeeded) {
+  record OtherStage(int jobId, long sinceMs, int tasks, BitSet succeeded) {
     int left() {
       return Math.max(0, tasks - succeeded.cardinality());
     }
+  }
+
+  /**
+   * Executors holding shuffle map output of one job, and when the listener recorded the first of them (see
+   * {@link #jobEnded}).
+   */
+  record Holders(long sinceMs, HashSet<String> executors) {
   }
 
   /** A stage attempt that has running tasks: when it completed, -1 until then. */
@@ -161,7 +170,7 @@ public class SparkscaleListener extends SparkListener {
   // it (FetchFailed) and the map stage is re-run; once the job has ended its shuffle output is never read again (a
   // later job that reuses the stage recomputes what a removed executor held instead of failing).
   private final HashMap<Integer, Integer> stageJobs = new HashMap<>();
-  private final HashMap<Integer, HashSet<String>> shuffleHolders = new HashMap<>();
+  private final HashMap<Integer, Holders> shuffleHolders = new HashMap<>();
   // Running stage attempts of other jobs, by stageKey: their tasks not yet succeeded are the demand of other jobs that
   // the autoscaler counts, as Spark's own dynamic allocation counts pending and running tasks.
   private final HashMap<Long, OtherStage> otherStages = new HashMap<>();
@@ -363,8 +372,10 @@ public class SparkscaleListener extends SparkListener {
     if (tag == null) {
       tag = tagOf(event.properties(), -1);
       if (tag == null) {
+        long submitted = info.submissionTime().isDefined() ? (Long) info.submissionTime().get()
+            : System.currentTimeMillis();
         otherStages.put(stageKey(info.stageId(), info.attemptNumber()),
-            new OtherStage(stageJobs.getOrDefault(info.stageId(), -1), info.numTasks(), new BitSet()));
+            new OtherStage(stageJobs.getOrDefault(info.stageId(), -1), submitted, info.numTasks(), new BitSet()));
         return;
       }
     }
@@ -459,7 +470,8 @@ public class SparkscaleListener extends SparkListener {
       }
       Integer job = "ShuffleMapTask".equals(event.taskType()) ? stageJobs.get(event.stageId()) : null;
       if (job != null) {
-        shuffleHolders.computeIfAbsent(job, j -> new HashSet<>()).add(info.executorId());
+        shuffleHolders.computeIfAbsent(job, j -> new Holders(finish, new HashSet<>())).executors()
+            .add(info.executorId());
       }
     } else if (killed) {
       tasksKilled++;
@@ -496,24 +508,68 @@ public class SparkscaleListener extends SparkListener {
 
   /**
    * Executors holding shuffle map output of a job that is still running: removing one now would fail the job's
-   * tasks. {@code running} confirms each job (a job end lost with dropped events must not pin executors forever);
-   * jobs it denies are forgotten.
+   * tasks. Jobs that have ended by {@link #jobEnded} ({@code status}: the status store's word on a job, null when it
+   * does not know it) are forgotten: a job end lost with dropped events must not pin executors forever.
    */
-  public synchronized HashSet<String> shuffleHolders(java.util.function.IntPredicate running) {
-    shuffleHolders.keySet().removeIf(job -> !running.test(job));
-    HashSet<String> out = new HashSet<>();
-    for (HashSet<String> holders : shuffleHolders.values()) {
-      out.addAll(holders);
+  public HashSet<String> shuffleHolders(IntFunction<JobExecutionStatus> status, long now) {
+    int[] jobs;
+    synchronized (this) {
+      jobs = shuffleHolders.keySet().stream().mapToInt(Integer::intValue).toArray();
     }
-    return out;
+    HashMap<Integer, JobExecutionStatus> known = statuses(jobs, status); // Spark's store, outside our lock
+    synchronized (this) {
+      shuffleHolders.entrySet().removeIf(j -> known.containsKey(j.getKey())
+          && jobEnded(known.get(j.getKey()), j.getValue().sinceMs(), now));
+      HashSet<String> out = new HashSet<>();
+      for (Holders holders : shuffleHolders.values()) {
+        out.addAll(holders.executors());
+      }
+      return out;
+    }
   }
 
   /**
-   * Forgets the stages of other jobs that {@code ended} says have ended: their stage-completed and job-end events
-   * were lost (a full listener queue), and their tasks would count as demand for ever.
+   * Forgets the stages of other jobs that have ended by {@link #jobEnded} ({@code status} as for
+   * {@link #shuffleHolders}): their stage-completed and job-end events were lost (a full listener queue), and their
+   * tasks would count as demand for ever.
    */
-  public synchronized void forgetOtherStages(java.util.function.IntPredicate ended) {
-    otherStages.values().removeIf(s -> ended.test(s.jobId()));
+  public void forgetOtherStages(IntFunction<JobExecutionStatus> status, long now) {
+    int[] jobs;
+    synchronized (this) {
+      jobs = otherStages.values().stream().mapToInt(OtherStage::jobId).distinct().toArray();
+    }
+    HashMap<Integer, JobExecutionStatus> known = statuses(jobs, status);
+    synchronized (this) {
+      otherStages.values().removeIf(s -> known.containsKey(s.jobId()) && jobEnded(known.get(s.jobId()), s.sinceMs(),
+          now));
+    }
+  }
+
+  /**
+   * Whether a job has ended, by the status store's word on it ({@code known}, null when it does not know the job)
+   * and when the listener first recorded it ({@code sinceMs}). The status store answers from its own queue, which
+   * can lag this listener's: a job it does not know yet still runs. But it also forgets ended jobs
+   * (spark.ui.retainedJobs: seconds of them at a hundred jobs a second), and job ends can be dropped: a job it does
+   * not know {@link #AGE_OUT_MS} after the listener recorded it has ended. One rule for both callers, so that no job
+   * is "running" to one and "ended" to the other.
+   */
+  static boolean jobEnded(JobExecutionStatus known, long sinceMs, long now) {
+    if (known == JobExecutionStatus.SUCCEEDED || known == JobExecutionStatus.FAILED) {
+      return true;
+    }
+    if (known == JobExecutionStatus.RUNNING) {
+      return false;
+    }
+    return now - sinceMs > AGE_OUT_MS; // not known (or UNKNOWN)
+  }
+
+  /** The status store's word on each of these jobs (null: not known; a job id below 0 is never known). */
+  private static HashMap<Integer, JobExecutionStatus> statuses(int[] jobs, IntFunction<JobExecutionStatus> status) {
+    HashMap<Integer, JobExecutionStatus> known = new HashMap<>();
+    for (int job : jobs) {
+      known.put(job, job < 0 ? null : status.apply(job));
+    }
+    return known;
   }
 
   // ---------------------------------------------------------------- snapshot
@@ -593,8 +649,8 @@ public class SparkscaleListener extends SparkListener {
     }
     // Running jobs with shuffle output per executor, counted in one pass over the jobs.
     HashMap<String, Integer> shuffleJobs = new HashMap<>();
-    for (HashSet<String> holders : shuffleHolders.values()) {
-      for (String id : holders) {
+    for (Holders holders : shuffleHolders.values()) {
+      for (String id : holders.executors()) {
         shuffleJobs.merge(id, 1, Integer::sum);
       }
     }

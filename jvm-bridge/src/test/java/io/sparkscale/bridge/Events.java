@@ -105,6 +105,12 @@ final class Events {
     return this;
   }
 
+  /** A stage submitted at {@code timeMs}. */
+  Events stageSubmitted(StageInfo stage, Properties props, long timeMs) {
+    stage.submissionTime_$eq(Option.apply((Object) timeMs));
+    return stageSubmitted(stage, props);
+  }
+
   Events stageCompleted(StageInfo stage, long timeMs) {
     stage.completionTime_$eq(Option.apply((Object) timeMs));
     listener.onStageCompleted(new SparkListenerStageCompleted(stage));

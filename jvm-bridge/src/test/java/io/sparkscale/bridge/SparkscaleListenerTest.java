@@ -11,6 +11,7 @@ import java.util.Set;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
+import org.apache.spark.JobExecutionStatus;
 import org.apache.spark.SparkConf;
 import org.apache.spark.scheduler.StageInfo;
 import org.apache.spark.scheduler.TaskInfo;
@@ -501,10 +502,22 @@ class SparkscaleListenerTest {
   void otherJobsStagesWhoseEndWasLostAreForgottenOnceTheirJobIsKnownToHaveEnded() {
     StageInfo stage = Events.stage(2, 0, 4);
     events.jobStart(7, T0, null, stage).stageSubmitted(stage, null);
-    listener.forgetOtherStages(job -> false); // the status store does not know it to have ended
+    listener.forgetOtherStages(job -> JobExecutionStatus.RUNNING, T0); // the status store does not know it ended
     assertEquals(4, snapshot(T0).get("otherTasks").asInt());
-    listener.forgetOtherStages(job -> job == 7);
+    listener.forgetOtherStages(job -> job == 7 ? JobExecutionStatus.SUCCEEDED : JobExecutionStatus.RUNNING, T0);
     assertEquals(0, snapshot(T0).get("otherTasks").asInt());
+  }
+
+  @Test
+  void anOtherJobsStageIsForgottenOnceTheStatusStoreHasNotKnownItsJobForTheAgeOutPeriod() {
+    // The status store keeps spark.ui.retainedJobs jobs (seconds of them at 100 jobs/s): a job whose end the listener
+    // lost may be gone from it too. Not yet known is a lag of its queue: the job still runs, until too old for that.
+    StageInfo stage = Events.stage(2, 0, 4);
+    events.jobStart(7, T0, null, stage).stageSubmitted(stage, null, T0);
+    listener.forgetOtherStages(job -> null, T0 + 1_000);
+    assertEquals(4, snapshot(T0 + 1_000).get("otherTasks").asInt());
+    listener.forgetOtherStages(job -> null, T0 + SparkscaleListener.AGE_OUT_MS + 1);
+    assertEquals(0, snapshot(T0 + SparkscaleListener.AGE_OUT_MS + 1).get("otherTasks").asInt());
   }
 
   @Test
@@ -539,13 +552,13 @@ class SparkscaleListenerTest {
     TaskInfo m3 = events.taskStart(1, 3, 1, "2", T0 + 20);
     events.taskEnd(1, "ShuffleMapTask", Events.success(), m3, T0 + 30, Events.metrics(10, 0));
 
-    assertEquals(Set.of("1", "2"), listener.shuffleHolders(job -> true));
+    assertEquals(Set.of("1", "2"), listener.shuffleHolders(job -> JobExecutionStatus.RUNNING, T0 + 40));
     JsonNode snap = snapshot(T0 + 40);
     assertEquals(1, executor(snap, "1").get("liveShuffleJobs").asInt());
     assertEquals(0, executor(snap, "3").get("liveShuffleJobs").asInt());
 
     events.jobEnd(4, T0 + 100);
-    assertEquals(Set.of(), listener.shuffleHolders(job -> true));
+    assertEquals(Set.of(), listener.shuffleHolders(job -> JobExecutionStatus.RUNNING, T0 + 100));
     assertEquals(0, executor(snapshot(T0 + 200), "1").get("liveShuffleJobs").asInt());
   }
 
@@ -557,9 +570,29 @@ class SparkscaleListenerTest {
     TaskInfo m = events.taskStart(1, 1, 0, "1", T0);
     events.taskEnd(1, "ShuffleMapTask", Events.success(), m, T0 + 10, Events.metrics(10, 0));
     ArrayList<Integer> asked = new ArrayList<>();
-    assertEquals(Set.of(), listener.shuffleHolders(job -> asked.add(job) && false));
+    assertEquals(Set.of(), listener.shuffleHolders(job -> {
+      asked.add(job);
+      return JobExecutionStatus.SUCCEEDED;
+    }, T0 + 20));
     assertEquals(java.util.List.of(8), asked);
     assertEquals(0, executor(snapshot(T0 + 20), "1").get("liveShuffleJobs").asInt());
+  }
+
+  @Test
+  void aShuffleJobTheStatusStoreDoesNotKnowKeepsItsHoldersUntilTheAgeOutPeriodHasPassed() {
+    // The listener's queue can be ahead of the status store's: a job it does not know yet still runs, and its reduce
+    // stage is about to read executor 1's output. Still unknown long after, it has ended and been evicted from it.
+    events.executorAdded("1", 1, T0).executorAdded("2", 1, T0);
+    StageInfo map = Events.stage(1, 0, 1);
+    StageInfo reduce = Events.stage(2, 0, 1);
+    events.jobStart(5, T0, null, map, reduce).stageSubmitted(map, null);
+    TaskInfo m = events.taskStart(1, 1, 0, "1", T0);
+    events.taskEnd(1, "ShuffleMapTask", Events.success(), m, T0 + 100, Events.metrics(100, 0));
+    assertEquals(Set.of("1"), listener.shuffleHolders(job -> null, T0 + 200));
+    assertEquals(Set.of("1"), listener.shuffleHolders(job -> JobExecutionStatus.RUNNING, T0 + 300));
+    assertEquals(Set.of("1"), listener.shuffleHolders(job -> null, T0 + 100 + SparkscaleListener.AGE_OUT_MS));
+    assertEquals(Set.of(), listener.shuffleHolders(job -> null, T0 + 101 + SparkscaleListener.AGE_OUT_MS));
+    assertEquals(0, executor(snapshot(T0 + 40_000), "1").get("liveShuffleJobs").asInt());
   }
 
   private static Set<String> fieldNames(JsonNode node) {
