@@ -60,6 +60,9 @@ public class SparkscaleListener extends SparkListener {
   // its end event (Spark drops events when a listener queue is full): without its end it would
   // stay busy forever and keep its executor from ever looking idle.
   static final long AGE_OUT_MS = 30_000L;
+  // Aged-out tasks remembered, the latest first: one whose end comes after all (a zombie task of a failed stage
+  // attempt, a killed task slow to stop) was not lost, and is counted once.
+  static final int MAX_AGED_OUT_TASKS = 4_096;
 
   static final class Executor {
     final int index; // dense, for the per-batch sets of executors
@@ -148,6 +151,10 @@ public class SparkscaleListener extends SparkListener {
   record RunningTask(String executorId, long launchMs, Tag tag, StageRun stage) {
   }
 
+  /** A task aged out (see {@link #AGE_OUT_MS}): its tag, and the busy time counted for it then. */
+  record AgedOut(Tag tag, double busyMs) {
+  }
+
   private static long stageKey(int stageId, int attempt) {
     return ((long) stageId << 20) | (attempt & 0xFFFFF);
   }
@@ -181,6 +188,12 @@ public class SparkscaleListener extends SparkListener {
     @Override
     protected boolean removeEldestEntry(Map.Entry<Long, StageRun> eldest) {
       return size() > MAX_RUNNING_STAGES;
+    }
+  };
+  private final LinkedHashMap<Long, AgedOut> agedOut = new LinkedHashMap<>() {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<Long, AgedOut> eldest) {
+      return size() > MAX_AGED_OUT_TASKS;
     }
   };
   private final LinkedHashMap<String, Query> queries = new LinkedHashMap<>(16, 0.75f, true) {
@@ -435,6 +448,11 @@ public class SparkscaleListener extends SparkListener {
       return;
     }
     RunningTask rt = running.remove(info.taskId());
+    // Aged out as lost, yet here is its end: undo the age-out, and count only the busy time it did not count.
+    AgedOut aged = rt == null ? agedOut.remove(info.taskId()) : null;
+    if (aged != null) {
+      tasksAgedOut--;
+    }
     Executor e = executor(info.executorId(), info.host(), info.launchTime());
     if (rt != null && e.runningTasks > 0) {
       e.runningTasks--;
@@ -443,10 +461,13 @@ public class SparkscaleListener extends SparkListener {
         hook.accept(info.executorId());
       }
     }
-    Tag tag = rt != null && rt.tag() != null ? rt.tag() : stageTags.get(event.stageId());
+    Tag tag = rt != null && rt.tag() != null ? rt.tag()
+        : aged != null && aged.tag() != null ? aged.tag() : stageTags.get(event.stageId());
 
     long finish = info.finishTime() > 0 ? info.finishTime() : System.currentTimeMillis();
     double busy = Math.max(0L, finish - info.launchTime());
+    // The age-out counted part of it in the executor's, the query's and the total busy time (not the batch's).
+    double more = aged == null ? busy : Math.max(0.0, busy - aged.busyMs());
     TaskMetrics m = event.taskMetrics();
     double gc = m != null ? m.jvmGCTime() : 0.0;
     double run = m != null ? m.executorRunTime() : 0.0;
@@ -455,10 +476,10 @@ public class SparkscaleListener extends SparkListener {
     // failure: counting it would make checkers roll back healthy scalings.
     boolean killed = reason instanceof TaskKilled;
 
-    e.busyMs += busy;
+    e.busyMs += more;
     e.gcMs += gc;
     e.runMs += run;
-    finishedBusyMs += busy;
+    finishedBusyMs += more;
     gcMs += gc;
     runMs += run;
     if (ok) {
@@ -489,7 +510,7 @@ public class SparkscaleListener extends SparkListener {
 
     if (tag != null) {
       Query q = query(tag.queryId());
-      q.busyMs += busy;
+      q.busyMs += more;
       q.runMs += run;
       if (ok) {
         q.tasksFinished++;
@@ -629,14 +650,15 @@ public class SparkscaleListener extends SparkListener {
     double[] inflightByExec = new double[executorsSeen];
     HashMap<String, double[]> inflightByQuery = new HashMap<>();
     double inflight = 0;
-    for (Iterator<RunningTask> it = running.values().iterator(); it.hasNext(); ) {
-      RunningTask rt = it.next();
+    for (Iterator<Map.Entry<Long, RunningTask>> it = running.entrySet().iterator(); it.hasNext(); ) {
+      Map.Entry<Long, RunningTask> entry = it.next();
+      RunningTask rt = entry.getValue();
       Executor e = executors.get(rt.executorId());
       long end = lastPossibleEnd(rt, e, now);
       double elapsed = Math.max(0L, end - rt.launchMs());
       if (end != now && now - end >= AGE_OUT_MS) {
         it.remove();
-        ageOut(rt, e, elapsed);
+        ageOut(entry.getKey(), rt, e, elapsed);
         continue;
       }
       inflight += elapsed;
@@ -784,10 +806,12 @@ public class SparkscaleListener extends SparkListener {
 
   /**
    * Counts a running task whose end event was lost (see {@link #AGE_OUT_MS}) as ended, in tasksAgedOut. Its time up to
-   * the last possible end ({@code busy}) stays in the busy counters, so that no counter ever goes down.
+   * the last possible end ({@code busy}) stays in the busy counters, so that they never go down; tasksAgedOut does
+   * when the end comes after all (see {@link #MAX_AGED_OUT_TASKS}).
    */
-  private void ageOut(RunningTask rt, Executor e, double busy) {
+  private void ageOut(long taskId, RunningTask rt, Executor e, double busy) {
     tasksAgedOut++;
+    agedOut.put(taskId, new AgedOut(rt.tag(), busy));
     finishedBusyMs += busy;
     if (e != null) {
       e.busyMs += busy;

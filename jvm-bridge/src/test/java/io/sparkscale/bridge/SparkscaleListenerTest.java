@@ -471,6 +471,30 @@ class SparkscaleListenerTest {
     assertEquals(0, executor(snap, "1").get("runningTasks").asInt());
   }
 
+  @Test
+  void aTaskThatOutlivesItsStageByMoreThanTheAgeOutPeriodIsCountedOnceWhenItsEndComes() {
+    // A zombie task of a stage attempt that failed (FetchFailed), or a killed task slow to stop: aged out as lost, then
+    // its end comes. Nothing was lost (Python stops deciding for a window on a rise), and it ran once.
+    events.executorAdded("1", 1, T0);
+    StageInfo stage = Events.stage(1, 0, 1);
+    Properties props = Events.microBatch(Q1, "0");
+    events.jobStart(1, T0, props, stage).stageSubmitted(stage, props);
+    TaskInfo t = events.taskStart(1, 1, 0, "1", T0);
+    events.stageCompleted(stage, T0 + 1_000).jobEnd(1, T0 + 1_000);
+    assertEquals(1, snapshot(T0 + 40_000).get("totals").get("tasksAgedOut").asLong()); // counted busy for 1 s
+    events.taskSucceeded(1, t, T0 + 60_000);
+    JsonNode snap = snapshot(T0 + 61_000);
+    JsonNode totals = snap.get("totals");
+    assertEquals(0, totals.get("tasksAgedOut").asLong());
+    assertEquals(1, totals.get("tasksFinished").asLong());
+    assertEquals(60_000.0, totals.get("busyMs").asDouble());
+    assertEquals(60_000.0, executor(snap, "1").get("busyMs").asDouble());
+    assertEquals(0, executor(snap, "1").get("runningTasks").asInt());
+    JsonNode q = snap.get("queries").get(Q1);
+    assertEquals(60_000.0, q.get("busyMs").asDouble()); // its job ended meanwhile: the task kept its query
+    assertEquals(60_000.0, q.get("batches").get("0").get("busyMs").asDouble());
+  }
+
   // ---------------------------------------------------------------- other jobs' tasks
 
   @Test
