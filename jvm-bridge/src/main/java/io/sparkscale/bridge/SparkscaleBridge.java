@@ -69,6 +69,8 @@ public final class SparkscaleBridge {
     SourceOffsets offsets = new SourceOffsets();
     sourceOffsets = offsets;
     l.readSourceOffsetsWith(offsets::readings);
+    l.listExecutorsWith(() -> listedExecutors(context));
+    l.listActiveStagesWith(() -> activeStages(context));
     IdleRemovals removals = new IdleRemovals(ids -> killIdle(ids, false), l::liveExecutorsExcept, l::live);
     idleRemovals = removals;
     l.reportIdleExecutorsTo(removals::executorIdle);
@@ -187,6 +189,37 @@ public final class SparkscaleBridge {
       }
     }
     return dropped;
+  }
+
+  /**
+   * The executors the scheduler backend lists, null without one that lists them (local mode) or once stopped. The
+   * backend drops an executor before it posts its removal: it is ahead of the listener. Called outside the listener's
+   * lock (the backend's getExecutorIds takes the backend's).
+   */
+  static java.util.Set<String> listedExecutors(SparkContext c) {
+    SchedulerBackend backend = c.isStopped() ? null : c.schedulerBackend();
+    if (!(backend instanceof ExecutorAllocationClient)) {
+      return null;
+    }
+    // scala.collection.Seq: Scala 2.12 builds return it, 2.13 ones its subtype immutable.Seq.
+    scala.collection.Seq<String> ids = ((ExecutorAllocationClient) backend).getExecutorIds();
+    java.util.HashSet<String> out = new java.util.HashSet<>();
+    for (Iterator<String> it = ids.iterator(); it.hasNext(); ) {
+      out.add(it.next());
+    }
+    return out;
+  }
+
+  /** The stages the status store lists as active, null once stopped. */
+  static java.util.Set<Integer> activeStages(SparkContext c) {
+    if (c.isStopped()) {
+      return null;
+    }
+    java.util.HashSet<Integer> out = new java.util.HashSet<>();
+    for (int id : c.statusTracker().getActiveStageIds()) {
+      out.add(id);
+    }
+    return out;
   }
 
   /**

@@ -10,6 +10,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.function.IntFunction;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
@@ -58,8 +59,11 @@ public class SparkscaleListener extends SparkListener {
   static final int MAX_RUNNING_STAGES = 10_000;
   // A task still "running" this long after its stage completed or its executor was removed lost
   // its end event (Spark drops events when a listener queue is full): without its end it would
-  // stay busy forever and keep its executor from ever looking idle.
+  // stay busy forever and keep its executor from ever looking idle. Also how long Spark's own views
+  // must contradict the listener before it believes them (see capture and jobEnded).
   static final long AGE_OUT_MS = 30_000L;
+  static final String UNLISTED_REASON = "no longer listed by Spark's scheduler backend for 30 s (its removal event was"
+      + " lost)";
   // Aged-out tasks remembered, the latest first: one whose end comes after all (a zombie task of a failed stage
   // attempt, a killed task slow to stop) was not lost, and is counted once.
   static final int MAX_AGED_OUT_TASKS = 4_096;
@@ -78,6 +82,7 @@ public class SparkscaleListener extends SparkListener {
     double gcMs;
     double runMs;
     long heapUsedBytes = -1;
+    long unlistedSinceMs = -1; // the first snapshot that found the scheduler backend no longer lists it; -1: listed
 
     Executor(int index) {
       this.index = index;
@@ -144,7 +149,12 @@ public class SparkscaleListener extends SparkListener {
 
   /** A stage attempt that has running tasks: when it completed, -1 until then. */
   static final class StageRun {
+    final int stageId;
     long completedMs = -1;
+
+    StageRun(int stageId) {
+      this.stageId = stageId;
+    }
   }
 
   /** @param tag null when the task's stage belongs to no streaming query */
@@ -217,6 +227,11 @@ public class SparkscaleListener extends SparkListener {
   // Events Spark's listener bus dropped (its queues' counters, read outside the lock); 0 until the plugin wires it.
   private volatile LongSupplier droppedEvents = () -> 0L;
   private volatile Supplier<Map<String, Object>> sourceOffsets = Map::of;
+  // Spark's own views, read at snapshot time outside the lock (null: unknown; nothing is wired by default): the
+  // executors the scheduler backend lists and the stages the status store lists as active. They catch what a burst
+  // of dropped events left behind (see capture).
+  private volatile Supplier<Set<String>> listedExecutors = () -> null;
+  private volatile Supplier<Set<Integer>> activeStages = () -> null;
   // Told of each executor whose last running task just ended (see IdleRemovals); nobody by default.
   private volatile java.util.function.Consumer<String> idleExecutors;
   private volatile long droppedSeen; // the last count read: it stands when a read fails
@@ -242,6 +257,25 @@ public class SparkscaleListener extends SparkListener {
   /** Where snapshots read the latest offsets of the queries' sources (see {@link SourceOffsets}); none by default. */
   public void readSourceOffsetsWith(Supplier<Map<String, Object>> readings) {
     this.sourceOffsets = readings;
+  }
+
+  /** Where snapshots read the executors Spark's scheduler backend lists (null: unknown); unknown by default. */
+  public void listExecutorsWith(Supplier<Set<String>> ids) {
+    this.listedExecutors = ids;
+  }
+
+  /** Where snapshots read the stages Spark's status store lists as active (null: unknown); unknown by default. */
+  public void listActiveStagesWith(Supplier<Set<Integer>> ids) {
+    this.activeStages = ids;
+  }
+
+  /** What {@code view} reads now, null when the read fails (a context being stopped): nothing is concluded then. */
+  private static <T> T readOrNull(Supplier<T> view) {
+    try {
+      return view.get();
+    } catch (RuntimeException e) {
+      return null;
+    }
   }
 
   /** Whom to tell, on this thread, of each executor whose last running task just ended (see {@link IdleRemovals}). */
@@ -315,10 +349,14 @@ public class SparkscaleListener extends SparkListener {
     if (e == null || e.removedMs != null) {
       return;
     }
-    e.removedMs = event.time();
-    e.removedReason = event.reason();
+    markRemoved(event.executorId(), e, event.time(), event.reason());
+  }
+
+  private void markRemoved(String id, Executor e, long removedMs, String reason) {
+    e.removedMs = removedMs;
+    e.removedReason = reason;
     executorsRemoved++;
-    removedOrder.addLast(event.executorId());
+    removedOrder.addLast(id);
     while (removedOrder.size() > MAX_REMOVED_EXECUTORS) {
       Executor old = executors.remove(removedOrder.removeFirst());
       if (old != null) {
@@ -414,7 +452,7 @@ public class SparkscaleListener extends SparkListener {
     // The tag travels with the task: its end may arrive after the job has ended (e.g. speculative copies).
     Tag tag = stageTags.get(event.stageId());
     StageRun stage = runningStages.computeIfAbsent(stageKey(event.stageId(), event.stageAttemptId()),
-        k -> new StageRun());
+        k -> new StageRun(event.stageId()));
     running.put(info.taskId(), new RunningTask(info.executorId(), info.launchTime(), tag, stage));
     if (tag != null && tag.batchId() != null) {
       Batch b = query(tag.queryId()).batch(tag.batchId(), ++changes);
@@ -610,7 +648,10 @@ public class SparkscaleListener extends SparkListener {
    * {@code changes} of an earlier snapshot of this listener; -1: all): the reader keeps the others from before.
    */
   public Map<String, Object> snapshot(String appId, long now, long batchesSince) {
-    Map<String, Object> out = view(capture(now, batchesSince), appId, droppedSoFar());
+    // Spark's views first, outside the lock: the listener's thread takes it for every event.
+    Set<String> listed = readOrNull(listedExecutors);
+    Set<Integer> active = readOrNull(activeStages);
+    Map<String, Object> out = view(capture(now, batchesSince, listed, active), appId, droppedSoFar());
     out.put("sourceOffsets", sourceOffsetsNow());
     return out;
   }
@@ -644,7 +685,35 @@ public class SparkscaleListener extends SparkListener {
    * The counters as of {@code now} (epoch ms), copied under the lock, with the batches changed after change count
    * {@code batchesSince} (-1: all); {@link #view} makes the snapshot of them.
    */
-  public synchronized State capture(long now, long batchesSince) {
+  public State capture(long now, long batchesSince) {
+    return capture(now, batchesSince, null, null);
+  }
+
+  /**
+   * {@link #capture(long, long)}, first catching up, with Spark's own views, on what dropped events left behind (null:
+   * that view is unknown). {@code listed}, the executors the scheduler backend lists: an executor it has not listed for
+   * {@link #AGE_OUT_MS} was removed, its removal event lost (the backend drops an executor before it posts the event).
+   * {@code active}, the stages the status store lists as active: a task running for {@link #AGE_OUT_MS} whose stage it
+   * does not list lost its end and its stage's completion both (younger ones may be ahead of the store's queue).
+   */
+  public synchronized State capture(long now, long batchesSince, Set<String> listed, Set<Integer> active) {
+    if (listed != null) {
+      List<String> gone = new ArrayList<>();
+      for (Map.Entry<String, Executor> entry : executors.entrySet()) {
+        Executor e = entry.getValue();
+        if (e.removedMs != null || listed.contains(entry.getKey())) {
+          e.unlistedSinceMs = -1;
+        } else if (e.unlistedSinceMs < 0) {
+          e.unlistedSinceMs = now;
+        } else if (now - e.unlistedSinceMs >= AGE_OUT_MS) {
+          gone.add(entry.getKey());
+        }
+      }
+      for (String id : gone) {
+        // Removed now, not when it was first found unlisted: its slot time was reported up to now already.
+        markRemoved(id, executors.get(id), now, UNLISTED_REASON);
+      }
+    }
     // Elapsed part of running tasks, per executor (by index) and per query, in one pass that also forgets the tasks
     // whose end event was lost: after dropped events they may be tens of thousands.
     double[] inflightByExec = new double[executorsSeen];
@@ -656,7 +725,9 @@ public class SparkscaleListener extends SparkListener {
       Executor e = executors.get(rt.executorId());
       long end = lastPossibleEnd(rt, e, now);
       double elapsed = Math.max(0L, end - rt.launchMs());
-      if (end != now && now - end >= AGE_OUT_MS) {
+      boolean stageGone = end == now && active != null && now - rt.launchMs() >= AGE_OUT_MS
+          && !active.contains(rt.stage().stageId);
+      if (end != now && now - end >= AGE_OUT_MS || stageGone) {
         it.remove();
         ageOut(entry.getKey(), rt, e, elapsed);
         continue;

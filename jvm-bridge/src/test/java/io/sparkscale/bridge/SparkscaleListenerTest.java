@@ -106,6 +106,32 @@ class SparkscaleListenerTest {
   }
 
   @Test
+  void anExecutorTheSchedulerHasNotListedForTheAgeOutPeriodIsTakenAsRemoved() {
+    // Its removal event was dropped (a full queue): it would count as live for the application's life.
+    Set<String> listed = new java.util.HashSet<>(Set.of("1", "2"));
+    listener.listExecutorsWith(() -> listed);
+    events.executorAdded("1", 1, T0).executorAdded("2", 1, T0);
+    snapshot(T0 + 1_000);
+    listed.remove("2"); // the backend has dropped it; the event never comes
+    snapshot(T0 + 2_000);
+    assertTrue(listener.live("2")); // the backend is ahead of the listener: its removal may be on its way
+    JsonNode snap = snapshot(T0 + 2_000 + SparkscaleListener.AGE_OUT_MS);
+    assertFalse(listener.live("2"));
+    assertTrue(listener.live("1"));
+    JsonNode gone = executor(snap, "2");
+    assertEquals(T0 + 2_000 + SparkscaleListener.AGE_OUT_MS, gone.get("removedMs").asLong()); // slots counted so far
+    assertEquals(SparkscaleListener.UNLISTED_REASON, gone.get("removedReason").asText());
+    assertEquals(1, snap.get("totals").get("executorsRemoved").asLong());
+    events.executorRemoved("2", T0 + 1_500, "Executor killed by driver."); // late after all: counted once
+    assertEquals(1, snapshot(T0 + 40_000).get("totals").get("executorsRemoved").asLong());
+    listener.listExecutorsWith(() -> {
+      throw new IllegalStateException("context stopped");
+    });
+    snapshot(T0 + 100_000); // a failed read concludes nothing
+    assertTrue(listener.live("1"));
+  }
+
+  @Test
   void coresPerExecutorComesFromTheConfWhenSet() {
     SparkscaleListener l = new SparkscaleListener(new SparkConf(false).set("spark.executor.cores", "3"));
     new Events(l).executorAdded("1", 8, T0);
@@ -452,6 +478,30 @@ class SparkscaleListenerTest {
     assertEquals(0, executor(late, "7").get("runningTasks").asInt());
     assertEquals(1, late.get("totals").get("tasksAgedOut").asLong());
     assertEquals(1_000.0 + 5_000 * 10.0, late.get("totals").get("busyMs").asDouble());
+  }
+
+  @Test
+  void aTaskWhoseEndAndStageCompletionWereBothLostAgesOutOnceTheStatusStoreNoLongerListsItsStage() {
+    // One burst of dropped events took the task's end, its stage's completion and its job's end: it would run for
+    // the application's life, its executor never idle again and busy by a core for good.
+    Set<Integer> active = new java.util.HashSet<>(Set.of(1));
+    listener.listActiveStagesWith(() -> active);
+    events.executorAdded("1", 1, T0).executorAdded("2", 1, T0);
+    StageInfo stage = Events.stage(1, 0, 1);
+    Properties props = Events.microBatch(Q1, "0");
+    events.jobStart(1, T0, props, stage).stageSubmitted(stage, props);
+    events.taskStart(1, 1, 0, "1", T0);
+    assertEquals(1, executor(snapshot(T0 + 40_000), "1").get("runningTasks").asInt()); // a long stage: still active
+    active.clear(); // the status store saw the stage complete
+    events.taskStart(2, 2, 0, "2", T0 + 40_000); // stage 2 not yet in the status store (its queue lags): too young
+    JsonNode snap = snapshot(T0 + 42_000);
+    assertTrue(listener.idle("1"));
+    assertEquals(1, executor(snap, "2").get("runningTasks").asInt());
+    assertEquals(1, snap.get("totals").get("tasksAgedOut").asLong());
+    // Counted up to the snapshot that found it gone, as earlier snapshots counted it running: no counter goes down.
+    assertEquals(42_000.0, executor(snap, "1").get("busyMs").asDouble());
+    assertEquals(42_000.0, snap.get("queries").get(Q1).get("busyMs").asDouble());
+    assertEquals(42_000.0, executor(snapshot(T0 + 86_400_000L), "1").get("busyMs").asDouble()); // a day later
   }
 
   @Test
