@@ -491,8 +491,10 @@ public class SparkscaleListener extends SparkListener {
     if (aged != null) {
       tasksAgedOut--;
     }
-    Executor e = executor(info.executorId(), info.host(), info.launchTime());
-    if (rt != null && e.runningTasks > 0) {
+    // Only an executor-added event or a task start tracks an executor: a late end (e.g. of a task whose executor's
+    // removal was evicted since) would bring it back as live for good. Its task still counts in the totals.
+    Executor e = executors.get(info.executorId());
+    if (rt != null && e != null && e.runningTasks > 0) {
       e.runningTasks--;
       java.util.function.Consumer<String> hook = idleExecutors;
       if (e.runningTasks == 0 && hook != null) {
@@ -514,32 +516,38 @@ public class SparkscaleListener extends SparkListener {
     // failure: counting it would make checkers roll back healthy scalings.
     boolean killed = reason instanceof TaskKilled;
 
-    e.busyMs += more;
-    e.gcMs += gc;
-    e.runMs += run;
+    if (e != null) {
+      e.busyMs += more;
+      e.gcMs += gc;
+      e.runMs += run;
+    }
     finishedBusyMs += more;
     gcMs += gc;
     runMs += run;
     if (ok) {
-      e.tasksFinished++;
+      if (e != null) {
+        e.tasksFinished++;
+      }
       tasksFinished++;
       OtherStage other = otherStages.get(stageKey(event.stageId(), event.stageAttemptId()));
       if (other != null) {
         other.succeeded().set(info.index()); // by index: a speculative copy's success is not a second one
       }
       Integer job = "ShuffleMapTask".equals(event.taskType()) ? stageJobs.get(event.stageId()) : null;
-      if (job != null) {
+      if (job != null && e != null) {
         shuffleHolders.computeIfAbsent(job, j -> new Holders(finish, new HashSet<>())).executors()
             .add(info.executorId());
       }
     } else if (killed) {
       tasksKilled++;
     } else {
-      e.tasksFailed++;
+      if (e != null) {
+        e.tasksFailed++;
+      }
       tasksFailed++;
     }
     ExecutorMetrics peaks = event.taskExecutorMetrics();
-    if (peaks != null) {
+    if (peaks != null && e != null) {
       long heap = peaks.getMetricValue("JVMHeapMemory");
       if (heap > 0) {
         e.heapUsedBytes = heap;
@@ -559,7 +567,9 @@ public class SparkscaleListener extends SparkListener {
         Batch b = q.batch(tag.batchId(), ++changes);
         b.busyMs += busy;
         b.tasks++;
-        b.executors.set(e.index);
+        if (e != null) {
+          b.executors.set(e.index);
+        }
         b.lastEndMs = Math.max(b.lastEndMs, finish);
       }
     }
@@ -920,7 +930,7 @@ public class SparkscaleListener extends SparkListener {
     return q;
   }
 
-  /** An executor we missed the added event of (a dropped event): track it from its first task. */
+  /** An executor we missed the added event of (a dropped event): track it from its first task's start. */
   private Executor executor(String id, String host, long seenMs) {
     Executor e = executors.get(id);
     if (e == null) {

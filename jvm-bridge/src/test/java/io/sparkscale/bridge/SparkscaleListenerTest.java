@@ -132,6 +132,23 @@ class SparkscaleListenerTest {
   }
 
   @Test
+  void aLateTaskEndDoesNotBringBackAnExecutorWhoseRemovalWasForgotten() {
+    // Removed while its task ran, its removal evicted by 200 more (a mass loss) before the task's end came.
+    events.executorAdded("1", 1, T0);
+    TaskInfo t = events.taskStart(1, 1, 0, "1", T0);
+    events.executorRemoved("1", T0 + 1_000, "node lost");
+    for (int i = 0; i < SparkscaleListener.MAX_REMOVED_EXECUTORS; i++) {
+      events.executorAdded("x" + i, 1, T0).executorRemoved("x" + i, T0 + 1_000, "node lost");
+    }
+    events.taskEnd(1, "ResultTask", Events.failed(), t, T0 + 1_100, Events.metrics(0, 0)); // ExecutorLostFailure
+    assertEquals(0, listener.liveExecutorsExcept(Set.of()));
+    JsonNode snap = snapshot(T0 + 2_000);
+    assertFalse(snap.get("executors").has("1"));
+    assertEquals(1, snap.get("totals").get("tasksFailed").asLong()); // the task still counts
+    assertEquals(1 + SparkscaleListener.MAX_REMOVED_EXECUTORS, snap.get("totals").get("executorsAdded").asLong());
+  }
+
+  @Test
   void coresPerExecutorComesFromTheConfWhenSet() {
     SparkscaleListener l = new SparkscaleListener(new SparkConf(false).set("spark.executor.cores", "3"));
     new Events(l).executorAdded("1", 8, T0);
