@@ -332,6 +332,14 @@ public class SparkscaleListener extends SparkListener {
     if (DRIVER_ID.equals(event.executorId())) {
       return;
     }
+    Executor before = executors.get(event.executorId());
+    if (before != null && before.removedMs != null) {
+      // The id registered again after its removal: its earlier life retires now, as an evicted removal does. Left in
+      // removedOrder, it would evict the live executor 200 removals later.
+      removedOrder.remove(event.executorId());
+      executors.remove(event.executorId());
+      retiredSlotMs += slotMs(before, before.removedMs);
+    }
     Executor e = new Executor(executorsSeen++);
     e.host = event.executorInfo().executorHost();
     e.cores = event.executorInfo().totalCores();
@@ -358,8 +366,10 @@ public class SparkscaleListener extends SparkListener {
     executorsRemoved++;
     removedOrder.addLast(id);
     while (removedOrder.size() > MAX_REMOVED_EXECUTORS) {
-      Executor old = executors.remove(removedOrder.removeFirst());
-      if (old != null) {
+      String oldId = removedOrder.removeFirst();
+      Executor old = executors.get(oldId);
+      if (old != null && old.removedMs != null) { // never a live one
+        executors.remove(oldId);
         retiredSlotMs += slotMs(old, old.removedMs);
       }
     }

@@ -149,6 +149,20 @@ class SparkscaleListenerTest {
   }
 
   @Test
+  void anExecutorIdRegisteredAgainAfterItsRemovalStaysLiveThroughLaterRemovals() {
+    events.executorAdded("1", 1, T0).executorRemoved("1", T0 + 1_000, "lost").executorAdded("1", 1, T0 + 2_000);
+    for (int i = 0; i < SparkscaleListener.MAX_REMOVED_EXECUTORS; i++) {
+      events.executorAdded("x" + i, 1, T0 + 3_000).executorRemoved("x" + i, T0 + 4_000, "lost");
+    }
+    assertTrue(listener.live("1"));
+    JsonNode snap = snapshot(T0 + 5_000);
+    assertTrue(executor(snap, "1").get("removedMs").isNull());
+    // Both of its lives, and the others'.
+    assertEquals(1_000.0 + 3_000.0 + SparkscaleListener.MAX_REMOVED_EXECUTORS * 1_000.0,
+        snap.get("totals").get("slotMs").asDouble());
+  }
+
+  @Test
   void coresPerExecutorComesFromTheConfWhenSet() {
     SparkscaleListener l = new SparkscaleListener(new SparkConf(false).set("spark.executor.cores", "3"));
     new Events(l).executorAdded("1", 8, T0);
