@@ -492,7 +492,12 @@ public class SparkscaleListener extends SparkListener {
       return;
     }
     if (reason == Resubmitted$.MODULE$) {
-      // Bookkeeping for a task that had already succeeded (its shuffle output was lost): counted before.
+      // Bookkeeping for a task that had already succeeded (its shuffle output was lost): counted before. Spark runs it
+      // again in the same stage attempt, so another job's task is demand again.
+      OtherStage other = otherStages.get(stageKey(event.stageId(), event.stageAttemptId()));
+      if (other != null) {
+        other.succeeded().clear(info.index());
+      }
       return;
     }
     RunningTask rt = running.remove(info.taskId());

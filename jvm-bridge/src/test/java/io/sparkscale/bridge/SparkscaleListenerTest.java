@@ -604,6 +604,24 @@ class SparkscaleListenerTest {
   }
 
   @Test
+  void aResubmittedTaskOfAnotherJobIsDemandAgain() {
+    // Its map output was lost with its executor: Spark runs it again in the same stage attempt.
+    events.executorAdded("1", 1, T0).executorAdded("2", 1, T0);
+    StageInfo map = Events.stage(2, 0, 2);
+    events.jobStart(2, T0, null, map).stageSubmitted(map, null);
+    TaskInfo a = events.taskStart(2, 10, 0, "1", T0);
+    TaskInfo b = events.taskStart(2, 11, 1, "2", T0);
+    events.taskEnd(2, "ShuffleMapTask", Events.success(), a, T0 + 10, Events.metrics(10, 0))
+        .taskEnd(2, "ShuffleMapTask", Events.success(), b, T0 + 10, Events.metrics(10, 0));
+    assertEquals(0, snapshot(T0 + 20).get("otherTasks").asInt());
+    events.executorRemoved("1", T0 + 30, "node lost")
+        .taskEnd(2, "ShuffleMapTask", Events.resubmitted(), a, T0 + 30, null);
+    JsonNode snap = snapshot(T0 + 40);
+    assertEquals(1, snap.get("otherTasks").asInt());
+    assertEquals(2, snap.get("totals").get("tasksFinished").asLong()); // its run is not undone
+  }
+
+  @Test
   void otherJobsStagesWhoseEndWasLostAreForgottenOnceTheirJobIsKnownToHaveEnded() {
     StageInfo stage = Events.stage(2, 0, 4);
     events.jobStart(7, T0, null, stage).stageSubmitted(stage, null);
