@@ -315,6 +315,17 @@ def test_cores_fall_back_to_executor_cores() -> None:
     assert collector.collect(now=0.0).cluster.cores_per_executor == 2
 
 
+def test_tasks_aged_out_are_lost_events_only_once_sparks_bus_dropped_some() -> None:
+    # Without a dropped event, a task aged out was slow, not lost (a zombie task of a failed stage
+    # attempt; its end comes later): no window is measured afresh for it.
+    def lost(dropped: int) -> int:
+        snap = snapshot(listenerEventsDropped=dropped)
+        snap["totals"]["tasksAgedOut"] = 2
+        return make_collector(snap)[0].collect(1000.0).cluster.events_lost
+    assert lost(0) == 0
+    assert lost(3) == 5
+
+
 def test_batch_busy_attribution_keeps_aged_out_batches() -> None:
     collector, recorder, bridge = make_collector(snapshot(batches={"0": 100.0, "1": 50.0}))
     recorder.record_progress(progress(0, 10), now=1.0)

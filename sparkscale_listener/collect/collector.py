@@ -193,8 +193,11 @@ class SparkMetricCollector(MetricCollector):
     @staticmethod
     def _events_lost(snapshot: BridgeSnapshot) -> int:
         """Listener events known lost so far: dropped by Spark's listener bus, plus tasks the
-        bridge aged out because their end never came."""
-        return snapshot.listener_events_dropped + snapshot.totals.tasks_aged_out
+        bridge aged out because their end never came. Those only once the bus dropped some:
+        otherwise an aged-out task was not lost but slow (a zombie task of a failed stage attempt,
+        a killed task slow to stop: its end comes later), and no window needs measuring afresh."""
+        dropped = snapshot.listener_events_dropped
+        return dropped + snapshot.totals.tasks_aged_out if dropped else 0
 
     def _batch_busy(self, progress: QueryProgress, jvm_batches: Mapping[str, BatchTasks]) -> float:
         """Running total of the JVM busy time of batches the recorder has seen complete."""
