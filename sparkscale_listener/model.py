@@ -293,7 +293,7 @@ class BatchCostLearner:
                 if (b.task_s or 0.0) <= seen:
                     continue
                 self._seen[b.batch_id] = b.task_s or 0.0
-                if self._update(b):
+                if self._update(b) or seen > 0:
                     continue
             else:
                 self._seen[b.batch_id] = b.task_s or 0.0
