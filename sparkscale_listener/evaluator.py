@@ -219,6 +219,11 @@ class MicroBatchEvaluator(MetricEvaluator):
                                f"({len(learner.batches)} of {MIN_BATCHES} warm batches)")
                 learning[q.query_id] = _slots_kept_busy(q, history, context.config.metrics_window_s)
                 continue
+            if demand.trigger_s and demand.trigger_s > context.config.metrics_window_s:
+                # Two batches of a trigger longer than the window are too far apart to wait for
+                # (a 10 min one held every query's decision 20 min after each change): sized on
+                # its model, which arrivals and a new size do not change, and checked when they come.
+                continue
             confirmed = 0  # batches since the window start, newest first: the first few tell
             for b in reversed(q.recent_batches):
                 if confirmed >= CONFIRMING_BATCHES or b.start < context.window_start:

@@ -962,3 +962,22 @@ def test_a_query_still_learning_holds_no_decision_of_the_others_only_their_scale
     ample = unmeasured_b(4)
     assert ample.ready and ample.recommended_executors == 4
     assert ample.headline.endswith("held at 4: query b still learning")
+
+
+def test_a_trigger_longer_than_the_window_holds_no_decision_after_a_change() -> None:
+    # After a change every query confirms the new size with two batches: with a 10 min trigger
+    # beside a 10 s one, no decision for 20 minutes after each change.
+    fast = Stream("a", 3000.0, trigger_s=10.0)
+    slow = Stream("b", 50.0, trigger_s=600.0, tasks=4)
+    history = history_of([fast, slow], 4300.0, live=2)  # b's cost learned (7 batches)
+    change = ScalingRecord(4260.0, "scale_up", 1, 2, "r")
+
+    def after(window_start: float) -> Evaluation:
+        return MicroBatchEvaluator().evaluate(history, replace(
+            scaling_context(4300.0, target=2, live=2, window_start=window_start), last_scaling=change))
+
+    confirmed = after(4270.0)  # a: batches at 4270, 4280, 4290; b: none since 3600
+    assert confirmed.ready, confirmed.headline
+    assert confirmed.queries["b"].cost is not None
+    waiting = after(4285.0)
+    assert not waiting.ready and "query a" in waiting.headline  # the fast one still confirms
