@@ -163,12 +163,16 @@ def test_a_large_bare_number_within_the_bound_is_refused_too() -> None:
 
 @pytest.mark.parametrize(("keys", "message"), [
     ({"interval": "2h"}, "spark.sparkscale.interval='2h' is 2 h, more than the longest accepted, 10min; "
-                         "expected a duration above zero and at most 10min (units ms, s, min, h, d; a bare "
-                         "number is seconds)"),
+                         "expected a duration of at least 500ms and at most 10min (units ms, s, min, h, d; "
+                         "a bare number is seconds)"),
     ({"interval": "700"}, "spark.sparkscale.interval='700' was read as 700 s (11.7 min), more than the "
                           "longest accepted, 10min"),
     ({"rollback.pauseDuration": "8d"}, "is 8 d, more than the longest accepted, 7d"),
     ({"interval": "1500ms"}, None),
+    # Ticks back to back took a core of the driver.
+    ({"interval": "1ms"}, "spark.sparkscale.interval='1ms' is shorter than the shortest accepted, 500ms; "
+                          "expected a duration of at least 500ms and at most 10min"),
+    ({"interval": "500ms"}, None),
 ])
 def test_each_duration_key_refuses_values_over_its_bound(keys: dict[str, str], message: str | None) -> None:
     if message is None:
@@ -180,7 +184,7 @@ def test_each_duration_key_refuses_values_over_its_bound(keys: dict[str, str], m
 def test_zero_where_it_must_be_positive_does_not_contradict_itself() -> None:
     message = refusal({"interval": "0"})
     assert message.startswith("spark.sparkscale.interval='0' must be greater than zero; expected a duration "
-                              "above zero and at most 10min")
+                              "of at least 500ms and at most 10min")
     assert "non-negative" not in message
     assert refusal({"interval": "0s"}).startswith("spark.sparkscale.interval='0s' must be greater than zero")
 
@@ -234,7 +238,10 @@ def test_every_duration_key_declares_its_bound() -> None:
         bound = opt.type.at_most
         default = opt.default or 0.0
         assert default * 10 <= bound, f"{opt.key}: a bound of {bound} s leaves no room above the default"
-        assert opt.type.bound_text() == f"At most {opt.type.render(bound)}."
+        low = opt.type.at_least
+        assert low <= default / 10, f"{opt.key}: a lower bound of {low} s leaves no room below the default"
+        assert opt.type.bound_text() == (f"From {opt.type.render(low)} to {opt.type.render(bound)}." if low
+                                         else f"At most {opt.type.render(bound)}.")
 
 
 def test_a_custom_modules_duration_getter_applies_the_same_rules() -> None:

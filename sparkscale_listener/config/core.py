@@ -75,7 +75,9 @@ class AutoscalerConfig:
     max_executors: int = option("maxExecutors", Integer(minimum=1), 10,
                                 "Never scale above this. Bounded by default so a mis-estimate cannot "
                                 "flood a shared cluster; raise it for big jobs.")
-    interval_s: float = option("interval", Duration(positive=True, at_most=10 * MINUTE), 10.0,
+    # At least half a second: a tick reads the bridge's snapshot over py4j and evaluates every query
+    # (tens of ms at 100 queries); 1ms ticks ran back to back and took a core of the driver.
+    interval_s: float = option("interval", Duration(at_least=0.5, at_most=10 * MINUTE), 10.0,
                                "Control-loop period: how often metrics are sampled and evaluated; "
                                "at most half of metricsWindow.")
     metrics_window_s: float = option("metricsWindow", Duration(positive=True, at_most=HOUR), 60.0,

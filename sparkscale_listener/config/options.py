@@ -260,11 +260,14 @@ class Duration(ValueType):
     mistake (a wrong unit, an extra zero) and is refused, with the value read back in a unit that
     shows the mistake. The configuration reference prints it next to the key's description."""
 
-    def __init__(self, *, at_most: float, positive: bool = False, until: str | None = None) -> None:
+    def __init__(self, *, at_most: float, positive: bool = False, until: str | None = None,
+                 at_least: float = 0.0) -> None:
         self.at_most = at_most
-        self.positive = positive
+        self.at_least = at_least
+        self.positive = positive or at_least > 0
         self.until = until
-        low = "above zero and" if positive else ""
+        low = (f"of at least {render_duration(at_least)} and" if at_least > 0
+               else "above zero and" if positive else "")
         self.accepts = (f"a duration {low} at most {render_duration(at_most)} ({DURATION_UNITS_TEXT})"
                         .replace("  ", " ") + (f", or {until}" if until else ""))
 
@@ -293,6 +296,9 @@ class Duration(ValueType):
             return
         if self.positive and value <= 0:
             raise ConfigError(f"{key}={shown} must be greater than zero; expected {self.accepts}")
+        if value < self.at_least:
+            raise ConfigError(f"{key}={shown} is shorter than the shortest accepted, "
+                              f"{render_duration(self.at_least)}; expected {self.accepts}")
         if value > self.at_most:
             read = (f"was read as {value:g} s ({human_duration(value)})" if read_as_seconds
                     else f"is {human_duration(value)}")
@@ -300,6 +306,8 @@ class Duration(ValueType):
                               f"{render_duration(self.at_most)}; expected {self.accepts}")
 
     def bound_text(self) -> str:
+        if self.at_least > 0:
+            return f"From {render_duration(self.at_least)} to {render_duration(self.at_most)}."
         return f"At most {render_duration(self.at_most)}."
 
     def render(self, value: Any) -> str:
