@@ -58,8 +58,12 @@ class Autoscaler:
                  policy: ScalingPolicy, realizer: ScalingRealizer, guard: RollbackGuard,
                  events: EventDispatcher, state_store: StateStore, app_name: str,
                  clock: Callable[[], float] = time.time, gauges: GaugePublisher | None = None,
-                 observers: Sequence[Observer] = (), task_cpus: int = 1, run_id: str | None = None) -> None:
+                 observers: Sequence[Observer] = (), task_cpus: int = 1, run_id: str | None = None,
+                 application_ended: Callable[[], bool] = lambda: False) -> None:
         self.config = config
+        # A tick that fails because the SparkContext stopped under it is the application's end,
+        # not an error of ours (spark.stop() during a tick logged an error at every such shutdown).
+        self.application_ended = application_ended
         self.task_cpus = max(1, task_cpus)  # spark.task.cpus
         self.collector = collector
         self.evaluator = evaluator
@@ -96,10 +100,21 @@ class Autoscaler:
             try:
                 return self._tick(now)
             except Exception as exc:  # the user's query must never suffer for our bug
-                self.errors.report(now, "control loop", exc)
+                self._failed(now, "control loop", exc)
                 return []
             finally:
                 self.state.flush()  # what the tick changed, written once
+
+    def _failed(self, now: float, where: str, exc: Exception) -> None:
+        """Report a failure, unless the application ended under it (then a log line says so)."""
+        try:
+            ended = bool(self.application_ended())
+        except Exception:  # the JVM is gone: ended
+            ended = True
+        if ended:
+            log.info("the application ended during a tick (%s: %s: %s)", where, type(exc).__name__, exc)
+        else:
+            self.errors.report(now, where, exc)
 
     def status(self) -> Status:
         """Where the autoscaler stands (a dict that prints readably). Reading it changes nothing."""
@@ -297,12 +312,12 @@ class Autoscaler:
                 self.gauges.publish(sample, decisions[-1], self.executor.targets.current,
                                     self.realizer.requested_total, self.guard.pause.active(sample.time))
             except Exception as exc:
-                self.errors.report(sample.time, "gauges", exc)
+                self._failed(sample.time, "gauges", exc)
         for observer in self.observers:
             try:
                 observer(self, sample, decisions)
             except Exception as exc:
-                self.errors.report(sample.time, f"observer {observer!r}", exc)
+                self._failed(sample.time, f"observer {observer!r}", exc)
 
 
 # The least time between two steps when woken early: a burst of batches completing together (many

@@ -3,8 +3,11 @@ realizer and a manual clock. Each test is one behaviour."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
+
+import pytest
 
 from harness import QID, LoopHarness, SteadyQuery, cfg, sample
 from sparkscale_listener.check.checker import CheckContext, CheckResult, ScalingChecker
@@ -98,6 +101,27 @@ def test_a_failing_collector_skips_the_tick_and_is_reported() -> None:
     last = h.recorded.events[-1]
     assert last.kind == "error" and "bridge gone" in last.reason
     assert len(h.tick(sample(30, live=2))) == 1  # the next tick runs as usual
+
+
+def test_a_tick_failing_because_the_application_ended_is_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    # spark.stop() during a tick: the bridge's calls fail; that is the application's end, and an
+    # error event (and ERROR log line) at such shutdowns only alarmed the user.
+    h = LoopHarness()
+    h.tick(sample(10, live=2))
+    h.autoscaler.application_ended = lambda: True
+    with caplog.at_level(logging.INFO, logger="sparkscale"):
+        assert h.tick(RuntimeError("SparkContext was shut down")) == []
+    assert h.autoscaler.status()["errors"] == 0
+    assert not any(e.kind == "error" for e in h.recorded.events)
+    assert "the application ended during a tick" in caplog.text
+    assert not any(r.levelno >= logging.ERROR for r in caplog.records)
+
+    def gone() -> bool:
+        raise RuntimeError("py4j: the JVM is gone")
+
+    h.autoscaler.application_ended = gone  # no way to ask: ended too
+    assert h.tick(RuntimeError("Connection refused")) == []
+    assert h.autoscaler.status()["errors"] == 0
 
 
 class ScriptedEvaluator(MetricEvaluator):

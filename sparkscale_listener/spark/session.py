@@ -348,5 +348,5 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig,
                         store, sc.appName, gauges=GaugePublisher(bridge),
                         observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],
                         task_cpus=task_cpus(sc.getConf().get("spark.task.cpus", "1")),
-                        run_id=sc.applicationId)
+                        run_id=sc.applicationId, application_ended=bridge.context_stopped)
     return scaler, recorder
