@@ -39,6 +39,7 @@ from .model import (
     Concurrent,
     Size,
     executors_for,
+    fit_all,
     ops,
 )
 
@@ -203,13 +204,18 @@ class MicroBatchEvaluator(MetricEvaluator):
         stabilizing: list[str] = []
         learning: dict[str, float] = {}  # queries not sized yet: the slots their tasks keep busy
         concurrent = with_concurrency(active, self._batches, self._given)
+        learners = []
         for q in active:
             learner = self._learners.get(q.query_id)
             if learner is None:
                 learner = self._learners[q.query_id] = BatchCostLearner()
             learner.add(concurrent[q.query_id], exclude=change)
-            costs[q.query_id] = cost = learner.fit(context.slots_per_executor, q.max_stage_tasks)
-            self._costs[q.query_id] = cost
+            learners.append((learner, context.slots_per_executor, q.max_stage_tasks))
+        # Every query due a new fit fitted at once (one array pass).
+        for q, cost in zip(active, fit_all(learners), strict=True):
+            costs[q.query_id] = self._costs[q.query_id] = cost
+        for q, (learner, _, _) in zip(active, learners, strict=True):
+            cost = costs[q.query_id]
             demand = self._demand(q, last, history, context, cost)
             demands.append(demand)
             if demand.idle:

@@ -15,6 +15,7 @@ from sparkscale_listener.model import (
     BatchCost,
     BatchCostLearner,
     Concurrent,
+    fit_all,
     ideal_task_phase,
     waves,
 )
@@ -222,3 +223,60 @@ def test_batches_narrower_than_the_widest_stage_or_on_fewer_executors_than_live_
     assert cost.efficiency_at(8) == pytest.approx(1.0, abs=0.05)
     assert cost.efficiency_by_executors[4] == pytest.approx(1.0, abs=0.05)
 
+
+
+def _learners(seed: int) -> list[tuple[BatchCostLearner, int, int | None]]:
+    """Queries of every kind a fit meets: steady and varied rows, one size and many, outliers, task
+    phases not known, concurrent batches, tables of 3 to 150 batches (beyond what is kept)."""
+    rng = random.Random(seed)
+    made = []
+    for q in range(24):
+        kind = q % 6
+        count = rng.randint(3, 150)
+        pts = []
+        for i in range(count):
+            rows = 20_000 if kind == 0 else rng.randint(1_000, 40_000)
+            executors = 4 if kind in (0, 1) else rng.choice([1, 2, 4, 8])
+            b = batch(i, rows, executors, noise=0.05, rng=rng, tasks=rng.choice([8, 32]) if kind == 5 else 32,
+                      concurrent=Concurrent(rng.uniform(0, 5), 8) if kind == 4 else None)
+            if kind == 2 and rng.random() < 0.1:
+                b = replace(b, task_s=(b.task_s or 0.0) * 5)  # an outlier
+            if kind == 3 and i % 3 == 0:
+                b = replace(b, task_wall_s=None, executors_used=None)
+            pts.append(b)
+        made.append((learner_of(pts), rng.choice([1, 2, 4]), rng.choice([None, 16, 64])))
+    return made
+
+
+def test_fitting_many_queries_at_once_gives_each_its_own_fit() -> None:
+    # The fits of a tick are one array pass over every query's batches, padded to the longest:
+    # the padding, and the other queries, must change nothing.
+    together = fit_all(_learners(7))
+    alone = [learner.fit(cores, hint) for learner, cores, hint in _learners(7)]
+    assert sum(c is not None for c in alone) == len(alone)
+    for a, b in zip(together, alone, strict=True):
+        assert a is not None and b is not None
+        for name, value in vars(a).items():
+            if name.startswith("_"):
+                continue  # cached views of the fields
+            other = getattr(b, name)
+            if isinstance(value, float):
+                assert value == pytest.approx(other, rel=1e-12, abs=1e-15), name
+            elif isinstance(value, dict):
+                assert value.keys() == other.keys()
+                assert list(value.values()) == pytest.approx(list(other.values()))
+            else:
+                assert value == other, name
+
+
+def test_a_fit_reads_the_batches_kept_oldest_first_after_they_wrap_and_after_a_correction() -> None:
+    learner = BatchCostLearner(max_batches=10)
+    learner.add([batch(i, 1_000 * (i + 1), 2) for i in range(-WARMUP_BATCHES, 14)])  # 14 warm: 4 dropped
+    assert learner.fit(CORES) is not None
+    learner.add([batch(i, 1_000 * (i + 1), 2) for i in range(14, 17)])
+    corrected = replace(batch(15, 16_000, 2), task_s=99.0)  # a late task end of a kept batch
+    learner.add([corrected])
+    table = learner._columns.array()
+    assert table[:, 0].tolist() == [1_000.0 * (i + 1) for i in range(7, 17)]
+    assert table[8, 1] == 99.0
+    assert not table.flags.writeable
