@@ -627,6 +627,8 @@ def _robust_fit(x: np.ndarray, y: np.ndarray, valid: np.ndarray
             inliers = np.where((spread > 0)[:, None], near, keep) & valid
         going &= (inliers.sum(axis=1) >= MIN_BATCHES) & ~(inliers == keep).all(axis=1)
         keep = np.where(going[:, None], inliers, keep)
+        if not going.any():
+            break
     return coef, se, fitted, keep
 
 
@@ -643,8 +645,10 @@ def _least_squares(x: np.ndarray, y: np.ndarray,
     xs = kept / scale[:, None, :]
     gram = xs.transpose(0, 2, 1) @ xs
     ok = n > p
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        ok &= np.linalg.cond(np.where(ok[:, None, None], gram, np.eye(p))) <= 1e10
+    gram = np.where(ok[:, None, None], gram, np.eye(p))  # (a placeholder where there is no fit)
+    singular = np.linalg.svd(gram, compute_uv=False)  # the condition number: largest over smallest
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ok &= singular[:, 0] / singular[:, -1] <= 1e10
     inverse = np.linalg.inv(np.where(ok[:, None, None], gram, np.eye(p)))
     coef = ((inverse @ xs.transpose(0, 2, 1)) @ np.where(keep, y, 0.0)[:, :, None])[:, :, 0]
     residual = np.where(keep, y - (xs @ coef[:, :, None])[:, :, 0], 0.0)
@@ -658,10 +662,10 @@ def _masked_median(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     mean of the two middle ones, as :func:`statistics.median` takes it."""
     ordered = np.sort(np.where(mask, values, np.inf), axis=1)
     n = mask.sum(axis=1)
-    low = np.take_along_axis(ordered, np.maximum(n - 1, 0)[:, None] // 2, axis=1)[:, 0]
-    high = np.take_along_axis(ordered, (n // 2)[:, None], axis=1)[:, 0] if ordered.shape[1] else low
-    with np.errstate(invalid="ignore"):
-        return np.where(n > 0, (low + high) / 2, np.nan)
+    each = np.arange(len(ordered))
+    low = ordered[each, np.maximum(n - 1, 0) // 2]
+    high = ordered[each, np.minimum(n // 2, ordered.shape[1] - 1)]
+    return np.where(n > 0, (low + high) / 2, np.nan)
 
 
 def _group_medians(values: np.ndarray, groups: np.ndarray, mask: np.ndarray) -> list[dict[float, float]]:
