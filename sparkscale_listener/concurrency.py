@@ -278,30 +278,58 @@ def _each_own(phases: _Phases, owner: np.ndarray, owners: int, a: np.ndarray, b:
     return integral(b) - integral(a)
 
 
-class BatchArrivals:
-    """The arrivals each query's batches show (:func:`_arrival` of each batch and its predecessor),
-    kept between ticks: the collector hands unchanged batches over as the same objects, so only
-    the pairs with a new batch are read again (every batch of every query, each tick, otherwise)."""
+class Recent(NamedTuple):
+    """One query's recent batches as columns, oldest first, and the arrivals they show."""
+
+    # (start, rows that arrived since the previous batch started, seconds since it started) of each
+    # batch that directly follows its predecessor, and the same as three columns.
+    arrivals: list[tuple[float, float, float]]
+    arrival_starts: tuple[float, ...]
+    arrival_rows: tuple[float, ...]
+    arrival_seconds: tuple[float, ...]
+    # Every batch's start, rows, duration and backlog (None: not reported).
+    starts: list[float]
+    rows: list[int]
+    durations: list[float]
+    backlogs: list[float | None]
+
+
+class RecentBatches:
+    """Each query's :class:`Recent` columns, kept between ticks: the collector hands unchanged
+    batches over as the same objects, so only the new batches (and the pairs with one) are read
+    (every batch of every query, each tick, otherwise: at 100 queries, a large part of the tick)."""
 
     def __init__(self) -> None:
-        # Per query: the batches given last time, and the arrival of each after the first (or None).
-        self._last: dict[str, tuple[Sequence[BatchRecord], list[tuple[float, float, float] | None]]] = {}
+        # Per query: the batches given last time, the arrival of each after the first (or None),
+        # and the columns.
+        self._last: dict[str, tuple[Sequence[BatchRecord], list[_Arrival | None], Recent]] = {}
 
-    def of(self, query_id: str, batches: Sequence[BatchRecord]) -> list[tuple[float, float, float]]:
-        """(start, rows that arrived since the previous batch started, seconds since it started) of
-        each batch that directly follows its predecessor, oldest first."""
+    def of(self, query_id: str, batches: Sequence[BatchRecord]) -> Recent:
         last = self._last.get(query_id)
         k, same = same_objects(batches, last[0] if last is not None else None)
         each = last[1][k:k + same - 1] if last is not None and same > 1 else []
         each.extend(map(_arrival, batches[max(0, same - 1):-1], batches[max(1, same):]))
-        self._last[query_id] = (batches, each)
-        return [a for a in each if a is not None]
+        arrivals = [a for a in each if a is not None]
+        new = batches[same:]
+        before = last[2] if last is not None and same else None
+        starts, rows, durations, backlogs = (
+            (list(getattr(before, name)[k:k + same]) if before is not None else [])
+            + list(map(operator.attrgetter(field), new))
+            for name, field in (("starts", "start"), ("rows", "rows"), ("durations", "duration_s"),
+                                ("backlogs", "backlog")))
+        columns = tuple(zip(*arrivals, strict=True)) if arrivals else ((), (), ())
+        recent = Recent(arrivals, *columns, starts, rows, durations, backlogs)
+        self._last[query_id] = (batches, each, recent)
+        return recent
 
     def forget(self, query_id: str) -> None:
         self._last.pop(query_id, None)
 
 
-def _arrival(previous: BatchRecord, b: BatchRecord) -> tuple[float, float, float] | None:
+_Arrival = tuple[float, float, float]
+
+
+def _arrival(previous: BatchRecord, b: BatchRecord) -> _Arrival | None:
     if b.since_previous_s and b.since_previous_s > 0 and b.batch_id == previous.batch_id + 1:
         return b.start, b.arrivals(previous.backlog), b.since_previous_s
     return None

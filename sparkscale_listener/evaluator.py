@@ -19,16 +19,19 @@ explanation of that size), and each step reads the previous one's figures; the m
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import median
+from typing import Any
 
 import numpy as np
 
 from . import readable
-from .concurrency import BatchArrivals, Given, with_concurrency
+from .concurrency import Given, RecentBatches, with_concurrency
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
 from .metrics import RISING, BatchRecord, LatestOffsets, MetricSample, QueryMetrics
 from .model import (
@@ -182,7 +185,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         self._costs: dict[str, BatchCost | None] = {}
         self._batches: dict[str, dict[int, BatchRecord]] = {}  # the last records, with concurrency
         self._given: dict[str, Given] = {}  # the batches they were made of
-        self._arrivals = BatchArrivals()
+        self._recent = RecentBatches()
 
     def cost(self, query_id: str) -> BatchCost | None:
         """The latest fitted cost of a query (for the UI and the replay), or None."""
@@ -366,12 +369,18 @@ class MicroBatchEvaluator(MetricEvaluator):
         # At least two trigger intervals: a shorter window holds no batch between two of a long
         # trigger's (10 min), and the query read as idle, and was scaled down, between each two.
         horizon = last.time - max(cfg.metrics_window_s, 2.0 * (trigger_s or 0.0))
-        arrivals = self._arrivals.of(q.query_id, q.recent_batches)
-        in_window = [a for a in arrivals if a[0] >= horizon]
-        window_batches = [b for b in batches if b.start >= horizon]
+        recent_batches = self._recent.of(q.query_id, q.recent_batches)
+        arrivals = recent_batches.arrivals
+        # The window: the arrivals and the batches that started in it, as columns.
+        rows_in, seconds_in = _since(horizon, recent_batches.arrival_starts, recent_batches.arrival_rows,
+                                     recent_batches.arrival_seconds)
+        columns = (recent_batches.starts, recent_batches.rows, recent_batches.durations,
+                   recent_batches.backlogs, batches)
+        window_starts, window_rows, durations, window_backlogs, window_batches = _since(
+            horizon, recent_batches.starts, *columns)
         notes: list[str] = []
         running = False
-        if not in_window and arrivals:
+        if not rows_in and arrivals:
             # No batch started in the window: nothing arrived (a source with nothing new starts no
             # batch), or one batch has been running all along; its tasks' busy time tells which.
             # Counted from a sample after the last batch's end where there is one: that batch's own
@@ -380,15 +389,15 @@ class MicroBatchEvaluator(MetricEvaluator):
             first = (after_end[0] if after_end else next((s for s in history if s.time >= horizon), last))
             running = q.busy_ms > first.queries.get(q.query_id, q).busy_ms
             if running:
-                in_window, window_batches = arrivals[-2:], batches[-2:]
+                rows_in, seconds_in = recent_batches.arrival_rows[-2:], recent_batches.arrival_seconds[-2:]
+                window_starts, window_rows, durations, window_backlogs, window_batches = (
+                    c[-2:] for c in columns)
                 notes.append(f"a batch has been running for {last.time - batches[-1].end:.0f}s")
-        latest = [a[1] / a[2] for a in arrivals[-2:]] if in_window else []
+        latest = [a[1] / a[2] for a in arrivals[-2:]] if rows_in else []
         # A jump in the latest batch alone is not a step yet (noise, a burst): it counts neither
         # for a scale-up nor allows a scale-down until the next batch confirms or denies it, so a
         # step is sized in one action, on two batches.
-        # The window's rows and seconds as columns: the sums below are of their slices.
-        rows_in, seconds_in = [a[1] for a in in_window], [a[2] for a in in_window]
-        sized_on = len(in_window)  # how many of them
+        sized_on = len(rows_in)  # how many of the window's arrivals
         # The batch running now, from the work of its ended tasks: at least this rate arrived
         # before it started. It confirms a jump a batch sooner than its progress would; on one
         # executor after a x4 step, that batch alone ran 4-6 s.
@@ -397,7 +406,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         # batches (Kafka): the next batch's arrivals before it completes, or even starts.
         source_rates = _source_rates(history, q, batches[-1].start) if batches else []
         confirmed_by = None
-        if len(latest) == 2 and len(in_window) >= 2:
+        if len(latest) == 2 and len(rows_in) >= 2:
             before = sum(rows_in[:-1]) / max(sum(seconds_in[:-1]), _EPS)
             jump = (1.0 + RISING) * max(before, _EPS)
             if latest[1] > jump >= latest[0]:
@@ -413,7 +422,7 @@ class MicroBatchEvaluator(MetricEvaluator):
                                  f"{readable.rate(before)}; its source confirms it: "
                                  f"{readable.rate(source_rates[-1])} arrived since, by its latest offsets")
                 else:
-                    sized_on = len(in_window) - 1
+                    sized_on = len(rows_in) - 1
                     notes.append(f"the latest batch read {readable.rate(latest[1])}, the window before it "
                                  f"{readable.rate(before)}: sized once the next batch confirms it")
         seconds = sum(seconds_in[:sized_on])
@@ -423,13 +432,13 @@ class MicroBatchEvaluator(MetricEvaluator):
         # the source confirms (one span alone may be a burst, as one batch may).
         source_rose = len(source_rates) >= 2 and min(source_rates[-2:]) > rise
         recent = window_rate
-        if len(latest) == 2 and sized_on == len(in_window):
+        if len(latest) == 2 and sized_on == len(rows_in):
             # Two consecutive batches at a new rate confirm it: the lower of them, unless both
             # rose above the window before them (a step). Then the first of them read across the
             # step, part of it at the old rate, and the newer one alone tells the new rate (sized
             # on the lower, a real x10 step took three scale-ups).
             before_both = sum(rows_in[:-2]) / max(sum(seconds_in[:-2]), _EPS)
-            stepped = len(in_window) > 2 and min(latest) > (1.0 + RISING) * max(before_both, _EPS)
+            stepped = len(rows_in) > 2 and min(latest) > (1.0 + RISING) * max(before_both, _EPS)
             recent = latest[1] if stepped else min(latest)
             if confirmed_by is not None:
                 # The latest batch may have read across the step: the higher of it and the running
@@ -446,8 +455,7 @@ class MicroBatchEvaluator(MetricEvaluator):
                          f"the window {readable.rate(window_rate)}: sized on it now")
         rate = max(window_rate, recent)
         seconds = sum(seconds_in)
-        processed = sum(b.rows for b in window_batches) / seconds if seconds > 0 else 0.0
-        durations = [b.duration_s for b in window_batches]
+        processed = sum(window_rows) / seconds if seconds > 0 else 0.0
         batch_time = median(durations) if durations else None
 
         backlog, source = last.backlog_of(q)
@@ -455,17 +463,23 @@ class MicroBatchEvaluator(MetricEvaluator):
             notes.append(f"no backlog: {q.backlog_problem}" if q.backlog_problem else "no backlog reported")
         elif source:
             notes.append(f"backlog from external metric {source}")
-        backlogs = [(b.start, b.backlog) for b in window_batches if b.backlog is not None]
+        # The backlog's growth: from the first batch in the window that reported one to the last.
+        reported = list(zip(window_starts, window_backlogs, strict=True))
+        first = next(((t, b) for t, b in reported if b is not None), None)
+        latest_backlog = next(((t, b) for t, b in reversed(reported) if b is not None), None)
         growth = 0.0
-        if len(backlogs) >= 2 and backlogs[-1][0] > backlogs[0][0]:
-            growth = (backlogs[-1][1] - backlogs[0][1]) / (backlogs[-1][0] - backlogs[0][0])
+        if first is not None and latest_backlog is not None and latest_backlog[0] > first[0]:
+            growth = (latest_backlog[1] - first[1]) / (latest_backlog[0] - first[0])
         period = max(trigger_s or 0.0, batch_time or 0.0)
         # Up to one batch period of arrivals is always waiting in a micro-batch system: only the
         # backlog beyond it needs catching up.
         excess = max(0.0, (backlog or 0.0) - rate * period)
         catch_up = excess / cfg.catch_up_duration_s
-        limited = [b.rows for b in window_batches if b.backlog is not None and b.backlog > 0]
-        read_limit = float(max(limited)) if limited and excess > 0 else None
+        read_limit = None
+        if excess > 0:
+            limited = [r for r, b in zip(window_rows, window_backlogs, strict=True)
+                       if b is not None and b > 0]
+            read_limit = float(max(limited)) if limited else None
         # While new executors start, the live ones keep working (unlike Flink's restart, which
         # stops the job): the backlog grows by what they fall short of the arrivals, batches of at
         # most the read limit, and that is caught up too. Counting all arrivals meanwhile, a real
@@ -821,7 +835,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             del self._learners[qid]
             self._batches.pop(qid, None)
             self._given.pop(qid, None)
-            self._arrivals.forget(qid)
+            self._recent.forget(qid)
 
     @staticmethod
     def _not_ready(context: ScalingContext, whys: Sequence[str]) -> Evaluation:
@@ -901,6 +915,16 @@ def _source_rates(history: Sequence[MetricSample], q: QueryMetrics, since: float
             rates.append((r.offsets - start.offsets) * per_offset / span)
             start = r
     return rates
+
+
+def _since(horizon: float, keys: Sequence[float], *columns: Sequence[Any]) -> list[Sequence[Any]]:
+    """Each column's values where ``keys`` (batch starts: ascending) are at or after ``horizon``: a
+    slice; picked one by one where the keys are out of order (the driver's clock stepped back)."""
+    i = bisect.bisect_left(keys, horizon)
+    if max(keys[:i], default=-math.inf) < horizon <= min(keys[i:], default=math.inf):
+        return [c[i:] for c in columns]
+    picked = [k >= horizon for k in keys]
+    return [list(itertools.compress(c, picked)) for c in columns]
 
 
 def _measured_until(demands: Sequence[_Demand]) -> float | None:
