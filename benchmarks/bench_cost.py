@@ -2,6 +2,7 @@
 ``benchmarks/results/cost.md``::
 
     .venv/bin/python benchmarks/bench_cost.py [--pairs N] [bridge] [tick] [latency] [sim]
+    .venv/bin/python benchmarks/bench_cost.py --against REV   # the tick, this tree against commit REV
 
 Sections (all by default):
 
@@ -342,6 +343,70 @@ def run_tick_section(grid_queries: Sequence[int] = (1, 10, 100),
     return results
 
 
+def compare_ticks(against: str, queries: int = 100, executors: int = 1000, warmup: int = 40,
+                  ticks: int = 100) -> dict[str, Any]:
+    """The tick of this tree and of the commit ``against``, alternating tick by tick in one process
+    on the same samples: this machine's speed changes by 2x from one minute to the next, and only a
+    comparison within the same seconds holds. ``against``'s package is extracted from git under
+    another name (its modules import each other relatively)."""
+    import importlib
+    import io
+    import tarfile
+
+    with tempfile.TemporaryDirectory(prefix="sparkscale-against-") as tmp:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", against, "sparkscale_listener"],
+                                 check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        os.rename(Path(tmp) / "sparkscale_listener", Path(tmp) / "sparkscale_against")
+        sys.path.insert(0, tmp)
+        try:
+            samples = tick_samples(queries, executors, warmup + ticks)
+            packages = (("this tree", "sparkscale_listener"), (against, "sparkscale_against"))
+            arms = {name: _tick_arm(importlib.import_module, package, samples, executors)
+                    for name, package in packages}
+            cpu: dict[str, list[float]] = {name: [] for name in arms}
+            for k in range(warmup + ticks):
+                order = list(arms.items()) if k % 2 else list(reversed(arms.items()))
+                for name, (step, clock) in order:
+                    clock[0] = samples[k].time
+                    start = time.thread_time()
+                    step()
+                    if k >= warmup:
+                        cpu[name].append((time.thread_time() - start) * 1000.0)
+        finally:
+            sys.path.remove(tmp)
+            for module in [m for m in sys.modules if m.startswith("sparkscale_against")]:
+                del sys.modules[module]
+    mine, theirs = cpu["this tree"], cpu[against]
+    ratios = [a / b for a, b in zip(mine, theirs, strict=True) if b > 0]
+    return {"against": against, "queries": queries, "executors": executors, "ticks": ticks,
+            "cpu": {name: summary(values) for name, values in cpu.items()},
+            "ratio_median": statistics.median(ratios),
+            "ratio_mean": statistics.mean(mine) / statistics.mean(theirs)}
+
+
+def _tick_arm(load: Callable[[str], Any], package: str, samples: Sequence[MetricSample],
+              executors: int) -> tuple[Callable[[], Any], list[float]]:
+    """``bench_tick``'s autoscaler, built from ``package``'s own modules."""
+    def m(name: str) -> Any:
+        return load(f"{package}.{name}")
+
+    config = m("config.core").AutoscalerConfig.from_keys({"maxExecutors": str(max(2 * executors, 10)),
+                                                          "initialExecutors": str(executors)})
+    sink, clock = CountingSink(), [0.0]
+    collector = ListCollector(samples)
+    handler = type("Handler", (m("observe.events").EventHandler,), {"handle": lambda self, event: None})()
+    autoscaler = m("control_loop").Autoscaler(
+        config, collector, m("evaluator").MicroBatchEvaluator(), m("policy").ScalingPolicy(),
+        RecordingRealizer(),
+        m("check.guard").RollbackGuard(config, m("check.loading").build_checkers(config)),
+        m("observe.events").EventDispatcher([handler]), m("state.store").InMemoryStateStore(), "bench",
+        clock=lambda: clock[0], gauges=m("observe.gauges").GaugePublisher(sink),
+        observers=[m("observe.ui").UiPublisher(sink)], run_id="bench-run")
+    return autoscaler.step, clock
+
+
 # ---------------------------------------------------------------------------------------------
 # 1 + 2. The JVM bridge (a worker process: its driver JVM needs the benchmark class on its classpath)
 # ---------------------------------------------------------------------------------------------
@@ -413,6 +478,11 @@ def bridge_worker(out: Path, quick: bool) -> None:
             # The same handlers behind a larger queue: does buffer, not speed, decide the drops?
             result["paced_big"] = [call("paced", f"big:{BIG_CAPACITY}", r, 2.0)
                                    for r in sorted({round(best * 0.5, -3), float(TARGET_TASK_ENDS_PER_S)})]
+            # The control: a listener doing nothing, on a queue of its own of the default capacity.
+            # Where it drops too, Spark's queue on this machine, not the bridge, decides the target.
+            result["paced_noop"] = [call("paced", "noop", r, 2.0)
+                                    for r in sorted({round(best * 0.5, -3), round(best * 0.8, -3),
+                                                     float(TARGET_TASK_ENDS_PER_S)})]
 
             # 2. Snapshot cost with 1,000 executors and 100 queries (64 batches each, 1,000 running tasks).
             call("startRunningTasks", EXECUTORS // QUERIES)
@@ -650,6 +720,15 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
+def _speed() -> str:
+    """Milliseconds of a fixed pure-Python loop (``sum(range(10**6))``, best of 3): the machine's
+    speed, which changes here by 2x from one minute to the next at the same load average (20 ms on
+    a fast minute of 2026-11-29, 40 on a slow one)."""
+    import timeit
+
+    return f"{min(timeit.repeat('sum(range(10**6))', number=1, repeat=3)) * 1000:.0f}"
+
+
 def _k(x: float) -> str:
     return f"{x / 1e3:,.0f} k"
 
@@ -677,10 +756,12 @@ def render_report(results: dict[str, Any], meta: dict[str, Any]) -> str:
              "theirs. Numbers from a shared machine (other Spark jobs ran beside it): repeated, best and "
              "median shown; compare runs on one machine only.", ""]
     loads: dict[str, str] = meta.get("loads", {})
+    speeds: dict[str, str] = meta.get("speeds", {})
 
     def ran(section: str) -> str:
         return (f"_`{meta['command']}`, {meta['date']}; 1-minute load average {loads.get(section, '-')} "
-                f"on {os.cpu_count()} cores when the section started._")
+                f"on {os.cpu_count()} cores, and `sum(range(10**6))` took {speeds.get(section, '-')} ms "
+                "(the machine's speed: 20 on a fast minute), when the section started._")
     bridge = results.get("bridge")
     if bridge:
         ev_per_end = bridge["saturated"][0]["events"] / bridge["saturated"][0]["taskEnds"]
@@ -715,6 +796,10 @@ def render_report(results: dict[str, Any], meta: dict[str, Any]) -> str:
             lines.append(f"| {_k(r['targetTaskEndsPerSecond'])} (fresh bridge listener, queue of "
                          f"{r['capacity']:,}) | {_k(r['postedTaskEndsPerSecond'])} | {r['dropped']} | "
                          f"{r['bridgeTasksFinished']} / {r['taskEnds']} | {r['maxQueueDepth']} |")
+        for r in bridge.get("paced_noop", []):
+            lines.append(f"| {_k(r['targetTaskEndsPerSecond'])} (no-op listener, queue of "
+                         f"{r['capacity']:,}: Spark's queue alone) | {_k(r['postedTaskEndsPerSecond'])} | "
+                         f"{r['dropped']} | - | {r['maxQueueDepth']} |")
         fastest = max(r["postedTaskEndsPerSecond"] for r in bridge["paced"])
         lines += ["", f"Highest paced rate with 0 dropped: {_k(clean) if clean else 'none'} task ends/s; "
                   f"drops from: {_k(dropping) if dropping else 'none up to ' + _k(fastest)} task ends/s. "
@@ -840,6 +925,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5, help="batches skipped per latency run")
     parser.add_argument("--batches", type=int, default=20, help="batches measured per latency run")
     parser.add_argument("--quick", action="store_true", help="shorter bridge runs")
+    parser.add_argument("--against", metavar="REV",
+                        help="only compare the tick at 100 queries / 1,000 executors with commit REV's, "
+                             "alternating in one process (prints; writes no report)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -849,15 +937,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             latency_worker(args.worker, args.out, args.warmup, args.batches)
         return 0
+    if args.against:
+        print(f"== tick against {args.against} (load average {_load()}, sum(range(10**6)) {_speed()} ms)",
+              flush=True)
+        compared = compare_ticks(args.against)
+        for name, c in compared["cpu"].items():
+            print(f"  {name}: CPU median {c['median']:.1f} ms, p90 {c['p90']:.1f} ms")
+        print(f"  this tree / {args.against}: median of the per-tick ratios {compared['ratio_median']:.3f}, "
+              f"ratio of the means {compared['ratio_mean']:.3f} ({compared['ticks']} ticks each)")
+        return 0
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
     started = time.monotonic()
     results: dict[str, Any] = {}
     loads: dict[str, str] = {}
+    speeds: dict[str, str] = {}
     for section in args.sections or SECTIONS:
-        print(f"== {section} (load average {_load()})", flush=True)
-        loads[section] = _load()
+        loads[section], speeds[section] = _load(), _speed()
+        print(f"== {section} (load average {loads[section]}, sum(range(10**6)) {speeds[section]} ms)",
+              flush=True)
         if section == "bridge":
             results["bridge"] = run_worker(["bridge", *(["--quick"] if args.quick else [])], timeout_s=900)
         elif section == "tick":
@@ -870,7 +969,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta: dict[str, Any] = {"command": " ".join([".venv/bin/python benchmarks/bench_cost.py", *given]),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-            "loads": loads}
+            "loads": loads, "speeds": speeds}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
     RESULTS.write_text(merge_report(old, render_report(results, meta)), encoding="utf-8")

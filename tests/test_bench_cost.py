@@ -123,3 +123,11 @@ def test_a_run_of_some_sections_keeps_the_others_in_the_report() -> None:
     assert "old bridge" in merged and "new tick" in merged and "old tick" not in merged
     assert merged.index("## 1.") < merged.index("## 3.")
     assert bench.merge_report("", new) == bench.merge_report(new, new)
+
+
+def test_the_tick_compared_with_a_commit_runs_both_in_one_process_and_leaves_no_module_behind() -> None:
+    compared = bench.compare_ticks("HEAD", queries=2, executors=10, warmup=3, ticks=4)
+    assert set(compared["cpu"]) == {"this tree", "HEAD"}
+    assert all(c["n"] == 4 for c in compared["cpu"].values())
+    assert compared["ratio_median"] > 0
+    assert not [m for m in sys.modules if m.startswith("sparkscale_against")]
