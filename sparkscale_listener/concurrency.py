@@ -278,7 +278,7 @@ def _each_own(phases: _Phases, owner: np.ndarray, owners: int, a: np.ndarray, b:
     return integral(b) - integral(a)
 
 
-class Recent(NamedTuple):
+class QueryColumns(NamedTuple):
     """One query's recent batches as columns, oldest first, and the arrivals they show."""
 
     # (start, rows that arrived since the previous batch started, seconds since it started) of each
@@ -294,17 +294,17 @@ class Recent(NamedTuple):
     backlogs: list[float | None]
 
 
-class RecentBatches:
-    """Each query's :class:`Recent` columns, kept between ticks: the collector hands unchanged
+class BatchColumns:
+    """Each query's :class:`QueryColumns`, kept between ticks: the collector hands unchanged
     batches over as the same objects, so only the new batches (and the pairs with one) are read
     (every batch of every query, each tick, otherwise: at 100 queries, a large part of the tick)."""
 
     def __init__(self) -> None:
         # Per query: the batches given last time, the arrival of each after the first (or None),
         # and the columns.
-        self._last: dict[str, tuple[Sequence[BatchRecord], list[_Arrival | None], Recent]] = {}
+        self._last: dict[str, tuple[Sequence[BatchRecord], list[_Arrival | None], QueryColumns]] = {}
 
-    def of(self, query_id: str, batches: Sequence[BatchRecord]) -> Recent:
+    def of(self, query_id: str, batches: Sequence[BatchRecord]) -> QueryColumns:
         last = self._last.get(query_id)
         k, same = same_objects(batches, last[0] if last is not None else None)
         each = last[1][k:k + same - 1] if last is not None and same > 1 else []
@@ -318,9 +318,9 @@ class RecentBatches:
             for name, field in (("starts", "start"), ("rows", "rows"), ("durations", "duration_s"),
                                 ("backlogs", "backlog")))
         columns = tuple(zip(*arrivals, strict=True)) if arrivals else ((), (), ())
-        recent = Recent(arrivals, *columns, starts, rows, durations, backlogs)
-        self._last[query_id] = (batches, each, recent)
-        return recent
+        made = QueryColumns(arrivals, *columns, starts, rows, durations, backlogs)
+        self._last[query_id] = (batches, each, made)
+        return made
 
     def forget(self, query_id: str) -> None:
         self._last.pop(query_id, None)

@@ -109,8 +109,9 @@ class Autoscaler:
         """Report a failure, unless the application ended under it (then a log line says so)."""
         try:
             ended = bool(self.application_ended())
-        except Exception:  # the JVM is gone: ended
-            ended = True
+        except Exception:  # no telling: the failure is reported (a bug of that check hid every error)
+            log.warning("could not tell whether the application ended", exc_info=True)
+            ended = False
         if ended:
             log.info("the application ended during a tick (%s: %s: %s)", where, type(exc).__name__, exc)
         else:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import readable
-from .concurrency import Given, RecentBatches, with_concurrency
+from .concurrency import BatchColumns, Given, with_concurrency
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
 from .metrics import RISING, BatchRecord, LatestOffsets, MetricSample, QueryMetrics
 from .model import (
@@ -185,7 +185,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         self._costs: dict[str, BatchCost | None] = {}
         self._batches: dict[str, dict[int, BatchRecord]] = {}  # the last records, with concurrency
         self._given: dict[str, Given] = {}  # the batches they were made of
-        self._recent = RecentBatches()
+        self._columns = BatchColumns()
 
     def cost(self, query_id: str) -> BatchCost | None:
         """The latest fitted cost of a query (for the UI and the replay), or None."""
@@ -369,15 +369,13 @@ class MicroBatchEvaluator(MetricEvaluator):
         # At least two trigger intervals: a shorter window holds no batch between two of a long
         # trigger's (10 min), and the query read as idle, and was scaled down, between each two.
         horizon = last.time - max(cfg.metrics_window_s, 2.0 * (trigger_s or 0.0))
-        recent_batches = self._recent.of(q.query_id, q.recent_batches)
-        arrivals = recent_batches.arrivals
+        cols = self._columns.of(q.query_id, q.recent_batches)
+        arrivals = cols.arrivals
         # The window: the arrivals and the batches that started in it, as columns.
-        rows_in, seconds_in = _since(horizon, recent_batches.arrival_starts, recent_batches.arrival_rows,
-                                     recent_batches.arrival_seconds)
-        columns = (recent_batches.starts, recent_batches.rows, recent_batches.durations,
-                   recent_batches.backlogs, batches)
+        rows_in, seconds_in = _since(horizon, cols.arrival_starts, cols.arrival_rows, cols.arrival_seconds)
+        columns = (cols.starts, cols.rows, cols.durations, cols.backlogs, batches)
         window_starts, window_rows, durations, window_backlogs, window_batches = _since(
-            horizon, recent_batches.starts, *columns)
+            horizon, cols.starts, *columns)
         notes: list[str] = []
         running = False
         if not rows_in and arrivals:
@@ -389,7 +387,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             first = (after_end[0] if after_end else next((s for s in history if s.time >= horizon), last))
             running = q.busy_ms > first.queries.get(q.query_id, q).busy_ms
             if running:
-                rows_in, seconds_in = recent_batches.arrival_rows[-2:], recent_batches.arrival_seconds[-2:]
+                rows_in, seconds_in = cols.arrival_rows[-2:], cols.arrival_seconds[-2:]
                 window_starts, window_rows, durations, window_backlogs, window_batches = (
                     c[-2:] for c in columns)
                 notes.append(f"a batch has been running for {last.time - batches[-1].end:.0f}s")
@@ -835,7 +833,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             del self._learners[qid]
             self._batches.pop(qid, None)
             self._given.pop(qid, None)
-            self._recent.forget(qid)
+            self._columns.forget(qid)
 
     @staticmethod
     def _not_ready(context: ScalingContext, whys: Sequence[str]) -> Evaluation:

@@ -220,3 +220,28 @@ def test_poll_asks_for_the_changes_since_its_previous_poll_and_for_everything_fr
     jvm.listener, jvm.batches, jvm.changed, jvm.changes = "L2", {"7": batch(7)}, {"7": 1}, 1
     assert tasks_by_batch(bridge.poll()) == {"q1": {"7": 7}}
     assert jvm.asked == [-1, 1, 2, -1]
+
+
+def test_a_jvm_py4j_cannot_reach_is_a_stopped_context_and_other_failures_raise() -> None:
+    from py4j.protocol import Py4JNetworkError
+
+    class Context:
+        def __init__(self, failure: Exception | None) -> None:
+            self.failure = failure
+
+        def sc(self) -> Any:
+            if self.failure is not None:
+                raise self.failure
+            return type("Sc", (), {"isStopped": lambda self: False})()
+
+    bridge = JvmBridge.__new__(JvmBridge)
+    bridge._sc = type("SparkContext", (), {})()
+    bridge._sc._jsc = Context(None)
+    assert bridge.context_stopped() is False
+    bridge._sc._jsc = None  # SparkContext.stop() sets it so
+    assert bridge.context_stopped() is True
+    bridge._sc._jsc = Context(Py4JNetworkError("An error occurred while trying to connect to Java"))
+    assert bridge.context_stopped() is True
+    bridge._sc._jsc = Context(AttributeError("a bug of ours"))
+    with pytest.raises(AttributeError):
+        bridge.context_stopped()

@@ -857,7 +857,7 @@ def test_arrivals_kept_between_ticks_are_what_reading_every_batch_gives() -> Non
     the arrivals kept from the last one plus those read anew are what reading all of them gives."""
     import random
 
-    from sparkscale_listener.concurrency import RecentBatches
+    from sparkscale_listener.concurrency import BatchColumns
 
     rng = random.Random(3)
     records, start = [], 0.0
@@ -867,15 +867,15 @@ def test_arrivals_kept_between_ticks_are_what_reading_every_batch_gives() -> Non
                                    since_previous_s=rng.choice([None, 0.0, 2.0, 2.5]),
                                    backlog=rng.choice([None, float(rng.randint(0, 900))])))
         start += 2.0
-    kept = RecentBatches()
+    kept = BatchColumns()
     for end in range(1, 81, 3):
         window = records[max(0, end - 16):end]
         if end == 40:  # a late task end: the record of an earlier batch is replaced
             records[end - 6] = replace(records[end - 6], rows=records[end - 6].rows + 7)
             window = records[max(0, end - 16):end]
-        assert kept.of("q", tuple(window)) == RecentBatches().of("q", tuple(window)), end
+        assert kept.of("q", tuple(window)) == BatchColumns().of("q", tuple(window)), end
     kept.forget("q")
-    assert kept.of("q", tuple(records[:3])) == RecentBatches().of("q", tuple(records[:3]))
+    assert kept.of("q", tuple(records[:3])) == BatchColumns().of("q", tuple(records[:3]))
 
 
 def test_fewest_of_every_query_at_once_is_each_query_s_own() -> None:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from py4j.java_gateway import JavaClass
+from py4j.protocol import Py4JError
 
 log = logging.getLogger("sparkscale")
 
@@ -524,8 +525,12 @@ class JvmBridge:
         return float(trigger.intervalMs()), False
 
     def context_stopped(self) -> bool:
-        """The SparkContext is gone or stopped (the application ended)."""
-        return self._sc._jsc is None or bool(self._sc._jsc.sc().isStopped())
+        """The SparkContext is gone or stopped (the application ended), or the JVM is gone (py4j
+        cannot reach it). Any other failure raises."""
+        try:
+            return self._sc._jsc is None or bool(self._sc._jsc.sc().isStopped())
+        except Py4JError:
+            return True
 
     @staticmethod
     def clear_system_properties(prefix: str, keep: Collection[str]) -> None:
