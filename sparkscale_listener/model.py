@@ -55,6 +55,8 @@ OUTLIER_MADS = 3.0
 REFIT_EVERY = 5
 MIN_EFFICIENCY, MAX_EFFICIENCY = 0.5, 5.0
 _EPS = 1e-9
+# Relative size below which a fit's figures are rounding, not data.
+_ROUNDING = 1e-9
 
 
 @overload
@@ -496,6 +498,13 @@ def _task_times(rows: np.ndarray, used: np.ndarray, task: np.ndarray, valid: np.
               != np.where(valid, used, np.inf).min(axis=1)).tolist()
     attempts = [(_robust_fit(np.stack([ones, rows, used], axis=2), task, valid), varied),
                 (_robust_fit(np.stack([ones, rows], axis=2), task, valid), [True] * len(splits))]
+    # A term that adds less than rounding to any batch's task time is 0 (exact figures, e.g. a
+    # constant task time, left signs and standard errors to rounding, and the fit to chance).
+    largest = [np.where(valid, np.abs(column), 0.0).max(axis=1)[:, None] for column in (ones, rows, used)]
+    floor = _ROUNDING * np.where(valid, np.abs(task), 0.0).max(axis=1)[:, None]
+    for (coef, _, _, _), _ in attempts:
+        terms = len(coef[0])
+        coef[np.abs(coef) * np.hstack(largest[:terms]) <= floor] = 0.0
     # The figures the choice below reads, for every query at once.
     listed = [(coef.tolist(), se.tolist(), ok.tolist(), _kept_mean(used, keep).tolist(), tried)
               for (coef, se, ok, keep), tried in attempts]
@@ -622,6 +631,8 @@ def _robust_fit(x: np.ndarray, y: np.ndarray, valid: np.ndarray
         going &= ok
         residual = y - (x @ attempt[:, :, None])[:, :, 0]
         spread = _masked_median(np.abs(residual - _masked_median(residual, keep)[:, None]), keep)
+        # Residuals of exact figures (a constant task time) are rounding: no point is off the fit.
+        spread = np.where(spread > _ROUNDING * np.where(valid, np.abs(y), 0.0).max(axis=1), spread, 0.0)
         with np.errstate(invalid="ignore"):
             near = np.abs(residual) <= OUTLIER_MADS * 1.4826 * spread[:, None]
             inliers = np.where((spread > 0)[:, None], near, keep) & valid

@@ -280,3 +280,22 @@ def test_a_fit_reads_the_batches_kept_oldest_first_after_they_wrap_and_after_a_c
     assert table[:, 0].tolist() == [1_000.0 * (i + 1) for i in range(7, 17)]
     assert table[8, 1] == 99.0
     assert not table.flags.writeable
+
+
+def test_exact_figures_fit_the_same_beside_any_query_and_rounding_is_no_cost_of_a_row() -> None:
+    # A constant task time: the residuals are rounding, which decided the outliers, the signs and
+    # the trust, so the fit depended on the queries fitted in the same pass (their padding changes
+    # the rounding), and a cost of a row of 1e-18 was trusted (a capacity of 1e9 rows/s).
+    rng = random.Random(4)
+    for _ in range(20):
+        constant = [batch(i, rng.randint(1, 50), 1, fixed=0.08, per_executor=0.0, per_row=0.0)
+                    for i in range(rng.randint(5, 60))]
+        alone = learner_of(constant).fit(4)
+        assert alone is not None and not alone.row_cost_trusted
+        for n in (10, 30, 120):
+            other = learner_of([batch(i, rng.randint(1_000, 40_000), rng.choice([2, 4]), noise=0.05, rng=rng)
+                                for i in range(n)])
+            beside = fit_all([(learner_of(constant), 4, None), (other, 4, None)])[0]
+            assert beside is not None
+            assert (beside.per_row_s, beside.fixed_task_s, beside.row_cost_trusted) == pytest.approx(
+                (alone.per_row_s, alone.fixed_task_s, alone.row_cost_trusted), rel=1e-9)
