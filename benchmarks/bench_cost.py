@@ -366,14 +366,18 @@ def compare_ticks(against: str, queries: int = 100, executors: int = 1000, warmu
             arms = {name: _tick_arm(importlib.import_module, package, samples, executors)
                     for name, package in packages}
             cpu: dict[str, list[float]] = {name: [] for name in arms}
+            actions: dict[str, list[str]] = {name: [] for name in arms}
             for k in range(warmup + ticks):
                 order = list(arms.items()) if k % 2 else list(reversed(arms.items()))
-                for name, (step, clock) in order:
+                for name, (autoscaler, clock) in order:
                     clock[0] = samples[k].time
                     start = time.thread_time()
-                    step()
+                    made = autoscaler.step()
                     if k >= warmup:
                         cpu[name].append((time.thread_time() - start) * 1000.0)
+                        actions[name].append(",".join(d.action for d in made))
+            # A tick that failed is not comparable (the older package may not fit today's helpers).
+            errors = {name: int(autoscaler.status()["errors"]) for name, (autoscaler, _) in arms.items()}
         finally:
             sys.path.remove(tmp)
             for module in [m for m in sys.modules if m.startswith("sparkscale_against")]:
@@ -381,13 +385,14 @@ def compare_ticks(against: str, queries: int = 100, executors: int = 1000, warmu
     mine, theirs = cpu["this tree"], cpu[against]
     ratios = [a / b for a, b in zip(mine, theirs, strict=True) if b > 0]
     return {"against": against, "queries": queries, "executors": executors, "ticks": ticks,
-            "cpu": {name: summary(values) for name, values in cpu.items()},
+            "cpu": {name: summary(values) for name, values in cpu.items()}, "errors": errors,
+            "same_decisions": actions["this tree"] == actions[against],
             "ratio_median": statistics.median(ratios),
             "ratio_mean": statistics.mean(mine) / statistics.mean(theirs)}
 
 
 def _tick_arm(load: Callable[[str], Any], package: str, samples: Sequence[MetricSample],
-              executors: int) -> tuple[Callable[[], Any], list[float]]:
+              executors: int) -> tuple[Any, list[float]]:
     """``bench_tick``'s autoscaler, built from ``package``'s own modules."""
     def m(name: str) -> Any:
         return load(f"{package}.{name}")
@@ -404,7 +409,7 @@ def _tick_arm(load: Callable[[str], Any], package: str, samples: Sequence[Metric
         m("observe.events").EventDispatcher([handler]), m("state.store").InMemoryStateStore(), "bench",
         clock=lambda: clock[0], gauges=m("observe.gauges").GaugePublisher(sink),
         observers=[m("observe.ui").UiPublisher(sink)], run_id="bench-run")
-    return autoscaler.step, clock
+    return autoscaler, clock
 
 
 # ---------------------------------------------------------------------------------------------
@@ -942,7 +947,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               flush=True)
         compared = compare_ticks(args.against)
         for name, c in compared["cpu"].items():
-            print(f"  {name}: CPU median {c['median']:.1f} ms, p90 {c['p90']:.1f} ms")
+            print(f"  {name}: CPU median {c['median']:.1f} ms, p90 {c['p90']:.1f} ms; "
+                  f"{compared['errors'][name]} failed ticks")
+        if any(compared["errors"].values()):
+            print("  not comparable: an arm's ticks failed (its errors are in the log above)")
+            return 1
+        print(f"  the same decisions in every tick: {compared['same_decisions']}")
         print(f"  this tree / {args.against}: median of the per-tick ratios {compared['ratio_median']:.3f}, "
               f"ratio of the means {compared['ratio_mean']:.3f} ({compared['ticks']} ticks each)")
         return 0

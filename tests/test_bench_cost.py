@@ -130,4 +130,5 @@ def test_the_tick_compared_with_a_commit_runs_both_in_one_process_and_leaves_no_
     assert set(compared["cpu"]) == {"this tree", "HEAD"}
     assert all(c["n"] == 4 for c in compared["cpu"].values())
     assert compared["ratio_median"] > 0
+    assert compared["errors"] == {"this tree": 0, "HEAD": 0}
     assert not [m for m in sys.modules if m.startswith("sparkscale_against")]

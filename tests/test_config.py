@@ -21,7 +21,7 @@ def test_defaults_of_the_dataclass_are_the_declared_ones() -> None:
     ({"min_executors": 0}, "spark.sparkscale.minExecutors=0 is out of range; expected a whole number >= 1"),
     ({"utilization_target": 1.5}, "spark.sparkscale.utilization.target='1.5' is out of range"),
     ({"mode": "turbo"}, "spark.sparkscale.mode='turbo' is not accepted; expected one of: autoscale"),
-    ({"interval_s": 0.0}, "spark.sparkscale.interval=0.0 must be greater than zero"),
+    ({"interval_s": 0.0}, "spark.sparkscale.interval=0.0 is shorter than the shortest accepted, 500ms"),
     ({"min_executors": 5, "max_executors": 2}, "minExecutors=5 is greater than"),
 ])
 def test_direct_construction_is_validated_too(kwargs: dict, message: str) -> None:

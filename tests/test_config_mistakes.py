@@ -182,11 +182,15 @@ def test_each_duration_key_refuses_values_over_its_bound(keys: dict[str, str], m
 
 
 def test_zero_where_it_must_be_positive_does_not_contradict_itself() -> None:
-    message = refusal({"interval": "0"})
-    assert message.startswith("spark.sparkscale.interval='0' must be greater than zero; expected a duration "
-                              "of at least 500ms and at most 10min")
+    message = refusal({"metricsWindow": "0"})
+    assert message.startswith("spark.sparkscale.metricsWindow='0' must be greater than zero; expected a "
+                              "duration above zero and at most 1h")
     assert "non-negative" not in message
-    assert refusal({"interval": "0s"}).startswith("spark.sparkscale.interval='0s' must be greater than zero")
+    assert refusal({"metricsWindow": "0s"}).startswith("spark.sparkscale.metricsWindow='0s' must be greater "
+                                                       "than zero")
+    # A key with a lower bound names it, for zero too.
+    assert refusal({"interval": "0"}).startswith("spark.sparkscale.interval='0' is shorter than the shortest "
+                                                 "accepted, 500ms; expected a duration of at least 500ms")
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "1e400", "nan"])

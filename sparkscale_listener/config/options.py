@@ -294,7 +294,7 @@ class Duration(ValueType):
     def _check_range(self, key: str, shown: str, value: float | None, read_as_seconds: bool = False) -> None:
         if value is None:
             return
-        if self.positive and value <= 0:
+        if self.positive and value <= 0 and not self.at_least:
             raise ConfigError(f"{key}={shown} must be greater than zero; expected {self.accepts}")
         if value < self.at_least:
             raise ConfigError(f"{key}={shown} is shorter than the shortest accepted, "
