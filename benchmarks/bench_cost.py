@@ -25,6 +25,7 @@ Numbers depend on the machine and on what else runs on it; compare runs on one m
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -45,20 +46,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: the package is the repository's
     sys.path.insert(0, str(ROOT))
 
-from sparkscale_listener.check.guard import RollbackGuard  # noqa: E402
-from sparkscale_listener.check.loading import build_checkers  # noqa: E402
 from sparkscale_listener.collect.collector import MetricCollector  # noqa: E402
 from sparkscale_listener.config.core import AutoscalerConfig  # noqa: E402
-from sparkscale_listener.control_loop import Autoscaler  # noqa: E402
-from sparkscale_listener.evaluator import MicroBatchEvaluator  # noqa: E402
 from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics  # noqa: E402
 from sparkscale_listener.model import WARMUP_BATCHES  # noqa: E402
-from sparkscale_listener.observe.events import AutoscalerEvent, EventDispatcher, EventHandler  # noqa: E402
-from sparkscale_listener.observe.gauges import GaugePublisher  # noqa: E402
-from sparkscale_listener.observe.ui import UiPublisher  # noqa: E402
-from sparkscale_listener.policy import ScalingPolicy  # noqa: E402
 from sparkscale_listener.realize.realizer import RealizationResult, ScalingRealizer  # noqa: E402
-from sparkscale_listener.state.store import InMemoryStateStore  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "cost.md"
 REPORT_COMMAND = ".venv/bin/python benchmarks/bench_cost.py"
@@ -212,14 +204,6 @@ class CountingSink:
         self._call(summary_json)
 
 
-class CountingHandler(EventHandler):
-    def __init__(self) -> None:
-        self.events = 0
-
-    def handle(self, event: AutoscalerEvent) -> None:
-        self.events += 1
-
-
 def tick_samples(queries: int, executors: int, ticks: int, interval_s: float = 10.0,
                  seed: int = 1) -> list[MetricSample]:
     """Cumulative samples of ``queries`` steady-ish queries on ``executors`` 4-core executors, one
@@ -296,16 +280,8 @@ def bench_tick(queries: int, executors: int, warmup: int = 40, ticks: int = 100,
     """The real ``Autoscaler`` with production defaults (interval 10 s, metricsWindow 60 s,
     scaleDownInterval 300 s: 34 samples of history), the built-in checkers, gauges and UI
     publisher; ``warmup`` ticks fill the history before ``ticks`` are timed."""
-    config = AutoscalerConfig.from_keys({"maxExecutors": str(max(2 * executors, 10)),
-                                         "initialExecutors": str(executors)})
-    samples = tick_samples(queries, executors, warmup + ticks, config.interval_s)
-    sink = CountingSink()
-    clock = [0.0]
-    autoscaler = Autoscaler(
-        config, ListCollector(samples), MicroBatchEvaluator(), ScalingPolicy(), RecordingRealizer(),
-        RollbackGuard(config, build_checkers(config)), EventDispatcher([CountingHandler()]),
-        InMemoryStateStore(), "bench", clock=lambda: clock[0], gauges=GaugePublisher(sink),
-        observers=[UiPublisher(sink)], run_id="bench-run")
+    samples = tick_samples(queries, executors, warmup + ticks)
+    autoscaler, clock, sink = _tick_arm("sparkscale_listener", samples, executors)
     times: list[float] = []
     cpu: list[float] = []
     decisions: dict[str, int] = {}
@@ -349,7 +325,6 @@ def compare_ticks(against: str, queries: int = 100, executors: int = 1000, warmu
     on the same samples: this machine's speed changes by 2x from one minute to the next, and only a
     comparison within the same seconds holds. ``against``'s package is extracted from git under
     another name (its modules import each other relatively)."""
-    import importlib
     import io
     import tarfile
 
@@ -363,8 +338,7 @@ def compare_ticks(against: str, queries: int = 100, executors: int = 1000, warmu
         try:
             samples = tick_samples(queries, executors, warmup + ticks)
             packages = (("this tree", "sparkscale_listener"), (against, "sparkscale_against"))
-            arms = {name: _tick_arm(importlib.import_module, package, samples, executors)
-                    for name, package in packages}
+            arms = {name: _tick_arm(package, samples, executors)[:2] for name, package in packages}
             cpu: dict[str, list[float]] = {name: [] for name in arms}
             actions: dict[str, list[str]] = {name: [] for name in arms}
             for k in range(warmup + ticks):
@@ -391,25 +365,27 @@ def compare_ticks(against: str, queries: int = 100, executors: int = 1000, warmu
             "ratio_mean": statistics.mean(mine) / statistics.mean(theirs)}
 
 
-def _tick_arm(load: Callable[[str], Any], package: str, samples: Sequence[MetricSample],
-              executors: int) -> tuple[Any, list[float]]:
-    """``bench_tick``'s autoscaler, built from ``package``'s own modules."""
+def _tick_arm(package: str, samples: Sequence[MetricSample],
+              executors: int) -> tuple[Any, list[float], CountingSink]:
+    """The benchmark's autoscaler (production defaults, the built-in checkers, the gauge and UI
+    publishers over a counting sink, a recording realizer, a manual clock), built from
+    ``package``'s own modules: this tree's, or a commit's for :func:`compare_ticks`."""
     def m(name: str) -> Any:
-        return load(f"{package}.{name}")
+        return importlib.import_module(f"{package}.{name}")
 
     config = m("config.core").AutoscalerConfig.from_keys({"maxExecutors": str(max(2 * executors, 10)),
                                                           "initialExecutors": str(executors)})
     sink, clock = CountingSink(), [0.0]
-    collector = ListCollector(samples)
-    handler = type("Handler", (m("observe.events").EventHandler,), {"handle": lambda self, event: None})()
+    events = m("observe.events")
+    handler = type("IgnoringHandler", (events.EventHandler,), {"handle": lambda self, event: None})()
     autoscaler = m("control_loop").Autoscaler(
-        config, collector, m("evaluator").MicroBatchEvaluator(), m("policy").ScalingPolicy(),
+        config, ListCollector(samples), m("evaluator").MicroBatchEvaluator(), m("policy").ScalingPolicy(),
         RecordingRealizer(),
         m("check.guard").RollbackGuard(config, m("check.loading").build_checkers(config)),
-        m("observe.events").EventDispatcher([handler]), m("state.store").InMemoryStateStore(), "bench",
+        events.EventDispatcher([handler]), m("state.store").InMemoryStateStore(), "bench",
         clock=lambda: clock[0], gauges=m("observe.gauges").GaugePublisher(sink),
         observers=[m("observe.ui").UiPublisher(sink)], run_id="bench-run")
-    return autoscaler, clock
+    return autoscaler, clock, sink
 
 
 # ---------------------------------------------------------------------------------------------

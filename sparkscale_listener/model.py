@@ -423,7 +423,7 @@ def _fit_tables(tables: Sequence[np.ndarray], cores: Sequence[int], hints: Seque
         widest_each.append(min(widest, tasks))
     tasks_col = np.array(tasks_each, dtype=float)[:, None]
     widest_col = np.array(widest_each, dtype=float)[:, None]
-    most_used = np.ceil(widest_col / per_query_cores - _EPS)  # executors_for(widest, cores)
+    most_used = executors_for(widest_col, per_query_cores)
 
     live = _available(live_at_start, used_by_tasks, n_tasks, per_query_cores)
     used = np.where(used_by_tasks > 0, used_by_tasks, np.minimum(np.where(live > 0, live, 1.0), most_used))
@@ -557,9 +557,6 @@ class _Rows:
         self._rows: deque[tuple[float, ...]] = deque(maxlen=size)
         self._array: np.ndarray | None = None  # the rows when last asked for, less the `_new` since
         self._new = 0
-
-    def __len__(self) -> int:
-        return len(self._rows)
 
     def append(self, row: tuple[float, ...]) -> None:
         self._rows.append(row)
