@@ -674,26 +674,30 @@ class MicroBatchEvaluator(MetricEvaluator):
         sharing = {i for i, (d, _) in enumerate(known) if d.trigger_s and not d.idle}
         work = scan.task_time([d.rows_per_batch() or 0.0 if i in sharing else 0.0
                                for i, (d, _) in enumerate(known)])
-        together: dict[float, tuple[np.ndarray, int]] = {}
-        for i in sorted(sharing):
-            trigger_s = known[i][0].trigger_s or 0.0
-            total, tasks = together.get(trigger_s, (0.0 * sizes, 0))
-            together[trigger_s] = (total + work[i], tasks + known[i][1].tasks)
-
-        def alongside(i: int) -> Concurrent:
-            if i not in sharing:
-                return NONE_CONCURRENT
-            total, tasks = together[known[i][0].trigger_s or 0.0]
-            others = total - work[i]
-            return Concurrent(np.where(others > _EPS * np.maximum(total, 1.0), others, 0.0),
-                              tasks - known[i][1].tasks)
-
-        beside = [alongside(i) for i in range(len(known))]
-        own = scan.utilization(beside)
+        # Per query: the others' task time beside it (a row per query, a column per size) and
+        # their tasks; none for a query not sharing.
+        concurrent_s = np.zeros_like(work)
+        concurrent_tasks = np.zeros(len(known))
+        if sharing:
+            group_of: dict[float, int] = {}
+            rows = sorted(sharing)
+            group = np.array([group_of.setdefault(known[i][0].trigger_s or 0.0, len(group_of)) for i in rows])
+            totals = np.zeros((len(group_of), len(sizes)))
+            tasks = np.zeros(len(group_of))
+            for i, g in zip(rows, group.tolist(), strict=True):  # one after another, as a sum adds them
+                totals[g] = totals[g] + work[i]
+                tasks[g] += known[i][1].tasks
+            total = totals[group]
+            others = total - work[rows]
+            concurrent_s[rows] = np.where(others > _EPS * np.maximum(total, 1.0), others, 0.0)
+            concurrent_tasks[rows] = tasks[group] - np.array([known[i][1].tasks for i in rows], dtype=float)
+        own = scan.utilization(concurrent_s, concurrent_tasks)
         busy_at = scan.busy_slots()
         for i, (d, c) in enumerate(known):
             if not scan.common[i]:
-                own[i] = self._utilization(d, c, sizes, target, beside[i])
+                beside = (Concurrent(concurrent_s[i], int(concurrent_tasks[i])) if i in sharing
+                          else NONE_CONCURRENT)
+                own[i] = self._utilization(d, c, sizes, target, beside)
                 busy_at[i] = self._busy_slots(d, c, sizes)
         per_query = {d.q.query_id: own[i] for i, (d, _) in enumerate(known)}
         # The queries' task time at the target, and a slot for each task of other jobs at full
@@ -1064,17 +1068,15 @@ class _Scan:
             ideal = np.where(concurrent_s > 0, np.maximum(ideal, joint), ideal)
         return self.driver + self.efficiency * ideal
 
-    def utilization(self, beside: Sequence[Concurrent]) -> np.ndarray:
-        """:meth:`MicroBatchEvaluator._utilization`, the batches of ``beside`` running alongside."""
-        n, width = self.base.shape
-        concurrent_s = np.zeros((n, width))
-        concurrent_tasks = np.empty((n, 1))
-        for i, c in enumerate(beside):
-            scaled = c.task_s
-            if self.period[i] > self.trigger[i]:
-                scaled = c.task_s * (self.period[i] / self.trigger[i])
-            concurrent_s[i] = scaled
-            concurrent_tasks[i, 0] = self.joint_tasks[i] + c.tasks
+    def utilization(self, beside_s: np.ndarray, beside_tasks: np.ndarray) -> np.ndarray:
+        """:meth:`MicroBatchEvaluator._utilization`, other batches running alongside: their task
+        time (a row per query, a column per size) and tasks (one per query)."""
+        n = len(self.rows)
+        period, trigger = np.array(self.period, dtype=float), np.array(self.trigger, dtype=float)
+        longer = period > trigger
+        concurrent_s = beside_s.copy()
+        concurrent_s[longer] = beside_s[longer] * (period[longer] / trigger[longer])[:, None]
+        concurrent_tasks = (np.array(self.joint_tasks, dtype=float) + beside_tasks).reshape(-1, 1)
         fixed = self._batch_time(self.task_time([0.0] * n), concurrent_s, concurrent_tasks)
         headroom = self._batch_time(self.task_time([r / self.target for r in self.rows]),
                                     concurrent_s, concurrent_tasks)

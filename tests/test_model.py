@@ -7,6 +7,7 @@ import math
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from sparkscale_listener.metrics import BatchRecord
@@ -171,6 +172,23 @@ def test_efficiency_is_learned_per_size_and_the_nearest_size_stands_for_unseen_o
     assert cost is not None
     assert cost.efficiency_at(2) == pytest.approx(1.0) and cost.efficiency_at(8) == pytest.approx(1.5)
     assert cost.efficiency_at(7) == pytest.approx(1.5) and cost.efficiency_at(3) == pytest.approx(1.0)
+
+
+def test_every_size_at_once_takes_the_nearest_size_seen_the_smaller_of_two_as_near() -> None:
+    # The array form (every size the evaluator scans) against the one-size form, on tables of
+    # sizes seen with ties at every midpoint; and a scan served from a longer one kept before.
+    rng = random.Random(7)
+    for _ in range(300):
+        seen = rng.sample(range(1, 400), rng.randint(1, 6))
+        cost = BatchCost(0.1, 0.1, 0.01, 0.002, 32, 32, CORES, 1.2, 0.1, 20, True, tuple(seen),
+                         {k: rng.random() for k in seen})
+        count = rng.randint(1, 450)
+        sizes = np.arange(1.0, count + 1)
+        expected = [cost.efficiency_at(int(k)) for k in sizes]
+        assert cost.efficiency_at(sizes).tolist() == expected
+        assert cost.efficiency_upto(count).tolist() == expected
+        shorter = rng.randint(1, count)
+        assert cost.efficiency_upto(shorter).tolist() == expected[:shorter]
 
 
 def test_batches_of_other_queries_running_alongside_share_the_slots() -> None:
