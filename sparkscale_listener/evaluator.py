@@ -714,6 +714,10 @@ class MicroBatchEvaluator(MetricEvaluator):
         now_util = float(app[live - 1])
 
         each = dict(zip(per_query, _fewest_each(own, target, cfg.utilization_max), strict=True))
+        # Each query's batch time at the live size, at its target rate.
+        predicted = dict(zip(per_query, scan.steady_batch_time([d.target for d, _ in known],
+                                                               [d.trigger_s for d, _ in known], live - 1),
+                             strict=True))
         queries: dict[str, QueryEvaluation] = {}
         for d in demands:
             cost = costs.get(d.q.query_id)
@@ -722,7 +726,8 @@ class MicroBatchEvaluator(MetricEvaluator):
             if cost is not None and not d.idle and own is not None:
                 own_required, own_capped = each[d.q.query_id]
             queries[d.q.query_id] = self._query_result(
-                d, cost, own_required, own_capped, live, None if own is None else float(own[live - 1]))
+                d, cost, own_required, own_capped, None if own is None else float(own[live - 1]),
+                None if cost is None or d.idle else predicted[d.q.query_id])
         for qid, q in held.items():
             queries[qid] = _real_time_result(q, holding[qid], spe)
         utilization = min(now_util, MAX_UTILIZATION)
@@ -736,10 +741,8 @@ class MicroBatchEvaluator(MetricEvaluator):
                           reason=details, headline=headline, rising=any(d.rising for d in demands),
                           measured_until=_measured_until(demands))
 
-    def _query_result(self, d: _Demand, cost: BatchCost | None, required: int, capped: bool, live: int,
-                      utilization: float | None) -> QueryEvaluation:
-        predicted = (cost.steady_batch_time(d.target, live, d.trigger_s)
-                     if cost is not None and not d.idle else None)
+    def _query_result(self, d: _Demand, cost: BatchCost | None, required: int, capped: bool,
+                      utilization: float | None, predicted: float | None) -> QueryEvaluation:
         notes = list(d.notes)
         if cost is not None:
             notes.append(f"a batch: {cost.driver_s:.2f}s on the driver + task time "
@@ -1059,14 +1062,29 @@ class _Scan:
         return self.base + np.array([pr * max(0.0, r) for pr, r in zip(self.per_row, rows, strict=True)],
                                     dtype=float).reshape(-1, 1)
 
-    def _batch_time(self, work: np.ndarray, concurrent_s: np.ndarray | None = None,
-                    concurrent_tasks: np.ndarray | None = None) -> np.ndarray:
-        """:meth:`BatchCost.batch_time` for the task time ``work`` (:func:`~.model.ideal_task_phase`)."""
+    def _batch_time(self, work: np.ndarray,
+                    beside: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """:meth:`BatchCost.batch_time` for the task time ``work`` (:func:`~.model.ideal_task_phase`);
+        ``beside``: the concurrent task time, the slots shared with it, where there is any."""
         ideal = self.waves * work / self.tasks
-        if concurrent_s is not None and concurrent_tasks is not None:
-            joint = (work + concurrent_s) / np.maximum(1, np.minimum(self.slots, concurrent_tasks))
-            ideal = np.where(concurrent_s > 0, np.maximum(ideal, joint), ideal)
+        if beside is not None:
+            concurrent_s, shared_slots, running = beside
+            np.maximum(ideal, (work + concurrent_s) / shared_slots, out=ideal, where=running)
         return self.driver + self.efficiency * ideal
+
+    def steady_batch_time(self, rates: Sequence[float], triggers: Sequence[float | None],
+                          column: int) -> list[float]:
+        """:meth:`BatchCost.steady_batch_time` of each query at ``rates`` on the size of ``column``,
+        alone on the executors: the same operations, one array pass."""
+        efficiency, waves, base = self.efficiency[:, column], self.waves[:, column], self.base[:, column]
+        per_row, tasks, driver = np.array(self.per_row, dtype=float), self.tasks[:, 0], self.driver[:, 0]
+        rate = np.array(rates, dtype=float)
+        busy = efficiency * waves * per_row / tasks * rate
+        empty = driver + efficiency * (waves * (base + per_row * 0.0) / tasks)
+        back_to_back = np.where(busy >= 1.0 - _EPS, math.inf, empty / np.maximum(1.0 - busy, _EPS))
+        trigger = np.array([t or 0.0 for t in triggers], dtype=float)
+        within = driver + efficiency * (waves * (base + per_row * np.maximum(0.0, rate * trigger)) / tasks)
+        return np.where((trigger > 0) & (within <= trigger), within, back_to_back).tolist()
 
     def utilization(self, beside_s: np.ndarray, beside_tasks: np.ndarray) -> np.ndarray:
         """:meth:`MicroBatchEvaluator._utilization`, other batches running alongside: their task
@@ -1077,9 +1095,9 @@ class _Scan:
         concurrent_s = beside_s.copy()
         concurrent_s[longer] = beside_s[longer] * (period[longer] / trigger[longer])[:, None]
         concurrent_tasks = (np.array(self.joint_tasks, dtype=float) + beside_tasks).reshape(-1, 1)
-        fixed = self._batch_time(self.task_time([0.0] * n), concurrent_s, concurrent_tasks)
-        headroom = self._batch_time(self.task_time([r / self.target for r in self.rows]),
-                                    concurrent_s, concurrent_tasks)
+        beside = (concurrent_s, np.maximum(1, np.minimum(self.slots, concurrent_tasks)), concurrent_s > 0)
+        fixed = self._batch_time(self.task_time([0.0] * n), beside)
+        headroom = self._batch_time(self.task_time([r / self.target for r in self.rows]), beside)
         spare = self.allowed - fixed
         fits = np.minimum(self.target * (headroom - fixed) / np.maximum(spare, _EPS), MAX_UTILIZATION)
         over = MAX_UTILIZATION * headroom / self.allowed

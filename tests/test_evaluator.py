@@ -4,15 +4,24 @@ batches, sizing on the performance model, readiness, and the outcome of a change
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from harness import CFG, CORES, scaling_context
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import Evaluation, Prediction, ScalingRecord
-from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator, _in_flight_rate, _task_spread
+from sparkscale_listener.evaluator import (
+    MetricEvaluator,
+    MicroBatchEvaluator,
+    _in_flight_rate,
+    _Scan,
+    _task_spread,
+)
 from sparkscale_listener.metrics import (
     BatchRecord,
     ClusterMetrics,
@@ -981,3 +990,30 @@ def test_a_trigger_longer_than_the_window_holds_no_decision_after_a_change() -> 
     assert confirmed.queries["b"].cost is not None
     waiting = after(4285.0)
     assert not waiting.ready and "query a" in waiting.headline  # the fast one still confirms
+
+
+def test_the_size_scan_predicts_each_querys_batch_time_as_its_model_does() -> None:
+    # The scan computes every query's steady batch time at one size in one array pass; the model
+    # computes one query's. The same operations in the same order: the same figures, exactly,
+    # with and without a trigger, keeping up or not.
+    rng = random.Random(11)
+    for _ in range(40):
+        costs = []
+        for _ in range(rng.randint(1, 6)):
+            seen = rng.sample(range(1, 40), rng.randint(0, 3))
+            tasks = rng.choice([1, 4, 32, 200])
+            costs.append(BatchCost(rng.uniform(0, 2), rng.uniform(0, 3), rng.uniform(0, 0.2),
+                                   rng.choice([0.0, 1e-4, 2e-3]), tasks, rng.randint(1, tasks),
+                                   rng.choice([1, 2, 4]), rng.uniform(1, 1.6), 0.1, 20, True, tuple(seen),
+                                   {k: rng.uniform(1, 2) for k in seen}))
+        demands = [SimpleNamespace(idle=False, target=rng.uniform(0, 5000), period_s=None, limit_binds=False,
+                                   trigger_s=rng.choice([None, 0.0, 1.0, 10.0]),
+                                   rows_per_period=lambda: 100.0)
+                   for _ in costs]
+        sizes = np.arange(1.0, 61.0)
+        scan = _Scan(list(zip(demands, costs, strict=True)), sizes, 0.7,  # type: ignore[arg-type]
+                     [c.efficiency_upto(len(sizes)) for c in costs])
+        for column in (0, 3, 59):
+            got = scan.steady_batch_time([d.target for d in demands], [d.trigger_s for d in demands], column)
+            assert got == [c.steady_batch_time(d.target, column + 1, d.trigger_s)
+                           for d, c in zip(demands, costs, strict=True)]
