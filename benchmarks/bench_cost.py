@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -152,15 +152,20 @@ def latency_order(pairs: int) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-class ListCollector(MetricCollector):
-    """Hands out pre-built samples, one per tick (building them is the collector's cost, not the
-    loop's: the bridge section measures the collector)."""
+class Feed(MetricCollector):
+    """The benchmark's clock and collector: hands out the sample the benchmark set for this tick
+    (making it is the collector's cost, not the loop's: the bridge section measures the collector)."""
 
-    def __init__(self, samples: Sequence[MetricSample]) -> None:
-        self._samples = iter(samples)
+    def __init__(self) -> None:
+        self.time = 0.0
+        self.sample: MetricSample | None = None
+
+    def set(self, sample: MetricSample) -> None:
+        self.time, self.sample = sample.time, sample
 
     def collect(self, now: float) -> MetricSample:
-        return next(self._samples)
+        assert self.sample is not None
+        return self.sample
 
 
 class RecordingRealizer(ScalingRealizer):
@@ -205,11 +210,13 @@ class CountingSink:
 
 
 def tick_samples(queries: int, executors: int, ticks: int, interval_s: float = 10.0,
-                 seed: int = 1) -> list[MetricSample]:
+                 seed: int = 1) -> Iterator[MetricSample]:
     """Cumulative samples of ``queries`` steady-ish queries on ``executors`` 4-core executors, one
     per tick: each query's rate swings +-30 % on its own period (so batch sizes vary and the cost
     fit is computed), and the load keeps the slots about 65 % busy (inside the band: the loop
-    decides "no change" most of the time, as it does in steady production)."""
+    decides "no change" most of the time, as it does in steady production). Made as they are
+    asked for, and nothing kept here: the loop's own history is what holds them, as in
+    production (all of them held, a tenth of the tick went to collecting garbage among them)."""
     rng = random.Random(seed)
     cores, trigger_s, cost = 4, 1.0, 0.002  # slot-seconds per row
     slots_per_query = executors * cores * 0.65 / queries
@@ -219,8 +226,8 @@ def tick_samples(queries: int, executors: int, ticks: int, interval_s: float = 1
                                running_tasks=rng.randint(0, cores), heap_used_ratio=0.4)
                   for i in range(executors))
     rows = [0.0] * queries
-    recent: list[list[BatchRecord]] = [[] for _ in range(queries)]
-    samples = []
+    recent: list[list[BatchRecord]] = [[] for _ in range(queries)]  # the last 64 of each
+    made = [0] * queries
     busy = 0.0
     for k in range(ticks):
         t = (k + 1) * interval_s
@@ -230,14 +237,16 @@ def tick_samples(queries: int, executors: int, ticks: int, interval_s: float = 1
             rows[q] += r * interval_s
             batches = WARMUP_BATCHES + int(t / trigger_s)
             # Each query's batches since the last tick, as the collector reports them.
-            while len(recent[q]) * trigger_s + 0.8 <= t:
-                i = len(recent[q])
+            while made[q] * trigger_s + 0.8 <= t:
+                i = made[q]
                 start = i * trigger_s
                 n = round(r * trigger_s)
                 recent[q].append(BatchRecord(batch_id=i, start=start, duration_s=0.8, rows=n,
                                              since_previous_s=trigger_s if i else None, backlog=r * 0.5,
                                              task_s=n * cost, tasks=32, task_wall_s=0.6,
                                              executors_used=min(executors, 8), executors=executors))
+                made[q] += 1
+            del recent[q][:-64]
             qid = f"00000000-0000-0000-0000-{q:012d}"
             qs[qid] = QueryMetrics(
                 query_id=qid, name=f"query-{q}", batches=batches, input_rows=int(rows[q]),
@@ -251,8 +260,7 @@ def tick_samples(queries: int, executors: int, ticks: int, interval_s: float = 1
             live_executors=executors, cores_per_executor=cores, executors=infos,
             slot_ms=executors * cores * t * 1000.0, busy_ms=busy, tasks_finished=k * 32 * queries,
             executors_added=executors, gc_ms=k * 10.0, run_ms=k * 1000.0, heap_used_ratio=0.4)
-        samples.append(MetricSample(t, cluster, qs))
-    return samples
+        yield MetricSample(t, cluster, qs)
 
 
 @dataclass
@@ -280,14 +288,13 @@ def bench_tick(queries: int, executors: int, warmup: int = 40, ticks: int = 100,
     """The real ``Autoscaler`` with production defaults (interval 10 s, metricsWindow 60 s,
     scaleDownInterval 300 s: 34 samples of history), the built-in checkers, gauges and UI
     publisher; ``warmup`` ticks fill the history before ``ticks`` are timed."""
-    samples = tick_samples(queries, executors, warmup + ticks)
-    autoscaler, clock, sink = _tick_arm("sparkscale_listener", samples, executors)
+    autoscaler, feed, sink = _tick_arm("sparkscale_listener", executors)
     times: list[float] = []
     cpu: list[float] = []
     decisions: dict[str, int] = {}
     calls_before = chars_before = 0
-    for k in range(warmup + ticks):
-        clock[0] = samples[k].time
+    for k, sample in enumerate(tick_samples(queries, executors, warmup + ticks)):
+        feed.set(sample)
         if k == warmup:
             calls_before, chars_before = sink.calls, sink.chars
         start, start_cpu = time.perf_counter(), time.thread_time()
@@ -336,15 +343,14 @@ def compare_ticks(against: str, queries: int = 100, executors: int = 1000, warmu
         os.rename(Path(tmp) / "sparkscale_listener", Path(tmp) / "sparkscale_against")
         sys.path.insert(0, tmp)
         try:
-            samples = tick_samples(queries, executors, warmup + ticks)
             packages = (("this tree", "sparkscale_listener"), (against, "sparkscale_against"))
-            arms = {name: _tick_arm(package, samples, executors)[:2] for name, package in packages}
+            arms = {name: _tick_arm(package, executors)[:2] for name, package in packages}
             cpu: dict[str, list[float]] = {name: [] for name in arms}
             actions: dict[str, list[str]] = {name: [] for name in arms}
-            for k in range(warmup + ticks):
+            for k, sample in enumerate(tick_samples(queries, executors, warmup + ticks)):
                 order = list(arms.items()) if k % 2 else list(reversed(arms.items()))
-                for name, (autoscaler, clock) in order:
-                    clock[0] = samples[k].time
+                for name, (autoscaler, feed) in order:
+                    feed.set(sample)
                     start = time.thread_time()
                     made = autoscaler.step()
                     if k >= warmup:
@@ -365,27 +371,27 @@ def compare_ticks(against: str, queries: int = 100, executors: int = 1000, warmu
             "ratio_mean": statistics.mean(mine) / statistics.mean(theirs)}
 
 
-def _tick_arm(package: str, samples: Sequence[MetricSample],
-              executors: int) -> tuple[Any, list[float], CountingSink]:
+def _tick_arm(package: str, executors: int) -> tuple[Any, Feed, CountingSink]:
     """The benchmark's autoscaler (production defaults, the built-in checkers, the gauge and UI
-    publishers over a counting sink, a recording realizer, a manual clock), built from
-    ``package``'s own modules: this tree's, or a commit's for :func:`compare_ticks`."""
+    publishers over a counting sink, a recording realizer, the samples and the clock of a
+    :class:`Feed`), built from ``package``'s own modules: this tree's, or a commit's for
+    :func:`compare_ticks`."""
     def m(name: str) -> Any:
         return importlib.import_module(f"{package}.{name}")
 
     config = m("config.core").AutoscalerConfig.from_keys({"maxExecutors": str(max(2 * executors, 10)),
                                                           "initialExecutors": str(executors)})
-    sink, clock = CountingSink(), [0.0]
+    sink, feed = CountingSink(), Feed()
     events = m("observe.events")
     handler = type("IgnoringHandler", (events.EventHandler,), {"handle": lambda self, event: None})()
     autoscaler = m("control_loop").Autoscaler(
-        config, ListCollector(samples), m("evaluator").MicroBatchEvaluator(), m("policy").ScalingPolicy(),
+        config, feed, m("evaluator").MicroBatchEvaluator(), m("policy").ScalingPolicy(),
         RecordingRealizer(),
         m("check.guard").RollbackGuard(config, m("check.loading").build_checkers(config)),
         events.EventDispatcher([handler]), m("state.store").InMemoryStateStore(), "bench",
-        clock=lambda: clock[0], gauges=m("observe.gauges").GaugePublisher(sink),
+        clock=lambda: feed.time, gauges=m("observe.gauges").GaugePublisher(sink),
         observers=[m("observe.ui").UiPublisher(sink)], run_id="bench-run")
-    return autoscaler, clock, sink
+    return autoscaler, feed, sink
 
 
 # ---------------------------------------------------------------------------------------------

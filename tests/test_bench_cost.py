@@ -86,7 +86,7 @@ def test_latency_runs_alternate_and_are_counterbalanced() -> None:
 
 
 def test_tick_samples_are_cumulative() -> None:
-    samples = bench.tick_samples(queries=3, executors=5, ticks=4)
+    samples = list(bench.tick_samples(queries=3, executors=5, ticks=4))
     assert [s.time for s in samples] == [10.0, 20.0, 30.0, 40.0]
     assert all(s.cluster.live_executors == 5 and len(s.cluster.executors) == 5 for s in samples)
     for qid in samples[0].queries:
