@@ -23,31 +23,48 @@ from .metrics import BatchRecord, QueryMetrics, same_objects
 _EPS = 1e-9
 
 
+# A batch and the task time and tasks of other queries' batches that ran alongside it.
+Alongside = tuple[BatchRecord, float, int]
+
+
+class Swept(NamedTuple):
+    """One query's batches as :func:`with_concurrency` returns them, each with the others' task
+    time and tasks that ran alongside it (the same object for a batch that did not change: an
+    unchanged batch needs no second look)."""
+
+    batches: list[Alongside]
+
+    def records(self) -> list[BatchRecord]:
+        """The batches as records carrying what ran alongside (the replay's)."""
+        return [_beside(b, task_s, tasks) if task_s else b for b, task_s, tasks in self.batches]
+
+
 class Given(NamedTuple):
     """One query's batches as :func:`with_concurrency` was given them last time, their ends and
-    the records it returned (in the same order)."""
+    what it returned for them (in the same order)."""
 
     batches: tuple[BatchRecord, ...]
     ends: list[float]
-    records: list[BatchRecord]
+    swept: list[Alongside]
 
 
 def with_concurrency(queries: Sequence[QueryMetrics],
-                     known: dict[str, dict[int, BatchRecord]] | None = None,
-                     given: dict[str, Given] | None = None) -> dict[str, list[BatchRecord]]:
+                     known: dict[str, dict[int, Alongside]] | None = None,
+                     given: dict[str, Given] | None = None) -> dict[str, Swept]:
     """Each query's recent batches with the task time of the other queries' batches that ran
     alongside (the share of each that overlapped its task phase, as if its tasks were spread evenly
     over it). One sweep: the others' share is everyone's spread task time over the batch's phase
-    minus its own query's.
+    minus its own query's. Figures, not new records: a thousand batches a tick at 100 queries.
 
-    ``known``: the records returned last time, by query and batch id (updated in place). Batches
+    ``known``: what was returned last time, by query and batch id (updated in place). Batches
     that ended before the first batch that is new or changed since (a task end that came late)
-    overlap nothing that changed: their records stand, and only the rest is swept again.
+    overlap nothing that changed: their figures stand, and only the rest is swept again.
     ``given`` (with ``known``; updated in place): what each query's batches were last time. The
     collector hands unchanged batches over as the same objects, so those are known unchanged
-    without comparing them field by field, and their ends and records are the last ones."""
+    without comparing them field by field, and their ends and figures are the last ones."""
     if len(queries) < 2:
-        return {q.query_id: list(q.recent_batches) for q in queries}
+        return {q.query_id: Swept([(b, b.concurrent_task_s, b.concurrent_tasks) for b in q.recent_batches])
+                for q in queries}
     given = {} if known is None or given is None else given
     known = {} if known is None else known
     cutoff = math.inf
@@ -60,7 +77,8 @@ def with_concurrency(queries: Sequence[QueryMetrics],
         last = given.get(q.query_id) if before else None
         k, same = same_objects(batches, last.batches if last is not None else None)
         i = same
-        while i < len(batches) and _same_batch((before or {}).get(batches[i].batch_id), batches[i]):
+        while i < len(batches) and _same_batch(((before or {}).get(batches[i].batch_id) or (None,))[0],
+                                               batches[i]):
             i += 1
         if i < len(batches):
             cutoff = min(cutoff, batches[i].start)
@@ -98,48 +116,46 @@ def with_concurrency(queries: Sequence[QueryMetrics],
     own = _each_own(everyone, np.repeat(np.arange(len(queries)), [len(p) for p in alongside]),
                     len(queries), swept.starts, swept.ends, of_mine)
     beside = np.maximum(_Spread(everyone).between(swept.starts, swept.ends) - own, 0.0).tolist()
-    out: dict[str, list[BatchRecord]] = {}
+    out: dict[str, Swept] = {}
     at = 0
     for q, batches, es, split, (last, k, same, unchanged) in zip(queries, again, ends, splits, previous,
                                                                  strict=True):
         before = known.get(q.query_id, {})
         if split is not None and last is not None and split <= same:
-            kept = last.records[k:k + split]  # the leading ones, the same objects as last time
+            kept = last.swept[k:k + split]  # the leading ones, the same objects as last time
         else:
             # A batch never swept can end before the cutoff when ends are out of order (the driver's
             # clock stepped back): kept without others' task time (KeyError every tick, before).
-            kept = [before.get(b.batch_id, b) for b, e in zip(q.recent_batches, es, strict=True)
-                    if e <= cutoff]
+            kept = [before.get(b.batch_id) or (b, b.concurrent_task_s, b.concurrent_tasks)
+                    for b, e in zip(q.recent_batches, es, strict=True) if e <= cutoff]
         enriched = []
         for (b, _), (task_s, tasks) in zip(batches, beside[at:at + len(batches)], strict=True):
             task_s = task_s if task_s > _SPREAD_EPS else 0.0
             tasks = round(tasks) if task_s else 0
             seen = before.get(b.batch_id)
             # (The sweep's sums move in the last digits as batches come and go: not a change.)
-            if (seen is None or not _same_batch(seen, b) or seen.concurrent_tasks != tasks
-                    or not math.isclose(seen.concurrent_task_s, task_s, rel_tol=1e-6, abs_tol=1e-9)):
-                seen = _beside(b, task_s, tasks) if task_s else b
+            if (seen is None or not _same_batch(seen[0], b) or seen[2] != tasks
+                    or not math.isclose(seen[1], task_s, rel_tol=1e-6, abs_tol=1e-9)):
+                seen = (b, task_s, tasks) if task_s else (b, b.concurrent_task_s, b.concurrent_tasks)
             enriched.append(seen)
         at += len(batches)
-        records = out[q.query_id] = kept + enriched
+        swept = kept + enriched
+        out[q.query_id] = Swept(swept)
         if split is not None and last is not None and split <= same and len(last.batches) == k + same:
-            # Last time's records less those dropped since, and the ones swept again.
-            for b in last.records[:k]:
+            # Last time's figures less those dropped since, and the ones swept again.
+            for b, _, _ in last.swept[:k]:
                 del before[b.batch_id]
-            before.update(zip(map(_batch_id, enriched), enriched, strict=True))
+            before.update((b[0].batch_id, b) for b in enriched)
         else:
-            known[q.query_id] = {b.batch_id: b for b in records}
-        # Every record above is of its batch as given now when the kept ones are among the leading
+            known[q.query_id] = {b[0].batch_id: b for b in swept}
+        # Every figure above is of its batch as given now when the kept ones are among the leading
         # batches found unchanged (ends in order, as one query's batches run): the next tick may
         # take the same objects for unchanged.
         if split is not None and split <= unchanged:
-            given[q.query_id] = Given(q.recent_batches, es, records)
+            given[q.query_id] = Given(q.recent_batches, es, swept)
         else:
             given.pop(q.query_id, None)
     return out
-
-
-_batch_id = operator.attrgetter("batch_id")
 
 
 def _phase(b: BatchRecord, end: float) -> tuple[float, float, float, float]:

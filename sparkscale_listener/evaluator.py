@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import readable
-from .concurrency import BatchColumns, Given, with_concurrency
+from .concurrency import Alongside, BatchColumns, Given, Swept, with_concurrency
 from .decisions import Evaluation, Outcome, QueryEvaluation, ScalingContext
 from .metrics import RISING, BatchRecord, LatestOffsets, MetricSample, QueryMetrics
 from .model import (
@@ -183,7 +183,7 @@ class MicroBatchEvaluator(MetricEvaluator):
     def __init__(self) -> None:
         self._learners: dict[str, BatchCostLearner] = {}
         self._costs: dict[str, BatchCost | None] = {}
-        self._batches: dict[str, dict[int, BatchRecord]] = {}  # the last records, with concurrency
+        self._batches: dict[str, dict[int, Alongside]] = {}  # the last batches, with concurrency
         self._given: dict[str, Given] = {}  # the batches they were made of
         self._columns = BatchColumns()
 
@@ -212,7 +212,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             learner = self._learners.get(q.query_id)
             if learner is None:
                 learner = self._learners[q.query_id] = BatchCostLearner()
-            learner.add(concurrent[q.query_id], exclude=change)
+            learner.add(concurrent[q.query_id].batches, exclude=change)
             learners.append((learner, context.slots_per_executor, q.max_stage_tasks))
         # Every query due a new fit fitted at once (one array pass).
         for q, cost in zip(active, fit_all(learners), strict=True):
@@ -307,7 +307,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         return True
 
     def _outcomes(self, last: MetricSample, context: ScalingContext,
-                  batches: dict[str, list[BatchRecord]]) -> dict[str, Outcome]:
+                  batches: dict[str, Swept]) -> dict[str, Outcome]:
         """What the last change did, per query it predicted something for, once the new size has
         run :data:`CONFIRMING_BATCHES` warm batches: their median batch time against the
         prediction of the model the change rested on, for the rows they actually read."""
@@ -320,21 +320,23 @@ class MicroBatchEvaluator(MetricEvaluator):
             q, learner = last.queries.get(qid), self._learners.get(qid)
             if q is None or learner is None:
                 continue
-            warm = [b for b in batches.get(qid, ()) if b.start >= context.window_start and learner.warm(b)]
+            swept = batches.get(qid)
+            warm = [(b, task_s, tasks) for b, task_s, tasks in (swept.batches if swept else ())
+                    if b.start >= context.window_start and learner.warm(b)]
             if len(warm) < CONFIRMING_BATCHES:
                 continue
             cost = prediction.cost
-            rows = median(b.rows for b in warm)
-            observed = median(b.duration_s for b in warm)
+            rows = median(b.rows for b, _, _ in warm)
+            observed = median(b.duration_s for b, _, _ in warm)
             # What the model said, for the rows and the other queries' batches that came, on the
             # executors that came (a capacity limit may have held the target below the request).
-            arrived = [b.executors or rec.to_executors for b in warm]
+            arrived = [b.executors or rec.to_executors for b, _, _ in warm]
             size = round(median(arrived))
             # Every batch at once (the model's formulas take arrays: the same figures, one numpy
             # pass instead of two scalar ones per batch, every tick until the next change).
-            read = np.array([float(b.rows) for b in warm])
-            alongside = Concurrent(np.array([b.concurrent_task_s for b in warm], dtype=float),
-                                   np.array([float(b.concurrent_tasks) for b in warm]))
+            read = np.array([float(b.rows) for b, _, _ in warm])
+            alongside = Concurrent(np.array([task_s for _, task_s, _ in warm], dtype=float),
+                                   np.array([float(tasks) for _, _, tasks in warm]))
             predicted = median(np.asarray(cost.batch_time(read, np.array(arrived, dtype=float),
                                                           alongside)).tolist())
             before = median(np.asarray(cost.batch_time(read, rec.from_executors,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
 from typing import Any, overload
@@ -280,17 +280,21 @@ class BatchCostLearner:
         self._given: tuple[BatchRecord, ...] = ()  # the batches given to the last add()
         self._rows_fitted = (0.0, 0.0)  # fewest and most rows of the batches the cached fit saw
 
-    def add(self, batches: Iterable[BatchRecord], exclude: tuple[float, float] | None = None) -> int:
+    def add(self, batches: Iterable[BatchRecord | tuple[BatchRecord, float, int]],
+            exclude: tuple[float, float] | None = None) -> int:
         """Take the batches not seen yet; those overlapping ``exclude`` (start, end: a change of
         executors settling), warm-up batches and batches with fresh executors only count as seen.
-        Returns how many were kept."""
+        A batch comes as a record, or as (record, task time and tasks of other queries' batches
+        that ran alongside it: :func:`~.concurrency.with_concurrency`'s). Returns how many were kept."""
         kept = 0
         given = tuple(batches)
-        # The leading batches that are the very records given last time were taken then: seen
-        # again unchanged, they change nothing (a record is immutable).
+        # The leading batches that are the very objects given last time were taken then: seen
+        # again unchanged, they change nothing (a record, or a tuple of one, is immutable).
         _, taken = same_objects(given, self._given)
         self._given = given
-        for b in given[taken:]:
+        for item in given[taken:]:
+            b, alongside_s, alongside_tasks = (item if isinstance(item, tuple)
+                                               else (item, item.concurrent_task_s, item.concurrent_tasks))
             seen = self._seen.get(b.batch_id)
             if seen is not None:
                 # Task ends can reach the listener after the batch's progress: a batch seen again
@@ -299,7 +303,7 @@ class BatchCostLearner:
                 if (b.task_s or 0.0) <= seen:
                     continue
                 self._seen[b.batch_id] = b.task_s or 0.0
-                if self._update(b) or seen > 0:
+                if self._update(b, alongside_s, alongside_tasks) or seen > 0:
                     continue
             else:
                 self._seen[b.batch_id] = b.task_s or 0.0
@@ -310,7 +314,7 @@ class BatchCostLearner:
             if not self.warm(b, exclude):
                 continue
             self._batches.append(b)
-            self._columns.append(_columns(b))
+            self._columns.append(_columns(b, alongside_s, alongside_tasks))
             self._since_fit += 1
             size = b.executors or b.executors_used or None
             if size not in self._sizes:
@@ -327,15 +331,15 @@ class BatchCostLearner:
             self._stale = True
         return kept
 
-    def _update(self, b: BatchRecord) -> bool:
-        """Replace the kept record of ``b``'s batch; False if none is kept."""
+    def _update(self, b: BatchRecord, alongside_s: float, alongside_tasks: int) -> bool:
+        """Replace the kept record of ``b``'s batch (what ran alongside: the most either saw);
+        False if none is kept."""
         for i in range(len(self._batches) - 1, -1, -1):
-            kept = self._batches[i]
-            if kept.batch_id == b.batch_id:
-                self._batches[i] = replace(
-                    b, concurrent_task_s=max(b.concurrent_task_s, kept.concurrent_task_s),
-                    concurrent_tasks=max(b.concurrent_tasks, kept.concurrent_tasks))
-                self._columns[i] = _columns(self._batches[i])
+            if self._batches[i].batch_id == b.batch_id:
+                row = self._columns[i]
+                self._batches[i] = b
+                self._columns[i] = _columns(b, max(alongside_s, row[_ALONGSIDE_S]),
+                                            max(alongside_tasks, int(row[_ALONGSIDE_TASKS])))
                 self._stale = True
                 return True
         return False
@@ -550,6 +554,7 @@ def _kept_mean(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
 # What a fit reads of each batch, in this order; 0 stands for "not known", NaN for an unknown task phase.
 _COLUMNS = ("rows", "task_s", "tasks", "executors", "executors_used", "concurrent_task_s",
             "concurrent_tasks", "duration_s", "task_wall_s")
+_ALONGSIDE_S, _ALONGSIDE_TASKS = _COLUMNS.index("concurrent_task_s"), _COLUMNS.index("concurrent_tasks")
 
 
 class _Rows:
@@ -564,6 +569,9 @@ class _Rows:
     def append(self, row: tuple[float, ...]) -> None:
         self._rows.append(row)
         self._new += 1
+
+    def __getitem__(self, i: int) -> tuple[float, ...]:
+        return self._rows[i]
 
     def __setitem__(self, i: int, row: tuple[float, ...]) -> None:
         self._rows[i] = row
@@ -583,10 +591,10 @@ class _Rows:
         return table
 
 
-def _columns(b: BatchRecord) -> tuple[float, ...]:
-    """A batch's figures as :data:`_COLUMNS` name them."""
+def _columns(b: BatchRecord, alongside_s: float, alongside_tasks: int) -> tuple[float, ...]:
+    """A batch's figures as :data:`_COLUMNS` name them, with what ran alongside it."""
     return (b.rows, b.task_s or 0.0, b.tasks or 0, b.executors or 0, b.executors_used or 0,
-            b.concurrent_task_s, b.concurrent_tasks, b.duration_s,
+            alongside_s, alongside_tasks, b.duration_s,
             math.nan if b.task_wall_s is None else b.task_wall_s)
 
 

@@ -634,7 +634,7 @@ def test_the_task_time_beside_a_batch_is_each_overlapping_batchs_share_of_its_ow
 
     result = with_concurrency(queries)
     for q in queries:
-        for b, got in zip(q.recent_batches, result[q.query_id], strict=True):
+        for b, got in zip(q.recent_batches, result[q.query_id].records(), strict=True):
             b0, b1 = phase(b)
             task_s = tasks = 0.0
             for other in queries:
@@ -680,9 +680,8 @@ def test_batches_swept_again_each_tick_give_what_one_sweep_over_all_gives() -> N
         swept = with_concurrency(queries, known)
         everything = with_concurrency(queries)
         for q in queries:
-            got = [(b.batch_id, round(b.concurrent_task_s, 6), b.concurrent_tasks) for b in swept[q.query_id]]
-            want = [(b.batch_id, round(b.concurrent_task_s, 6), b.concurrent_tasks)
-                    for b in everything[q.query_id]]
+            got = [(b.batch_id, round(s, 6), n) for b, s, n in swept[q.query_id].batches]
+            want = [(b.batch_id, round(s, 6), n) for b, s, n in everything[q.query_id].batches]
             assert got == want, (now, q.query_id)
 
 

@@ -157,7 +157,7 @@ def build_history(app: RecordedApplication) -> ApplicationHistory:
                  for qid, rs in runs.items()}
     together = with_concurrency([QueryMetrics(query_id=qid, recent_batches=tuple(bs))
                                  for qid, (bs, _) in converted.items()])
-    queries = tuple(_query_history(rs, together[qid], converted[qid][1], cores, assumptions)
+    queries = tuple(_query_history(rs, together[qid].records(), converted[qid][1], cores, assumptions)
                     for qid, rs in runs.items())
     start = min(q.start for q in queries)
     end = max(q.batches[-1].end for q in queries)
