@@ -11,9 +11,10 @@ only from the first batch that is new or changed since the last tick.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -83,10 +84,10 @@ def with_concurrency(queries: Sequence[QueryMetrics],
         if i < len(batches):
             cutoff = min(cutoff, batches[i].start)
         previous.append((last, k, same, i))
-    # The batches swept again (from `split` on where ends are in order), and every batch whose
-    # phase reaches into theirs.
+    # The batches swept again (from `split` on where ends are in order) and their ends, and every
+    # batch whose phase reaches into theirs.
     ends: list[list[float]] = []
-    again: list[list[tuple[BatchRecord, float]]] = []
+    again: list[tuple[Sequence[BatchRecord], list[float]]] = []
     splits: list[int | None] = []
     for q, (last, k, same, _) in zip(queries, previous, strict=True):
         batches = q.recent_batches
@@ -95,31 +96,33 @@ def with_concurrency(queries: Sequence[QueryMetrics],
             es = last.ends[k:k + same] + es
         split: int | None = bisect.bisect_right(es, cutoff)
         if max(es[:split], default=-math.inf) <= cutoff and min(es[split:], default=math.inf) > cutoff:
-            again.append(list(zip(batches[split:], es[split:], strict=True)))
+            again.append((batches[split:], es[split:]))
         else:
             split = None
-            again.append([(b, e) for b, e in zip(batches, es, strict=True) if e > cutoff])
+            picked = [e > cutoff for e in es]
+            again.append((list(itertools.compress(batches, picked)), list(itertools.compress(es, picked))))
         ends.append(es)
         splits.append(split)
-    mine_of = [[_phase(b, e) for b, e in batches] for batches in again]
-    earliest = min((p[0] for phases in mine_of for p in phases), default=math.inf)
+    mine = _Phases([b for batches, _ in again for b in batches], [e for _, es in again for e in es])
+    of_mine = np.repeat(np.arange(len(queries)), [len(batches) for batches, _ in again])
+    earliest = float(mine.starts.min(initial=math.inf))
     if earliest >= cutoff:  # (as usual) every batch reaching into them is swept again itself
-        alongside = [[p for (_, e), p in zip(batches, phases, strict=True) if e > earliest]
-                     for batches, phases in zip(again, mine_of, strict=True)]
+        reaching = mine.ends > earliest
+        everyone, owner = mine.where(reaching), of_mine[reaching]
     else:
-        alongside = [[_phase(b, e) for b, e in zip(q.recent_batches, es, strict=True) if e > earliest]
-                     for q, es in zip(queries, ends, strict=True)]
-    everyone = _Phases.of([p for phases in alongside for p in phases])
-    swept = _Phases.of([p for phases in mine_of for p in phases])
+        reach = [[e > earliest for e in es] for es in ends]
+        everyone = _Phases([b for q, r in zip(queries, reach, strict=True)
+                            for b in itertools.compress(q.recent_batches, r)],
+                           [e for es, r in zip(ends, reach, strict=True) for e in itertools.compress(es, r)])
+        owner = np.repeat(np.arange(len(queries)), [sum(r) for r in reach])
     # Row per query: its own share, spread the same way, minus from everyone's.
-    of_mine = np.repeat(np.arange(len(queries)), [len(batches) for batches in again])
-    own = _each_own(everyone, np.repeat(np.arange(len(queries)), [len(p) for p in alongside]),
-                    len(queries), swept.starts, swept.ends, of_mine)
-    beside = np.maximum(_Spread(everyone).between(swept.starts, swept.ends) - own, 0.0).tolist()
+    own = _each_own(everyone, owner, len(queries), mine.starts, mine.ends, of_mine)
+    beside = np.maximum(_Spread(everyone).between(mine.starts, mine.ends) - own, 0.0)
+    beside_s, beside_tasks = beside[:, 0].tolist(), beside[:, 1].tolist()
     out: dict[str, Swept] = {}
     at = 0
-    for q, batches, es, split, (last, k, same, unchanged) in zip(queries, again, ends, splits, previous,
-                                                                 strict=True):
+    for q, (batches, _), es, split, (last, k, same, unchanged) in zip(queries, again, ends, splits, previous,
+                                                                      strict=True):
         before = known.get(q.query_id, {})
         if split is not None and last is not None and split <= same:
             kept = last.swept[k:k + split]  # the leading ones, the same objects as last time
@@ -129,7 +132,8 @@ def with_concurrency(queries: Sequence[QueryMetrics],
             kept = [before.get(b.batch_id) or (b, b.concurrent_task_s, b.concurrent_tasks)
                     for b, e in zip(q.recent_batches, es, strict=True) if e <= cutoff]
         enriched = []
-        for (b, _), (task_s, tasks) in zip(batches, beside[at:at + len(batches)], strict=True):
+        upto = at + len(batches)
+        for b, task_s, tasks in zip(batches, beside_s[at:upto], beside_tasks[at:upto], strict=True):
             task_s = task_s if task_s > _SPREAD_EPS else 0.0
             tasks = round(tasks) if task_s else 0
             seen = before.get(b.batch_id)
@@ -138,7 +142,7 @@ def with_concurrency(queries: Sequence[QueryMetrics],
                     or not math.isclose(seen[1], task_s, rel_tol=1e-6, abs_tol=1e-9)):
                 seen = (b, task_s, tasks) if task_s else (b, b.concurrent_task_s, b.concurrent_tasks)
             enriched.append(seen)
-        at += len(batches)
+        at = upto
         swept = kept + enriched
         out[q.query_id] = Swept(swept)
         if split is not None and last is not None and split <= same and len(last.batches) == k + same:
@@ -156,12 +160,6 @@ def with_concurrency(queries: Sequence[QueryMetrics],
         else:
             given.pop(q.query_id, None)
     return out
-
-
-def _phase(b: BatchRecord, end: float) -> tuple[float, float, float, float]:
-    """A batch's task phase (first task launch, or its start, to its end), task time and tasks."""
-    return (end - b.task_wall_s if b.task_wall_s is not None else b.start, end, b.task_s or 0.0,
-            float(b.tasks or 0))
 
 
 def _beside(b: BatchRecord, task_s: float, tasks: int) -> BatchRecord:
@@ -190,27 +188,26 @@ class _Phases:
     """The task phases of batches as arrays (first task launch, or the batch's start, to its end),
     with their task time and tasks."""
 
-    def __init__(self, batches: Sequence[BatchRecord] = ()) -> None:
-        rows = [(b.end - b.task_wall_s if b.task_wall_s is not None else b.start, b.end,
-                 b.task_s or 0.0, float(b.tasks or 0)) for b in batches]
-        table = np.array(rows, dtype=float).reshape(-1, 4)
-        self.starts, self.ends, self.task_s, self.tasks = table.T
+    starts: np.ndarray
+    ends: np.ndarray
+    task_s: np.ndarray
+    tasks: np.ndarray
 
-    @classmethod
-    def of(cls, phases: Sequence[tuple[float, float, float, float]]) -> _Phases:
-        """From (start, end, task time, tasks) of each phase (:func:`_phase`)."""
-        made = cls()
-        made.starts, made.ends, made.task_s, made.tasks = np.array(phases, dtype=float).reshape(-1, 4).T
-        return made
+    def __init__(self, batches: Sequence[BatchRecord], ends: Sequence[float]) -> None:
+        """Of ``batches``, which end at ``ends``: built as columns (a tuple per batch was most of
+        the garbage a tick made)."""
+        self.starts = np.array([e - b.task_wall_s if b.task_wall_s is not None else b.start
+                                for b, e in zip(batches, ends, strict=True)], dtype=float)
+        self.ends = np.array(ends, dtype=float)
+        self.task_s = np.array([b.task_s or 0.0 for b in batches], dtype=float)
+        self.tasks = np.array([float(b.tasks or 0) for b in batches], dtype=float)
 
-    @classmethod
-    def joined(cls, parts: Iterable[_Phases]) -> _Phases:
-        joined = cls()
-        parts = list(parts)
-        joined.starts, joined.ends, joined.task_s, joined.tasks = (
-            np.concatenate([getattr(p, name) for p in parts])
-            for name in ("starts", "ends", "task_s", "tasks"))
-        return joined
+    def where(self, mask: np.ndarray) -> _Phases:
+        """The phases where ``mask`` holds."""
+        picked = object.__new__(_Phases)
+        picked.starts, picked.ends, picked.task_s, picked.tasks = (
+            self.starts[mask], self.ends[mask], self.task_s[mask], self.tasks[mask])
+        return picked
 
 
 class _Spread:
