@@ -294,12 +294,11 @@ def _each_own(phases: _Phases, owner: np.ndarray, owners: int, a: np.ndarray, b:
 class QueryColumns(NamedTuple):
     """One query's recent batches as columns, oldest first, and the arrivals they show."""
 
-    # (start, rows that arrived since the previous batch started, seconds since it started) of each
-    # batch that directly follows its predecessor, and the same as three columns.
-    arrivals: list[tuple[float, float, float]]
-    arrival_starts: tuple[float, ...]
-    arrival_rows: tuple[float, ...]
-    arrival_seconds: tuple[float, ...]
+    # Of each batch that directly follows its predecessor: its start, the rows that arrived since
+    # the previous batch started, and the seconds since it started.
+    arrival_starts: list[float]
+    arrival_rows: list[float]
+    arrival_seconds: list[float]
     # Every batch's start, rows, duration and backlog (None: not reported).
     starts: list[float]
     rows: list[int]
@@ -313,36 +312,40 @@ class BatchColumns:
     (every batch of every query, each tick, otherwise: at 100 queries, a large part of the tick)."""
 
     def __init__(self) -> None:
-        # Per query: the batches given last time, the arrival of each after the first (or None),
-        # and the columns.
-        self._last: dict[str, tuple[Sequence[BatchRecord], list[_Arrival | None], QueryColumns]] = {}
+        # Per query: the batches given last time, whether each after the first directly follows
+        # its predecessor (its arrivals are in the columns), and the columns.
+        self._last: dict[str, tuple[Sequence[BatchRecord], list[bool], QueryColumns]] = {}
 
     def of(self, query_id: str, batches: Sequence[BatchRecord]) -> QueryColumns:
         last = self._last.get(query_id)
         k, same = same_objects(batches, last[0] if last is not None else None)
-        each = last[1][k:k + same - 1] if last is not None and same > 1 else []
-        each.extend(map(_arrival, batches[max(0, same - 1):-1], batches[max(1, same):]))
-        arrivals = [a for a in each if a is not None]
-        new = batches[same:]
         before = last[2] if last is not None and same else None
+        # The pairs among the batches given last time, and their arrivals, stand.
+        pairs = max(0, same - 1) if last is not None else 0
+        follows = last[1][k:k + pairs] if last is not None else []
+        dropped = sum(last[1][:k]) if last is not None and pairs else 0
+        kept = dropped + sum(follows)
+        starts_in, rows_in, seconds_in = (
+            (list(column[dropped:kept]) if before is not None and pairs else [])
+            for column in ((before.arrival_starts, before.arrival_rows, before.arrival_seconds)
+                           if before is not None else ((), (), ())))
+        for previous, b in zip(batches[pairs:-1], batches[pairs + 1:], strict=True):
+            since = b.since_previous_s
+            directly = since is not None and since > 0 and b.batch_id == previous.batch_id + 1
+            follows.append(directly)
+            if directly:
+                starts_in.append(b.start)
+                rows_in.append(b.arrivals(previous.backlog))
+                seconds_in.append(since)
+        new = batches[same:]
         starts, rows, durations, backlogs = (
             (list(getattr(before, name)[k:k + same]) if before is not None else [])
             + list(map(operator.attrgetter(field), new))
             for name, field in (("starts", "start"), ("rows", "rows"), ("durations", "duration_s"),
                                 ("backlogs", "backlog")))
-        columns = tuple(zip(*arrivals, strict=True)) if arrivals else ((), (), ())
-        made = QueryColumns(arrivals, *columns, starts, rows, durations, backlogs)
-        self._last[query_id] = (batches, each, made)
+        made = QueryColumns(starts_in, rows_in, seconds_in, starts, rows, durations, backlogs)
+        self._last[query_id] = (batches, follows, made)
         return made
 
     def forget(self, query_id: str) -> None:
         self._last.pop(query_id, None)
-
-
-_Arrival = tuple[float, float, float]
-
-
-def _arrival(previous: BatchRecord, b: BatchRecord) -> _Arrival | None:
-    if b.since_previous_s and b.since_previous_s > 0 and b.batch_id == previous.batch_id + 1:
-        return b.start, b.arrivals(previous.backlog), b.since_previous_s
-    return None

@@ -372,7 +372,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         # trigger's (10 min), and the query read as idle, and was scaled down, between each two.
         horizon = last.time - max(cfg.metrics_window_s, 2.0 * (trigger_s or 0.0))
         cols = self._columns.of(q.query_id, q.recent_batches)
-        arrivals = cols.arrivals
+        arrived = bool(cols.arrival_starts)  # two consecutive batches came
         # The window: the arrivals and the batches that started in it, as columns.
         rows_in, seconds_in = _since(horizon, cols.arrival_starts, cols.arrival_rows, cols.arrival_seconds)
         columns = (cols.starts, cols.rows, cols.durations, cols.backlogs, batches)
@@ -380,7 +380,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             horizon, cols.starts, *columns)
         notes: list[str] = []
         running = False
-        if not rows_in and arrivals:
+        if not rows_in and arrived:
             # No batch started in the window: nothing arrived (a source with nothing new starts no
             # batch), or one batch has been running all along; its tasks' busy time tells which.
             # Counted from a sample after the last batch's end where there is one: that batch's own
@@ -393,7 +393,8 @@ class MicroBatchEvaluator(MetricEvaluator):
                 window_starts, window_rows, durations, window_backlogs, window_batches = (
                     c[-2:] for c in columns)
                 notes.append(f"a batch has been running for {last.time - batches[-1].end:.0f}s")
-        latest = [a[1] / a[2] for a in arrivals[-2:]] if rows_in else []
+        latest = ([r / t for r, t in zip(cols.arrival_rows[-2:], cols.arrival_seconds[-2:], strict=True)]
+                  if rows_in else [])
         # A jump in the latest batch alone is not a step yet (noise, a burst): it counts neither
         # for a scale-up nor allows a scale-down until the next batch confirms or denies it, so a
         # step is sized in one action, on two batches.
@@ -542,7 +543,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             signal = signal or "rising"
         # Idle only on evidence: batches that read nothing, or none for the whole window. A query
         # with no two consecutive batches yet is not idle but unknown (learning).
-        idle = bool(arrivals) and window_rate <= 0 and (backlog or 0.0) <= 0 and not running
+        idle = arrived and window_rate <= 0 and (backlog or 0.0) <= 0 and not running
         if idle:
             notes.append("idle: nothing arrived in the window")
         return _Demand(q=q, window_rate=window_rate, recent_rate=recent, rate=rate,
@@ -550,7 +551,7 @@ class MicroBatchEvaluator(MetricEvaluator):
                        provisioning=provisioning, read_limit=read_limit, saturated=saturated,
                        trigger_s=trigger_s, period_s=period_s, signal=signal,
                        batch_time_s=batch_time, rising=rising, idle=idle, backlog_mode=backlog_mode,
-                       arrivals_seen=bool(arrivals), measured_until=batches[-1].start if batches else None,
+                       arrivals_seen=arrived, measured_until=batches[-1].start if batches else None,
                        utilization_target=cfg.utilization_target, notes=notes)
 
     # -- sizing ------------------------------------------------------------------------------------
