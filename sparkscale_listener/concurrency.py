@@ -194,8 +194,8 @@ class _Phases:
     tasks: np.ndarray
 
     def __init__(self, batches: Sequence[BatchRecord], ends: Sequence[float]) -> None:
-        """Of ``batches``, which end at ``ends``: built as columns (a tuple per batch was most of
-        the garbage a tick made)."""
+        """Of ``batches``, which end at ``ends``: built as columns (a tuple per batch, a thousand a
+        tick at 100 queries, was garbage for the collector to scan)."""
         self.starts = np.array([e - b.task_wall_s if b.task_wall_s is not None else b.start
                                 for b, e in zip(batches, ends, strict=True)], dtype=float)
         self.ends = np.array(ends, dtype=float)

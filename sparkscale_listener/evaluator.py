@@ -1083,7 +1083,7 @@ class _Scan:
         per_row, tasks, driver = np.array(self.per_row, dtype=float), self.tasks[:, 0], self.driver[:, 0]
         rate = np.array(rates, dtype=float)
         busy = efficiency * waves * per_row / tasks * rate
-        empty = driver + efficiency * (waves * (base + per_row * 0.0) / tasks)
+        empty = driver + efficiency * (waves * (base + per_row * 0.0) / tasks)  # (a batch of no rows)
         back_to_back = np.where(busy >= 1.0 - _EPS, math.inf, empty / np.maximum(1.0 - busy, _EPS))
         trigger = np.array([t or 0.0 for t in triggers], dtype=float)
         within = driver + efficiency * (waves * (base + per_row * np.maximum(0.0, rate * trigger)) / tasks)

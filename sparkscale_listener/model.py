@@ -277,7 +277,7 @@ class BatchCostLearner:
         self._since_fit = 0  # warm batches added since the cached fit
         self._sizes: set[float | None] = set()  # executor counts of the kept batches (None: not known)
         self._split: tuple[float, float] | None = None  # last trusted (fixed share, per-row cost)
-        self._given: tuple[BatchRecord, ...] = ()  # the batches given to the last add()
+        self._given: tuple[BatchRecord | tuple[BatchRecord, float, int], ...] = ()  # given to the last add()
         self._rows_fitted = (0.0, 0.0)  # fewest and most rows of the batches the cached fit saw
 
     def add(self, batches: Iterable[BatchRecord | tuple[BatchRecord, float, int]],
