@@ -63,11 +63,10 @@ def with_concurrency(queries: Sequence[QueryMetrics],
     ``given`` (with ``known``; updated in place): what each query's batches were last time. The
     collector hands unchanged batches over as the same objects, so those are known unchanged
     without comparing them field by field, and their ends and figures are the last ones."""
-    if len(queries) < 2:
-        return {q.query_id: Swept([(b, b.concurrent_task_s, b.concurrent_tasks) for b in q.recent_batches])
-                for q in queries}
     given = {} if known is None or given is None else given
     known = {} if known is None else known
+    if len(queries) < 2:
+        return {q.query_id: _alone(q, known, given) for q in queries}
     cutoff = math.inf
     # Per query: its batches given last time (or None), where they start among them, how many
     # leading batches are those very objects, and how many are unchanged.
@@ -160,6 +159,20 @@ def with_concurrency(queries: Sequence[QueryMetrics],
         else:
             given.pop(q.query_id, None)
     return out
+
+
+def _alone(q: QueryMetrics, known: dict[str, dict[int, Alongside]], given: dict[str, Given]) -> Swept:
+    """A query with none beside it: its batches as they are, the same objects for the batches
+    given as the same objects last time (as the sweep returns them, so the learner skips them
+    unread). Only what this function made last time is taken again (the sweep leaves ``known``
+    of the query, and its figures were of other queries' batches)."""
+    last = given.get(q.query_id) if q.query_id not in known else None
+    k, same = same_objects(q.recent_batches, last.batches if last is not None else None)
+    swept = ((last.swept[k:k + same] if last is not None else [])
+             + [(b, b.concurrent_task_s, b.concurrent_tasks) for b in q.recent_batches[same:]])
+    known.pop(q.query_id, None)
+    given[q.query_id] = Given(q.recent_batches, [], swept)  # (no ends: the sweep never takes it)
+    return Swept(swept)
 
 
 def _beside(b: BatchRecord, task_s: float, tasks: int) -> BatchRecord:

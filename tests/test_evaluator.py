@@ -1016,3 +1016,27 @@ def test_the_size_scan_predicts_each_querys_batch_time_as_its_model_does() -> No
             got = scan.steady_batch_time([d.target for d in demands], [d.trigger_s for d in demands], column)
             assert got == [c.steady_batch_time(d.target, column + 1, d.trigger_s)
                            for d, c in zip(demands, costs, strict=True)]
+
+
+def test_a_query_alone_gets_its_unchanged_batches_back_as_the_same_objects() -> None:
+    # The learner skips, unread, the leading batches that are the very objects it was given last
+    # time; a query alone got new ones every tick, and a learner that had forgotten the oldest ids
+    # took them again as new batches.
+    from sparkscale_listener.concurrency import with_concurrency
+    from sparkscale_listener.model import BatchCostLearner
+
+    batches = tuple(BatchRecord(batch_id=i, start=float(i), duration_s=0.5, rows=100 + i, task_s=1.0 + i / 10,
+                                tasks=4, task_wall_s=0.4, executors=2) for i in range(12))
+    q = QueryMetrics(query_id="q", recent_batches=batches)
+    known: dict = {}
+    given: dict = {}
+    learner = BatchCostLearner(max_batches=2)  # remembers the ids of the last 8 batches it saw
+    first = with_concurrency([q], known, given)["q"].batches
+    assert learner.add(first) == 10  # all but the first two (warm-up)
+    again = with_concurrency([q], known, given)["q"].batches
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    assert learner.add(again) == 0
+    later = QueryMetrics(query_id="q",
+                         recent_batches=(*batches[2:], replace(batches[-1], batch_id=12, start=12.0)))
+    swept = with_concurrency([later], known, given)["q"].batches
+    assert all(a is b for a, b in zip(swept[:-1], first[2:], strict=True)) and swept[-1][0].batch_id == 12
