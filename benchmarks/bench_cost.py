@@ -215,8 +215,9 @@ def tick_samples(queries: int, executors: int, ticks: int, interval_s: float = 1
     per tick: each query's rate swings +-30 % on its own period (so batch sizes vary and the cost
     fit is computed), and the load keeps the slots about 65 % busy (inside the band: the loop
     decides "no change" most of the time, as it does in steady production). Made as they are
-    asked for, and nothing kept here: the loop's own history is what holds them, as in
-    production (all of them held, a tenth of the tick went to collecting garbage among them)."""
+    asked for, keeping only each query's last 64 batches: the loop's own history is what holds
+    the samples, as in production (all of them held, a tenth of the tick went to collecting
+    garbage among them)."""
     rng = random.Random(seed)
     cores, trigger_s, cost = 4, 1.0, 0.002  # slot-seconds per row
     slots_per_query = executors * cores * 0.65 / queries
@@ -254,7 +255,7 @@ def tick_samples(queries: int, executors: int, ticks: int, interval_s: float = 1
                 backlog=r * 0.5, input_rate=r, processed_rate=r, last_batch_duration_ms=800.0,
                 trigger_interval_ms=trigger_s * 1000.0, last_progress_time=t,
                 busy_ms=rows[q] * cost * 1000.0, tasks_finished=int(t) * 32, max_stage_tasks=4 * executors,
-                recent_batches=tuple(recent[q][-64:]))
+                recent_batches=tuple(recent[q]))
         busy += sum(base) * cost * interval_s * 1000.0
         cluster = ClusterMetrics(
             live_executors=executors, cores_per_executor=cores, executors=infos,

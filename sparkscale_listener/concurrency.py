@@ -42,11 +42,13 @@ class Swept(NamedTuple):
 
 class Given(NamedTuple):
     """One query's batches as :func:`with_concurrency` was given them last time, their ends and
-    what it returned for them (in the same order)."""
+    what it returned for them (in the same order); ``alone``: it was the only query then (no ends,
+    and no sweep's figures: the sweep does not take it)."""
 
     batches: tuple[BatchRecord, ...]
     ends: list[float]
     swept: list[Alongside]
+    alone: bool = False
 
 
 def with_concurrency(queries: Sequence[QueryMetrics],
@@ -66,7 +68,7 @@ def with_concurrency(queries: Sequence[QueryMetrics],
     given = {} if known is None or given is None else given
     known = {} if known is None else known
     if len(queries) < 2:
-        return {q.query_id: _alone(q, known, given) for q in queries}
+        return {q.query_id: _alone(q, given) for q in queries}
     cutoff = math.inf
     # Per query: its batches given last time (or None), where they start among them, how many
     # leading batches are those very objects, and how many are unchanged.
@@ -75,6 +77,7 @@ def with_concurrency(queries: Sequence[QueryMetrics],
         batches = q.recent_batches
         before = known.get(q.query_id)
         last = given.get(q.query_id) if before else None
+        last = None if last is not None and last.alone else last
         k, same = same_objects(batches, last.batches if last is not None else None)
         i = same
         while i < len(batches) and _same_batch(((before or {}).get(batches[i].batch_id) or (None,))[0],
@@ -161,17 +164,17 @@ def with_concurrency(queries: Sequence[QueryMetrics],
     return out
 
 
-def _alone(q: QueryMetrics, known: dict[str, dict[int, Alongside]], given: dict[str, Given]) -> Swept:
+def _alone(q: QueryMetrics, given: dict[str, Given]) -> Swept:
     """A query with none beside it: its batches as they are, the same objects for the batches
     given as the same objects last time (as the sweep returns them, so the learner skips them
-    unread). Only what this function made last time is taken again (the sweep leaves ``known``
-    of the query, and its figures were of other queries' batches)."""
-    last = given.get(q.query_id) if q.query_id not in known else None
+    unread). Only what this function made is taken again (a sweep's figures were of other
+    queries' batches); the sweep's own ``known`` figures stand for when others come back."""
+    last = given.get(q.query_id)
+    last = last if last is not None and last.alone else None
     k, same = same_objects(q.recent_batches, last.batches if last is not None else None)
     swept = ((last.swept[k:k + same] if last is not None else [])
              + [(b, b.concurrent_task_s, b.concurrent_tasks) for b in q.recent_batches[same:]])
-    known.pop(q.query_id, None)
-    given[q.query_id] = Given(q.recent_batches, [], swept)  # (no ends: the sweep never takes it)
+    given[q.query_id] = Given(q.recent_batches, [], swept, alone=True)
     return Swept(swept)
 
 

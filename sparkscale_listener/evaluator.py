@@ -698,9 +698,9 @@ class MicroBatchEvaluator(MetricEvaluator):
         busy_at = scan.busy_slots()
         for i, (d, c) in enumerate(known):
             if not scan.common[i]:
-                beside = (Concurrent(concurrent_s[i], int(concurrent_tasks[i])) if i in sharing
-                          else NONE_CONCURRENT)
-                own[i] = self._utilization(d, c, sizes, target, beside)
+                alongside = (Concurrent(concurrent_s[i], int(concurrent_tasks[i])) if i in sharing
+                             else NONE_CONCURRENT)
+                own[i] = self._utilization(d, c, sizes, target, alongside)
                 busy_at[i] = self._busy_slots(d, c, sizes)
         per_query = {d.q.query_id: own[i] for i, (d, _) in enumerate(known)}
         # The queries' task time at the target, and a slot for each task of other jobs at full

@@ -357,6 +357,7 @@ class BatchCostLearner:
 
     @property
     def batches(self) -> Sequence[BatchRecord]:
+        """The kept batches' records as given (what ran alongside each is in the fit's columns)."""
         return tuple(self._batches)
 
     def fit(self, cores: int, widest_hint: int | None = None) -> BatchCost | None:

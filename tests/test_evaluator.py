@@ -158,6 +158,15 @@ def test_arrivals_come_from_the_batches_and_the_size_from_the_model() -> None:
     assert qe.cost is not None and qe.cost.per_row_s == pytest.approx(0.001)
 
 
+def test_each_querys_predicted_batch_time_is_its_model_on_the_live_executors() -> None:
+    # 20 tasks on 4 executors' 16 slots run in 2 waves: 0.2 s + 2 x 20 s / 20 tasks (on 5
+    # executors, 1 wave: 1.2 s).
+    ev = evaluate([Stream("a", 2000.0, tasks=20)])
+    qe = ev.queries["a"]
+    assert qe.cost is not None and qe.predicted_batch_time_s == pytest.approx(2.2, rel=1e-3)
+    assert qe.predicted_batch_time_s == qe.cost.steady_batch_time(qe.target_rate, 4, 10.0)
+
+
 def test_a_step_is_sized_once_two_batches_show_it_and_one_batch_only_blocks_scale_downs() -> None:
     step = Stream("a", lambda t: 500.0 if t < 200 else 5000.0)
     # One batch of the new rate: not a step yet, sized on the window before it; but the load is
@@ -1040,3 +1049,28 @@ def test_a_query_alone_gets_its_unchanged_batches_back_as_the_same_objects() -> 
                          recent_batches=(*batches[2:], replace(batches[-1], batch_id=12, start=12.0)))
     swept = with_concurrency([later], known, given)["q"].batches
     assert all(a is b for a, b in zip(swept[:-1], first[2:], strict=True)) and swept[-1][0].batch_id == 12
+
+
+def test_a_tick_alone_changes_nothing_the_sweep_had_found() -> None:
+    # b is inactive for a tick: a is alone, then b comes back with a new batch, its old one gone
+    # from its window. a's first batch keeps the share of b's old batch found before, as it does
+    # without the tick alone.
+    from sparkscale_listener.concurrency import with_concurrency
+
+    def batch(i: int, start: float, duration: float, task_s: float) -> BatchRecord:
+        return BatchRecord(batch_id=i, start=start, duration_s=duration, rows=10, task_s=task_s, tasks=4,
+                           task_wall_s=duration)
+
+    a0, a1, a2 = batch(0, 0.0, 2.0, 4.0), batch(1, 2.0, 2.0, 4.0), batch(2, 4.0, 2.0, 4.0)
+    b0, b1 = batch(0, 0.5, 1.0, 3.0), batch(1, 10.0, 1.0, 3.0)
+    first = [QueryMetrics("a", recent_batches=(a0, a1)), QueryMetrics("b", recent_batches=(b0,))]
+    alone = [QueryMetrics("a", recent_batches=(a0, a1, a2))]
+    back = [QueryMetrics("a", recent_batches=(a0, a1, a2)), QueryMetrics("b", recent_batches=(b1,))]
+    figures = []
+    for ticks in ([first, alone, back], [first, back]):
+        known: dict = {}
+        given: dict = {}
+        for queries in ticks:
+            swept = with_concurrency(queries, known, given)
+        figures.append([(b.batch_id, s, n) for b, s, n in swept["a"].batches])
+    assert figures[0] == figures[1] and figures[0][0] == (0, 3.0, 4)
