@@ -185,7 +185,7 @@ class Autoscaler:
             return []
         executor.follow_the_cluster(now, sample)
         self._note_lost_events(now, sample)
-        decisions = self._check_last_scaling(now, sample)
+        decisions = self._check_last_scaling(now)
         pause = self.guard.pause
         current = executor.targets.current
         if pause.active(now):
@@ -243,7 +243,7 @@ class Autoscaler:
         return (f"not ready: listener events were lost {now - self._lost_at:.0f}s ago; measuring a fresh "
                 f"{self.config.metrics_window_s:.0f}s metrics window ({left:.0f}s left)")
 
-    def _check_last_scaling(self, now: float, sample: MetricSample) -> list[Decision]:
+    def _check_last_scaling(self, now: float) -> list[Decision]:
         """Let the guard judge the scaling it watches; a rollback is the tick's first decision."""
         scaling = self.guard.watching
         if scaling is None:
@@ -251,7 +251,7 @@ class Autoscaler:
         t = self.executor.targets
         assert t.initial is not None
         context = CheckContext.around(scaling, self._history, now, self.config, self.realizer.requested_total)
-        return self.executor.judged(now, self.guard.observe(context, t.initial, t.current), sample)
+        return self.executor.judged(now, self.guard.observe(context, t.initial, t.current))
 
     def _decide_and_apply(self, now: float, sample: MetricSample) -> Decision:
         context = self._context(now, sample)

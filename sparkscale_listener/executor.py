@@ -122,13 +122,13 @@ class ScalingExecutor:
         self.targets.window_start = now + self.config.stabilization_interval_s
         return was
 
-    def judged(self, now: float, outcome: GuardOutcome, sample: MetricSample) -> list[Decision]:
+    def judged(self, now: float, outcome: GuardOutcome) -> list[Decision]:
         """Act on the guard's outcome for the watched scaling: the rollback decision, if any."""
         if outcome.action == "failed":
             self.events.emit(AutoscalerEvent(now, "pause", outcome.reason, severity="error",
                                              situation="unhealthy-after-rollback", details=self.details()))
         elif outcome.action == "rollback":
-            return [self.roll_back(now, outcome, sample)]
+            return [self.roll_back(now, outcome)]
         return []
 
     def establish_baseline(self, now: float, live: int) -> bool:
@@ -241,7 +241,7 @@ class ScalingExecutor:
                                   decision.reason)
         return applied
 
-    def roll_back(self, now: float, outcome: GuardOutcome, sample: MetricSample) -> Decision:
+    def roll_back(self, now: float, outcome: GuardOutcome) -> Decision:
         """Realize the rollback the guard asked for; the rollback decision."""
         t = self.targets
         assert outcome.target is not None and outcome.unhealthy is not None
@@ -250,11 +250,9 @@ class ScalingExecutor:
         if undone is not None and undone.action in ("scale_up", "scale_down"):
             t.rolled_back = {"action": undone.action, "to": undone.to_executors, "time": now,
                              "checker": checker, "reason": outcome.unhealthy.reason}
-        if undone is not None and undone.action == "scale_up":
-            # The executors that scale-up brought and whose tasks failed are the suspects: removed
-            # first, busy or not. Others it brought are removed like any, when idle.
-            t.bad_executors = {e.executor_id for e in sample.cluster.live()
-                               if e.added_time >= undone.time and e.tasks_failed > 0}
+        # The executors the scale-up brought and whose tasks failed are removed first, busy or
+        # not; others it brought go like any, when idle.
+        t.bad_executors = set(outcome.suspects)
         record = ScalingRecord(now, "rollback", t.current, target, f"checker {checker}: "
                                f"{outcome.unhealthy.reason}")
         result = (self.requests.request(now, f"rollback {t.current} -> {target}",

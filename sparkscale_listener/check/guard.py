@@ -34,7 +34,8 @@ class GuardOutcome:
     - ``watching``: all healthy so far, the watch goes on.
     - ``healthy``: watched long enough; ``target`` is the new last healthy target, watch ended.
     - ``rollback``: unhealthy; the guard has counted the rollback and paused (or stopped). The
-      caller realizes ``target`` and then calls :meth:`RollbackGuard.watch_rollback`.
+      caller realizes ``target``, removing the ``suspects`` first, and then calls
+      :meth:`RollbackGuard.watch_rollback`.
     - ``failed``: unhealthy, but no rollback is made (the watched action was itself a rollback,
       or the rollback target is the current one); the guard has paused. ``reason`` says why.
     """
@@ -44,6 +45,9 @@ class GuardOutcome:
     results: tuple[CheckResult, ...] = ()
     unhealthy: CheckResult | None = None
     target: int | None = None
+    # Executors to remove first on a rollback: those the judged scale-up added (with the earlier
+    # unconfirmed steps of the same climb) whose tasks failed.
+    suspects: frozenset[str] = frozenset()
 
 
 class RollbackGuard:
@@ -81,6 +85,9 @@ class RollbackGuard:
         self._current_judged_unhealthy = False
         # Where a rollback of the watched action goes (rollback.target=last), see watch().
         self._undo_target: int | None = None
+        # (time, target before) of the first step of the scale-up being watched: a scale-up made
+        # while the one before it is still watched continues the same climb (see watch()).
+        self._climb: tuple[float, int] | None = None
 
     # --- watching -----------------------------------------------------------------------------
 
@@ -101,7 +108,17 @@ class RollbackGuard:
 
         A rollback of this action undoes it: back to ``healthy_target_before`` even when that
         target's own watch was cut short by this action (nothing was found wrong with it), unless
-        it was judged unhealthy; then to the last healthy target."""
+        it was judged unhealthy; then to the last healthy target.
+
+        A scale-up made while a scale-up is still watched (the rest of a step ``scaleUp.maxFactor``
+        cut short, arrivals that outgrew the first step) continues the same climb: its rollback
+        also removes the earlier steps' executors whose tasks failed, down to where the climb
+        began. Their failures may have stayed under the checkers' thresholds until the next step
+        reset the count, and undoing only the last step would keep them."""
+        previous = self._watch
+        if not (previous is not None and not self._watch_is_rollback
+                and previous.action == scaling.action == "scale_up"):
+            self._climb = (scaling.time, healthy_target_before)
         if self._current_confirmed or self.healthy_target is None:
             self.healthy_target = healthy_target_before
         self._undo_target = None if self._current_judged_unhealthy else healthy_target_before
@@ -148,6 +165,10 @@ class RollbackGuard:
         self._end_watch(confirmed=False)
         self._current_judged_unhealthy = True
         target = self.rollback_target(initial_target)
+        suspects: frozenset[str] = frozenset()
+        undo_earlier = ""
+        if not was_rollback and scaling.action == "scale_up":
+            target, suspects, undo_earlier = self._undo_climb(context, scaling, target)
         if was_rollback or target == current_target:
             # A failing rollback (or nothing to roll back to) is reported and paused, never chained.
             why = ("still unhealthy after the rollback" if was_rollback
@@ -157,7 +178,29 @@ class RollbackGuard:
                                 f"({bad.reason}), {why}; automatic scaling paused", results, bad)
         self.pause.record_rollback(now, bad.checker, bad.reason)
         return GuardOutcome("rollback", f"checker {bad.checker} found the scaling unhealthy: "
-                            f"{bad.reason}", results, bad, target)
+                            f"{bad.reason}{undo_earlier}", results, bad, target, suspects)
+
+    def _undo_climb(self, context: CheckContext, scaling: ScalingRecord,
+                    target: int) -> tuple[int, frozenset[str], str]:
+        """The rollback of a scale-up: (target, suspects, what it adds to the reason). The
+        suspects are the live executors the climb added whose tasks failed; those beyond what
+        undoing the last step removes lower the target by as many, not below where the climb
+        began (nor below ``target`` when that is lower already)."""
+        assert self._climb is not None
+        since, climb_from = self._climb
+        latest = context.samples[-1] if context.samples else context.before
+        if latest is None:
+            return target, frozenset(), ""
+        failing = sorted(e.executor_id for e in latest.cluster.live()
+                         if e.added_time >= since and e.tasks_failed > 0)
+        beyond = len(failing) - max(0, scaling.to_executors - scaling.from_executors)
+        floor = max(climb_from, self.config.min_executors)
+        if beyond <= 0 or target <= floor:
+            return target, frozenset(failing), ""
+        lowered = max(floor, target - beyond)
+        return lowered, frozenset(failing), (
+            f"; the climb's earlier steps (from {climb_from}) added executors whose tasks failed "
+            f"too ({', '.join(failing)} failed tasks): down to {lowered}, not {target}")
 
     def _run_checkers(self, context: CheckContext) -> list[CheckResult]:
         """Every checker's result. An exception or a wrong return value in a checker counts as
@@ -211,3 +254,4 @@ class RollbackGuard:
         self._current_confirmed = True
         self._current_judged_unhealthy = False
         self._undo_target = None
+        self._climb = None
