@@ -73,7 +73,7 @@ class ScalingExecutor:
         extras found at start)."""
         t = self.targets
         live = sample.cluster.live_executors
-        settled = self.provisioning.settle(now, live, t.current, sample.cluster.live())
+        settled = self.provisioning.settle(now, live, t.current, sample.cluster.executors)
         if settled is not None:
             t.window_start = settled.window_start
             if settled.shortfall is not None and self.config.mode != "recommend":

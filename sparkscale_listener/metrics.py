@@ -188,6 +188,11 @@ class QueryMetrics:
     failed_batches: int = 0
 
 
+# Removal reasons of executors the driver itself removed (Spark's "Executor killed by driver.",
+# decommissioning): not losses.
+DELIBERATE_REMOVALS = ("killed by driver", "decommission")
+
+
 @dataclass(frozen=True)
 class ExecutorInfo:
     executor_id: str
@@ -199,6 +204,14 @@ class ExecutorInfo:
     removed_reason: str | None = None
     tasks_failed: int = 0
     heap_used_ratio: float | None = None
+
+    def lost_since(self, since: float, deliberate: Sequence[str] = DELIBERATE_REMOVALS) -> bool:
+        """Removed at or after ``since`` for a reason that is not the driver's own (a killed JVM, a
+        lost host, a preempted container): none of ``deliberate`` in it. A removal without a
+        reason is not counted: it cannot be told from one of ours."""
+        reason = self.removed_reason
+        return (self.removed_time is not None and self.removed_time >= since and reason is not None
+                and not any(r in reason.lower() for r in deliberate))
 
 
 class ExecutorTimeline:

@@ -10,6 +10,8 @@ from sparkscale_listener.realize.provisioning import ProvisioningTracker
 from sparkscale_listener.state.autoscaler_state import AutoscalerState
 from sparkscale_listener.state.store import InMemoryStateStore
 
+KILLED = "Command exited with code 137"  # a removal from outside
+
 
 def tracker(store: InMemoryStateStore | None = None, **keys: str) -> ProvisioningTracker:
     def fail(where: str, exc: BaseException) -> None:
@@ -75,3 +77,37 @@ def test_a_scale_down_is_not_a_provisioning_observation() -> None:
     t.start(ScalingRecord(0.0, "scale_down", 4, 2, "test"), 2, 0.0)
     assert t.settle(10.0, live=2, target=2) is not None
     assert t.observations == []
+
+
+def test_an_executor_lost_from_outside_while_waiting_is_no_capacity_limit() -> None:
+    # 2 -> 4: both new ones came, but an original died meanwhile and its replacement is still on
+    # its way at the timeout. The cluster gave what was asked: no shortfall.
+    t = tracker(provisioningTimeout="60s")
+    scale_up(t, 0.0, 4)
+    lost = ExecutorInfo("1", added_time=-100.0, removed_time=30.0, removed_reason=KILLED)
+    alive = [ExecutorInfo(str(i), added_time=a) for i, a in ((2, -100.0), (3, 20.0), (4, 25.0))]
+    assert t.settle(50.0, live=3, target=4, executors=[lost, *alive]) is None  # still waiting
+    settled = t.settle(60.0, live=3, target=4, executors=[lost, *alive])
+    assert settled is not None and settled.shortfall is None
+
+
+def test_our_own_removals_and_unexplained_ones_do_not_excuse_a_shortfall() -> None:
+    # Killed by the driver (a converge step), or removed without a reason (it cannot be told from
+    # one of ours): the cluster gave 3 of 4.
+    for reason in ("Executor killed by driver.", None):
+        t = tracker(provisioningTimeout="60s")
+        scale_up(t, 0.0, 4)
+        gone = ExecutorInfo("1", added_time=-100.0, removed_time=30.0, removed_reason=reason)
+        alive = [ExecutorInfo(str(i), added_time=a) for i, a in ((2, -100.0), (3, 20.0), (4, 25.0))]
+        settled = t.settle(60.0, live=3, target=4, executors=[gone, *alive])
+        assert settled is not None and settled.shortfall is not None, reason
+        assert (settled.shortfall.requested, settled.shortfall.live) == (4, 3)
+
+
+def test_a_loss_before_the_request_excuses_nothing() -> None:
+    t = tracker(provisioningTimeout="60s")
+    scale_up(t, 100.0, 4)
+    earlier = ExecutorInfo("1", added_time=0.0, removed_time=90.0, removed_reason=KILLED)
+    alive = [ExecutorInfo(str(i), added_time=a) for i, a in ((2, 0.0), (3, 120.0), (4, 125.0))]
+    settled = t.settle(160.0, live=3, target=4, executors=[earlier, *alive])
+    assert settled is not None and settled.shortfall is not None

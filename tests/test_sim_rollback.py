@@ -238,3 +238,27 @@ def test_no_rollback_under_ordinary_noise_over_hours(scenario: Callable[[int], S
     assert not status["paused"] and status["errors"] == 0
     # Every watched scaling but possibly the latest was judged healthy.
     assert status["healthy_target"] in {result.actions[-1].to_executors, result.actions[-1].from_executors}
+
+
+def test_an_executor_lost_while_a_scale_up_provisions_is_not_a_capacity_limit() -> None:
+    # Executors take 100 s to start; 50 s into a scale-up's wait an original executor dies from
+    # outside. Its replacement comes after provisioningTimeout (120 s): the cluster had room for
+    # all that was asked, so no capacity limit is held (it would block scale-ups for
+    # capacityRetryInterval and remove the replacement as one beyond the target).
+    cfg = AutoscalerConfig(max_executors=20, provisioning_timeout_s=120.0)
+    sim = Simulation(cfg, [_query(step_load(500.0, 2000.0, 300.0))], 2, provisioning_delay_s=100.0,
+                     seed=1, cores_per_executor=CORES)
+    while not sim.result.actions and sim.now < 1200:
+        sim.run(cfg.interval_s)
+    (up,) = sim.result.actions
+    assert up.action == "scale_up" and up.to_executors > 2
+    sim.run(up.time + 50.0 - sim.now)
+    original = min(sim.cluster.executor_ids(), key=int)
+    sim.cluster.lose(original, "Command exited with code 137")
+    result = sim.run(400.0)
+
+    assert not result.events_of("capacity"), result.events_of("capacity")
+    status = sim.autoscaler.status()
+    assert status["capacity_limit"] is None and not status["paused"]
+    assert original not in sim.cluster.executor_ids()
+    assert sim.cluster.live_count >= up.to_executors  # the replacement stayed

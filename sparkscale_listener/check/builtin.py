@@ -9,9 +9,8 @@ import math
 from ..config.core import BUILTIN_CHECKERS
 from ..config.options import Boolean, Duration, Integer, Names, Number, Option
 from ..config.plugins import PluginContext
-from ..metrics import ExecutorInfo, MetricSample, QueryMetrics
+from ..metrics import DELIBERATE_REMOVALS, ExecutorInfo, MetricSample, QueryMetrics
 from .checker import (
-    DELIBERATE_REMOVALS,
     CheckContext,
     CheckResult,
     ScalingChecker,

@@ -56,7 +56,7 @@ from ..config.core import AutoscalerConfig
 from ..config.options import Option
 from ..config.plugins import PluginContext
 from ..decisions import ScalingRecord
-from ..metrics import ExecutorInfo, MetricSample, QueryMetrics
+from ..metrics import DELIBERATE_REMOVALS, ExecutorInfo, MetricSample, QueryMetrics
 
 # ----------------------------------------------------------------------------------------------
 # The interface
@@ -178,11 +178,6 @@ def added_executor_ids(context: CheckContext) -> set[str]:
     return added
 
 
-# Removal reasons of executors the driver itself removed (Spark's "Executor killed by driver.",
-# decommissioning): not losses.
-DELIBERATE_REMOVALS = ("killed by driver", "decommission")
-
-
 def lost_from_outside(context: CheckContext, since: float, until: float,
                       deliberate: Sequence[str] = DELIBERATE_REMOVALS,
                       excused_unexplained: int | None = None) -> list[ExecutorInfo]:
@@ -194,8 +189,7 @@ def lost_from_outside(context: CheckContext, since: float, until: float,
     scale-down removed on purpose) count as lost too."""
     removed = [e for e in _executors_seen(context)
                if e.removed_time is not None and since <= e.removed_time <= until]
-    lost = [e for e in removed if e.removed_reason is not None
-            and not any(r in e.removed_reason.lower() for r in deliberate)]
+    lost = [e for e in removed if e.lost_since(since, deliberate)]
     if excused_unexplained is not None:
         lost.extend([e for e in removed if e.removed_reason is None][excused_unexplained:])
     return sorted(lost, key=lambda e: (e.removed_time or 0.0, e.executor_id))

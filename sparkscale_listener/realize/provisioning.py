@@ -98,8 +98,11 @@ class ProvisioningTracker:
 
         A scale-up has arrived when every requested executor registered, a scale-down when no
         more than the target are live. Executors that never arrive stop the wait at
-        ``provisioningTimeout``, which is recorded as an observation of that length.
-        ``executors`` (live ones, with registration times) tell when the last one registered.
+        ``provisioningTimeout``, which is recorded as an observation of that length; fewer than
+        requested then is the cluster's capacity (the shortfall), less those lost from outside
+        meanwhile: the cluster manager replaces them, and a replacement still on its way is no
+        limit of the cluster's. ``executors`` (with registration and removal times) tell when the
+        last one registered and which were lost.
         """
         change = self.pending
         if change is None:
@@ -115,10 +118,11 @@ class ProvisioningTracker:
         shortfall = None
         if change.adds:
             took = now - change.requested_at
+            alive = [e for e in executors if e.removed_time is None]
             if arrived:
                 # Until the last one asked for registered (not the extras that came after it).
-                before = sum(1 for e in executors if e.added_time < change.requested_at)
-                registered = sorted(e.added_time for e in executors
+                before = sum(1 for e in alive if e.added_time < change.requested_at)
+                registered = sorted(e.added_time for e in alive
                                     if change.requested_at <= e.added_time <= now)
                 asked = change.requested_total - before
                 if registered and asked > 0:
@@ -126,7 +130,8 @@ class ProvisioningTracker:
             self.observations = [*self.observations, took][-_KEPT_OBSERVATIONS:]
             self.state.record_provisioning(now, took, change.record.to_executors,
                                            timed_out=not arrived)
-            if live < change.requested_total:
+            lost = sum(1 for e in executors if e.lost_since(change.requested_at))
+            if live + lost < change.requested_total:
                 shortfall = Shortfall(now, change.requested_total, live)
         self.pending = None
         return Settled(next_window_start(self.config, change.requested_at, now if arrived else None, now),
