@@ -57,6 +57,9 @@ public class SparkscaleListener extends SparkListener {
   static final int MAX_QUERIES = 256;
   static final int MAX_REASON_CHARS = 300;
   static final int MAX_RUNNING_STAGES = 10_000;
+  // Jobs (and their stages) whose end has not come: a few at a time, unless job ends were lost with dropped events;
+  // beyond this the eldest are forgotten (they have ended) rather than kept for the application's life.
+  static final int MAX_RUNNING_JOBS = 10_000;
   // A task still "running" this long after its stage completed or its executor was removed lost
   // its end event (Spark drops events when a listener queue is full): without its end it would
   // stay busy forever and keep its executor from ever looking idle. Also how long Spark's own views
@@ -108,12 +111,7 @@ public class SparkscaleListener extends SparkListener {
     long jobsFailed;
     final int[] stageTasks = new int[MAX_STAGES_PER_QUERY]; // ring buffer of numTasks of submitted stages
     int stagesSeen;
-    final LinkedHashMap<String, Batch> batches = new LinkedHashMap<>() {
-      @Override
-      protected boolean removeEldestEntry(Map.Entry<String, Batch> eldest) {
-        return size() > MAX_BATCHES_PER_QUERY;
-      }
-    };
+    final LinkedHashMap<String, Batch> batches = bounded(MAX_BATCHES_PER_QUERY, false);
 
     Batch batch(String batchId, long change) {
       Batch b = batches.computeIfAbsent(batchId, id -> new Batch());
@@ -180,13 +178,13 @@ public class SparkscaleListener extends SparkListener {
   private final LinkedHashMap<String, Executor> executors = new LinkedHashMap<>();
   private final ArrayDeque<String> removedOrder = new ArrayDeque<>();
   private final HashMap<Long, RunningTask> running = new HashMap<>();
-  private final HashMap<Integer, Tag> stageTags = new HashMap<>();
-  private final HashMap<Integer, Tag> jobTags = new HashMap<>();
+  private final LinkedHashMap<Integer, Tag> stageTags = bounded(MAX_RUNNING_STAGES, false);
+  private final LinkedHashMap<Integer, Tag> jobTags = bounded(MAX_RUNNING_JOBS, false);
   // Shuffle output of running jobs, any job (streaming or not): stage -> job, and job -> executors holding map output
   // of it. Removing such an executor before its job ends loses that output, so the job's reduce tasks fail to fetch
   // it (FetchFailed) and the map stage is re-run; once the job has ended its shuffle output is never read again (a
   // later job that reuses the stage recomputes what a removed executor held instead of failing).
-  private final HashMap<Integer, Integer> stageJobs = new HashMap<>();
+  private final LinkedHashMap<Integer, Integer> stageJobs = bounded(MAX_RUNNING_STAGES, false);
   private final HashMap<Integer, Holders> shuffleHolders = new HashMap<>();
   // Running stage attempts of other jobs, by stageKey: their tasks not yet succeeded are the demand of other jobs that
   // the autoscaler counts, as Spark's own dynamic allocation counts pending and running tasks.
@@ -194,24 +192,24 @@ public class SparkscaleListener extends SparkListener {
   // Stage attempts with tasks started and no completion seen yet, by stageKey. Their running tasks share the record,
   // so a completion reaches every one of them however many stages complete after it. The bound only matters when
   // completions are lost with dropped events; the tasks of a stage dropped from it then end when their executor goes.
-  private final LinkedHashMap<Long, StageRun> runningStages = new LinkedHashMap<>() {
-    @Override
-    protected boolean removeEldestEntry(Map.Entry<Long, StageRun> eldest) {
-      return size() > MAX_RUNNING_STAGES;
-    }
-  };
-  private final LinkedHashMap<Long, AgedOut> agedOut = new LinkedHashMap<>() {
-    @Override
-    protected boolean removeEldestEntry(Map.Entry<Long, AgedOut> eldest) {
-      return size() > MAX_AGED_OUT_TASKS;
-    }
-  };
-  private final LinkedHashMap<String, Query> queries = new LinkedHashMap<>(16, 0.75f, true) {
-    @Override
-    protected boolean removeEldestEntry(Map.Entry<String, Query> eldest) {
-      return size() > MAX_QUERIES; // least recently updated first
-    }
-  };
+  private final LinkedHashMap<Long, StageRun> runningStages = bounded(MAX_RUNNING_STAGES, false);
+  private final LinkedHashMap<Long, AgedOut> agedOut = bounded(MAX_AGED_OUT_TASKS, false);
+  private final LinkedHashMap<String, Query> queries = bounded(MAX_QUERIES, true); // least recently updated first
+
+  /** A map that forgets its eldest entry beyond {@code max}: by insertion, or by access when {@code byAccess}. */
+  static <K, V> LinkedHashMap<K, V> bounded(int max, boolean byAccess) {
+    return new LinkedHashMap<>(16, 0.75f, byAccess) {
+      @Override
+      protected boolean removeEldestEntry(Map.Entry<K, V> eldest) {
+        return size() > max;
+      }
+    };
+  }
+
+  /** The jobs, their stages and the stages' tags tracked now (for tests: the bounds hold when job ends are lost). */
+  synchronized int[] trackedJobsAndStages() {
+    return new int[] {jobTags.size(), stageJobs.size(), stageTags.size()};
+  }
 
   // Totals survive the eviction of old removed executors.
   private double retiredSlotMs;

@@ -309,6 +309,28 @@ class SparkscaleListenerTest {
   }
 
   @Test
+  void jobsWhoseEndsWereLostAreForgottenBeyondABound() {
+    // Every job's end event dropped (a full listener queue): the eldest are forgotten, the newest still count.
+    events.executorAdded("1", 1, T0);
+    int jobs = SparkscaleListener.MAX_RUNNING_JOBS + 50;
+    for (int j = 0; j < jobs; j++) {
+      StageInfo stage = Events.stage(j, 0, 1);
+      Properties props = Events.microBatch(Q1, Integer.toString(j));
+      events.jobStart(j, T0, props, stage).stageSubmitted(stage, props);
+    }
+    int[] tracked = listener.trackedJobsAndStages();
+    assertEquals(SparkscaleListener.MAX_RUNNING_JOBS, tracked[0]);
+    assertEquals(SparkscaleListener.MAX_RUNNING_STAGES, tracked[1]);
+    assertEquals(SparkscaleListener.MAX_RUNNING_STAGES, tracked[2]);
+    int last = jobs - 1;
+    TaskInfo t = events.taskStart(last, 1, 0, "1", T0);
+    events.taskSucceeded(last, t, T0 + 300).jobEnd(last, T0 + 300);
+    JsonNode q = snapshot(T0 + 1_000).get("queries").get(Q1);
+    assertEquals(300.0, q.get("batches").get(Integer.toString(last)).get("busyMs").asDouble());
+    assertEquals(SparkscaleListener.MAX_RUNNING_JOBS - 1, listener.trackedJobsAndStages()[0]);
+  }
+
+  @Test
   void aJobOutsideEveryStreamingQueryCountsForTheExecutorsOnly() {
     events.executorAdded("1", 1, T0);
     StageInfo stage = Events.stage(1, 0, 1);
