@@ -343,12 +343,13 @@ def test_guard_confirms_a_noisy_but_healthy_scale_up_with_all_builtins() -> None
     assert samples[-1].time - T0 >= 300
 
 
-def _climb(failing_after_first_step: bool) -> tuple[GuardOutcome, RollbackGuard]:
+def _climb(failing_after_first_step: bool, initial: int = 1,
+           **keys: str) -> tuple[GuardOutcome, RollbackGuard]:
     """1 -> 2 -> 3 in two quick steps (a scale-up cut short, arrivals that outgrew it), the second
     made while the first is watched; the second step's executor fails every task, and so does the
     first step's when ``failing_after_first_step``, just under the thresholds before the second
     step reset the count. Ticks with the built-in checkers until the guard acts."""
-    config = cfg(interval="10s")
+    config = cfg(interval="10s", **keys)
     guard = RollbackGuard(config, build_checkers(config))
     sim, history = warm_sim(executors=1)
     first = record("scale_up", 1, 2, time=sim.time + 1, rate_before={QID: 1000.0})
@@ -356,7 +357,7 @@ def _climb(failing_after_first_step: bool) -> tuple[GuardOutcome, RollbackGuard]
     sim.time += 2
     (early,) = scale_up(sim, 1)
     samples: list[MetricSample] = [sim.tick(failures=3 if failing_after_first_step else 0, fail_on=early)]
-    outcome = guard.observe(context(first, history[-1], samples, config=config), 1, 2)
+    outcome = guard.observe(context(first, history[-1], samples, config=config), initial, 2)
     assert outcome.action == "watching", outcome  # 3 failures: not more than maxFailures
     second = record("scale_up", 2, 3, time=sim.time + 1, rate_before={QID: 1000.0})
     guard.watch(second, healthy_target_before=2)
@@ -367,7 +368,7 @@ def _climb(failing_after_first_step: bool) -> tuple[GuardOutcome, RollbackGuard]
     for _ in range(10):
         sim.tick(tasks=10, failures=3, fail_on=late)
         after.append(sim.tick(tasks=10, failures=3 if failing_after_first_step else 0, fail_on=early))
-        outcome = guard.observe(context(second, before, after, config=config), 1, 3)
+        outcome = guard.observe(context(second, before, after, config=config), initial, 3)
         if outcome.action != "watching":
             break
     return outcome, guard
@@ -379,13 +380,21 @@ def test_a_climb_whose_first_step_failed_too_is_undone_to_where_it_began() -> No
     assert (outcome.action, outcome.target) == ("rollback", 1), outcome
     assert outcome.unhealthy is not None and outcome.unhealthy.checker == "taskFailures"
     assert outcome.suspects == {"2", "3"}
-    assert "the climb's earlier steps (from 1)" in outcome.reason and "down to 1, not 2" in outcome.reason
+    assert "tasks failed on executors 2, 3, added since the scale-up from 1 began: down to 1, not 2" \
+        in outcome.reason
 
 
 def test_a_climb_whose_last_step_alone_failed_undoes_only_that_step() -> None:
     outcome, _ = _climb(failing_after_first_step=False)
     assert (outcome.action, outcome.target, outcome.suspects) == ("rollback", 2, {"3"}), outcome
-    assert "earlier steps" not in outcome.reason
+    assert "added since" not in outcome.reason
+
+
+def test_a_climb_rolled_back_to_the_initial_target_goes_there() -> None:
+    # rollback.target=initial: the target the autoscaler started with (2 here, above where the
+    # climb began after a scale-down), however many executors of the climb failed.
+    outcome, _ = _climb(failing_after_first_step=True, initial=2, **{"rollback.target": "initial"})
+    assert (outcome.action, outcome.target, outcome.suspects) == ("rollback", 2, {"2", "3"}), outcome
 
 
 def test_a_scale_up_after_a_confirmed_one_is_a_climb_of_its_own() -> None:

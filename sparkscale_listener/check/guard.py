@@ -183,9 +183,9 @@ class RollbackGuard:
     def _undo_climb(self, context: CheckContext, scaling: ScalingRecord,
                     target: int) -> tuple[int, frozenset[str], str]:
         """The rollback of a scale-up: (target, suspects, what it adds to the reason). The
-        suspects are the live executors the climb added whose tasks failed; those beyond what
-        undoing the last step removes lower the target by as many, not below where the climb
-        began (nor below ``target`` when that is lower already)."""
+        suspects are the live executors the climb added whose tasks failed; when the rollback
+        undoes the last step (``rollback.target=last``), those beyond what that removes lower the
+        target by as many, not below where the climb began."""
         assert self._climb is not None
         since, climb_from = self._climb
         latest = context.samples[-1] if context.samples else context.before
@@ -195,12 +195,13 @@ class RollbackGuard:
                          if e.added_time >= since and e.tasks_failed > 0)
         beyond = len(failing) - max(0, scaling.to_executors - scaling.from_executors)
         floor = max(climb_from, self.config.min_executors)
-        if beyond <= 0 or target <= floor:
+        undoes_last_step = self._undo_target is not None and self.config.rollback_target == "last"
+        if beyond <= 0 or not undoes_last_step or target <= floor:
             return target, frozenset(failing), ""
         lowered = max(floor, target - beyond)
         return lowered, frozenset(failing), (
-            f"; the climb's earlier steps (from {climb_from}) added executors whose tasks failed "
-            f"too ({', '.join(failing)} failed tasks): down to {lowered}, not {target}")
+            f"; tasks failed on executors {', '.join(failing)}, added since the scale-up from "
+            f"{climb_from} began: down to {lowered}, not {target}")
 
     def _run_checkers(self, context: CheckContext) -> list[CheckResult]:
         """Every checker's result. An exception or a wrong return value in a checker counts as
