@@ -79,21 +79,35 @@ def test_a_scale_down_is_not_a_provisioning_observation() -> None:
     assert t.observations == []
 
 
-def test_an_executor_lost_from_outside_while_waiting_is_no_capacity_limit() -> None:
-    # 2 -> 4: both new ones came, but an original died meanwhile and its replacement is still on
-    # its way at the timeout. The cluster gave what was asked: no shortfall.
+def test_an_executor_lost_from_outside_starts_the_wait_again() -> None:
+    # 2 -> 4, both new ones came, but an original died meanwhile: its replacement gets a
+    # provisioning time of its own, and once it came nothing fell short.
     t = tracker(provisioningTimeout="60s")
     scale_up(t, 0.0, 4)
     lost = ExecutorInfo("1", added_time=-100.0, removed_time=30.0, removed_reason=KILLED)
     alive = [ExecutorInfo(str(i), added_time=a) for i, a in ((2, -100.0), (3, 20.0), (4, 25.0))]
-    assert t.settle(50.0, live=3, target=4, executors=[lost, *alive]) is None  # still waiting
-    settled = t.settle(60.0, live=3, target=4, executors=[lost, *alive])
+    assert t.settle(60.0, live=3, target=4, executors=[lost, *alive]) is None  # 30 s since the loss
+    replaced = [*alive, ExecutorInfo("5", added_time=85.0)]
+    settled = t.settle(86.0, live=4, target=4, executors=[lost, *replaced])
     assert settled is not None and settled.shortfall is None
+    assert t.observations == [25.0]  # when the last one asked for came, not the replacement
 
 
-def test_our_own_removals_and_unexplained_ones_do_not_excuse_a_shortfall() -> None:
+def test_a_loss_replaced_within_the_wait_does_not_hide_the_clusters_limit() -> None:
+    # Room for 3: 2 -> 4 got executor 3; executor 1 died and its replacement took its room.
+    t = tracker(provisioningTimeout="60s")
+    scale_up(t, 0.0, 4)
+    lost = ExecutorInfo("1", added_time=-100.0, removed_time=30.0, removed_reason=KILLED)
+    alive = [ExecutorInfo(str(i), added_time=a) for i, a in ((2, -100.0), (3, 20.0), (5, 45.0))]
+    assert t.settle(60.0, live=3, target=4, executors=[lost, *alive]) is None
+    settled = t.settle(90.0, live=3, target=4, executors=[lost, *alive])
+    assert settled is not None and settled.shortfall is not None
+    assert (settled.shortfall.requested, settled.shortfall.live) == (4, 3)
+
+
+def test_our_own_removals_and_unexplained_ones_do_not_extend_the_wait() -> None:
     # Killed by the driver (a converge step), or removed without a reason (it cannot be told from
-    # one of ours): the cluster gave 3 of 4.
+    # one of ours): the cluster gave 3 of 4 at the timeout.
     for reason in ("Executor killed by driver.", None):
         t = tracker(provisioningTimeout="60s")
         scale_up(t, 0.0, 4)
@@ -104,7 +118,7 @@ def test_our_own_removals_and_unexplained_ones_do_not_excuse_a_shortfall() -> No
         assert (settled.shortfall.requested, settled.shortfall.live) == (4, 3)
 
 
-def test_a_loss_before_the_request_excuses_nothing() -> None:
+def test_a_loss_before_the_request_does_not_extend_the_wait() -> None:
     t = tracker(provisioningTimeout="60s")
     scale_up(t, 100.0, 4)
     earlier = ExecutorInfo("1", added_time=0.0, removed_time=90.0, removed_reason=KILLED)

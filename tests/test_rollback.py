@@ -343,12 +343,13 @@ def test_guard_confirms_a_noisy_but_healthy_scale_up_with_all_builtins() -> None
     assert samples[-1].time - T0 >= 300
 
 
-def _climb(failing_after_first_step: bool, initial: int = 1,
-           **keys: str) -> tuple[GuardOutcome, RollbackGuard]:
-    """1 -> 2 -> 3 in two quick steps (a scale-up cut short, arrivals that outgrew it), the second
-    made while the first is watched; the second step's executor fails every task, and so does the
-    first step's when ``failing_after_first_step``, just under the thresholds before the second
-    step reset the count. Ticks with the built-in checkers until the guard acts."""
+def _climb(early_before: bool, early_after: bool, initial: int = 1, last_to: int = 3,
+           last_arrived: int = 1, **keys: str) -> tuple[GuardOutcome, RollbackGuard]:
+    """1 -> 2 -> ``last_to`` in two quick steps (a scale-up cut short, arrivals that outgrew it),
+    the second made while the first is watched, ``last_arrived`` of its executors registered;
+    those fail every task. The first step's executor fails tasks before the second step (just
+    under the thresholds: the second step starts a new count) when ``early_before``, and after it
+    when ``early_after``. Ticks with the built-in checkers until the guard acts."""
     config = cfg(interval="10s", **keys)
     guard = RollbackGuard(config, build_checkers(config))
     sim, history = warm_sim(executors=1)
@@ -356,19 +357,20 @@ def _climb(failing_after_first_step: bool, initial: int = 1,
     guard.watch(first, healthy_target_before=1)
     sim.time += 2
     (early,) = scale_up(sim, 1)
-    samples: list[MetricSample] = [sim.tick(failures=3 if failing_after_first_step else 0, fail_on=early)]
+    samples: list[MetricSample] = [sim.tick(failures=3 if early_before else 0, fail_on=early)]
     outcome = guard.observe(context(first, history[-1], samples, config=config), initial, 2)
     assert outcome.action == "watching", outcome  # 3 failures: not more than maxFailures
-    second = record("scale_up", 2, 3, time=sim.time + 1, rate_before={QID: 1000.0})
+    second = record("scale_up", 2, last_to, time=sim.time + 1, rate_before={QID: 1000.0})
     guard.watch(second, healthy_target_before=2)
     before = samples[-1]
     sim.time += 2
-    (late,) = scale_up(sim, 1)
+    lates = scale_up(sim, last_arrived)
     after: list[MetricSample] = []
     for _ in range(10):
-        sim.tick(tasks=10, failures=3, fail_on=late)
-        after.append(sim.tick(tasks=10, failures=3 if failing_after_first_step else 0, fail_on=early))
-        outcome = guard.observe(context(second, before, after, config=config), initial, 3)
+        for late in lates:
+            sim.tick(tasks=10, failures=3, fail_on=late)
+        after.append(sim.tick(tasks=10, failures=3 if early_after else 0, fail_on=early))
+        outcome = guard.observe(context(second, before, after, config=config), initial, last_to)
         if outcome.action != "watching":
             break
     return outcome, guard
@@ -376,7 +378,7 @@ def _climb(failing_after_first_step: bool, initial: int = 1,
 
 def test_a_climb_whose_first_step_failed_too_is_undone_to_where_it_began() -> None:
     # Undoing only the last step (back to 2) would keep executor 2, which fails every task.
-    outcome, _ = _climb(failing_after_first_step=True)
+    outcome, _ = _climb(early_before=True, early_after=True)
     assert (outcome.action, outcome.target) == ("rollback", 1), outcome
     assert outcome.unhealthy is not None and outcome.unhealthy.checker == "taskFailures"
     assert outcome.suspects == {"2", "3"}
@@ -385,15 +387,28 @@ def test_a_climb_whose_first_step_failed_too_is_undone_to_where_it_began() -> No
 
 
 def test_a_climb_whose_last_step_alone_failed_undoes_only_that_step() -> None:
-    outcome, _ = _climb(failing_after_first_step=False)
+    outcome, _ = _climb(early_before=False, early_after=False)
     assert (outcome.action, outcome.target, outcome.suspects) == ("rollback", 2, {"3"}), outcome
     assert "added since" not in outcome.reason
+
+
+def test_a_climb_whose_last_step_came_short_still_removes_every_failing_executor() -> None:
+    # 1 -> 2 -> 4, one of the last step's two executors registered: undoing it (to 2) removes
+    # one executor of 3, and both 2 and 3 fail every task.
+    outcome, _ = _climb(early_before=True, early_after=True, last_to=4, last_arrived=1)
+    assert (outcome.action, outcome.target, outcome.suspects) == ("rollback", 1, {"2", "3"}), outcome
+
+
+def test_failures_of_an_earlier_step_that_stopped_do_not_lower_the_target() -> None:
+    # Executor 2 failed a few tasks before the second step and none after: only 3 is a suspect.
+    outcome, _ = _climb(early_before=True, early_after=False)
+    assert (outcome.action, outcome.target, outcome.suspects) == ("rollback", 2, {"3"}), outcome
 
 
 def test_a_climb_rolled_back_to_the_initial_target_goes_there() -> None:
     # rollback.target=initial: the target the autoscaler started with (2 here, above where the
     # climb began after a scale-down), however many executors of the climb failed.
-    outcome, _ = _climb(failing_after_first_step=True, initial=2, **{"rollback.target": "initial"})
+    outcome, _ = _climb(early_before=True, early_after=True, initial=2, **{"rollback.target": "initial"})
     assert (outcome.action, outcome.target, outcome.suspects) == ("rollback", 2, {"2", "3"}), outcome
 
 

@@ -45,8 +45,8 @@ class GuardOutcome:
     results: tuple[CheckResult, ...] = ()
     unhealthy: CheckResult | None = None
     target: int | None = None
-    # Executors to remove first on a rollback: those the judged scale-up added (with the earlier
-    # unconfirmed steps of the same climb) whose tasks failed.
+    # Executors to remove first on a rollback: those the judged scale-up added (and the earlier
+    # steps of its climb) whose tasks failed since it began.
     suspects: frozenset[str] = frozenset()
 
 
@@ -111,10 +111,11 @@ class RollbackGuard:
         it was judged unhealthy; then to the last healthy target.
 
         A scale-up made while a scale-up is still watched (the rest of a step ``scaleUp.maxFactor``
-        cut short, arrivals that outgrew the first step) continues the same climb: its rollback
-        also removes the earlier steps' executors whose tasks failed, down to where the climb
-        began. Their failures may have stayed under the checkers' thresholds until the next step
-        reset the count, and undoing only the last step would keep them."""
+        cut short, arrivals that outgrew the first step) continues the same climb: undoing it
+        (``rollback.target=last``) also removes the earlier steps' executors that go on failing
+        tasks, down to where the climb began. Their failures may have stayed under the checkers'
+        thresholds until this step started a new count, and undoing only this step would keep
+        them."""
         previous = self._watch
         if not (previous is not None and not self._watch_is_rollback
                 and previous.action == scaling.action == "scale_up"):
@@ -183,22 +184,27 @@ class RollbackGuard:
     def _undo_climb(self, context: CheckContext, scaling: ScalingRecord,
                     target: int) -> tuple[int, frozenset[str], str]:
         """The rollback of a scale-up: (target, suspects, what it adds to the reason). The
-        suspects are the live executors the climb added whose tasks failed; when the rollback
-        undoes the last step (``rollback.target=last``), those beyond what that removes lower the
-        target by as many, not below where the climb began."""
+        suspects are the live executors the climb added whose tasks failed since the watched step
+        began (for its own executors: at all), removed first. When the rollback undoes the last
+        step (``rollback.target=last``) and removing as many executors as that leaves some of them,
+        the target goes lower by as many, not below where the climb began."""
         assert self._climb is not None
         since, climb_from = self._climb
         latest = context.samples[-1] if context.samples else context.before
         if latest is None:
             return target, frozenset(), ""
-        failing = sorted(e.executor_id for e in latest.cluster.live()
-                         if e.added_time >= since and e.tasks_failed > 0)
-        beyond = len(failing) - max(0, scaling.to_executors - scaling.from_executors)
+        failed_before = ({e.executor_id: e.tasks_failed for e in context.before.cluster.executors}
+                         if context.before is not None else {})
+        live = latest.cluster.live()
+        failing = sorted((e.executor_id for e in live if e.added_time >= since
+                          and e.tasks_failed > failed_before.get(e.executor_id, 0)),
+                         key=lambda i: (len(i), i))
+        kept = len(failing) - max(0, len(live) - target)  # the realizer removes suspects first
         floor = max(climb_from, self.config.min_executors)
         undoes_last_step = self._undo_target is not None and self.config.rollback_target == "last"
-        if beyond <= 0 or not undoes_last_step or target <= floor:
+        if kept <= 0 or not undoes_last_step or target <= floor:
             return target, frozenset(failing), ""
-        lowered = max(floor, target - beyond)
+        lowered = max(floor, target - kept)
         return lowered, frozenset(failing), (
             f"; tasks failed on executors {', '.join(failing)}, added since the scale-up from "
             f"{climb_from} began: down to {lowered}, not {target}")

@@ -98,11 +98,12 @@ class ProvisioningTracker:
 
         A scale-up has arrived when every requested executor registered, a scale-down when no
         more than the target are live. Executors that never arrive stop the wait at
-        ``provisioningTimeout``, which is recorded as an observation of that length; fewer than
-        requested then is the cluster's capacity (the shortfall), less those lost from outside
-        meanwhile: the cluster manager replaces them, and a replacement still on its way is no
-        limit of the cluster's. ``executors`` (with registration and removal times) tell when the
-        last one registered and which were lost.
+        ``provisioningTimeout`` (recorded as an observation of that length), and fewer than
+        requested then is the cluster's capacity (the shortfall). An executor lost from outside
+        meanwhile starts that wait again: the cluster manager replaces it, and its replacement
+        needs a provisioning time of its own; judged sooner, a replacement still on its way would
+        read as the cluster's limit. ``executors`` (with registration and removal times) tell when
+        the last one registered and which were lost.
         """
         change = self.pending
         if change is None:
@@ -112,26 +113,30 @@ class ProvisioningTracker:
         # meanwhile run on executors coming and going, and the new size is not measured yet.
         arrived = (change.requested_total <= live <= max(target, change.requested_total)
                    if change.adds else live <= target)
-        timed_out = now - change.requested_at >= self.config.provisioning_timeout_s
+        since = change.requested_at
+        if change.adds:
+            since = max([since, *(e.removed_time for e in executors
+                                  if e.removed_time is not None and e.lost_since(change.requested_at))])
+        timed_out = now - since >= self.config.provisioning_timeout_s
         if not (arrived or timed_out):
             return None
         shortfall = None
         if change.adds:
             took = now - change.requested_at
-            alive = [e for e in executors if e.removed_time is None]
             if arrived:
-                # Until the last one asked for registered (not the extras that came after it).
-                before = sum(1 for e in alive if e.added_time < change.requested_at)
-                registered = sorted(e.added_time for e in alive
-                                    if change.requested_at <= e.added_time <= now)
+                # Until the last one asked for registered (not the extras or replacements that
+                # came after it).
+                before = sum(1 for e in executors if e.added_time < change.requested_at
+                             and (e.removed_time is None or e.removed_time >= change.requested_at))
+                registered = sorted(e.added_time for e in executors if e.removed_time is None
+                                    and change.requested_at <= e.added_time <= now)
                 asked = change.requested_total - before
                 if registered and asked > 0:
                     took = registered[min(asked, len(registered)) - 1] - change.requested_at
             self.observations = [*self.observations, took][-_KEPT_OBSERVATIONS:]
             self.state.record_provisioning(now, took, change.record.to_executors,
                                            timed_out=not arrived)
-            lost = sum(1 for e in executors if e.lost_since(change.requested_at))
-            if live + lost < change.requested_total:
+            if live < change.requested_total:
                 shortfall = Shortfall(now, change.requested_total, live)
         self.pending = None
         return Settled(next_window_start(self.config, change.requested_at, now if arrived else None, now),
