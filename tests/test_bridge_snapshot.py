@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import typing
@@ -135,6 +136,30 @@ def test_a_table_row_is_the_id_then_the_declared_fields_in_order() -> None:
     # How tests read one field of one executor of the JVM's JSON.
     assert with_tables_by_id({"executors": [["3", *values]], "timeMs": 1}) == {
         "executors": {"3": by_name}, "timeMs": 1}
+
+
+@pytest.mark.parametrize("values", [
+    ["h", 4, 10, None, None, 2, 0, 5.5, 6, 1, 0.5, 4.0, 100, 200],  # a live executor
+    ["h", 4, 10, 20, "Executor killed by driver.", 0, 0, 5.5, 6, 1, 0.5, 4.0, -1, -1],  # a removed one
+    ["h", 4, 10, None, None, 2, 0, float("nan"), 6, 1, float("inf"), 4.0, 100, 200],  # not finite
+    ["h", 4, 10, None, None, 2, 0, 5, 6, 1, 0, 4.0, 100, 200],  # whole numbers for floats
+    ["h", True, 10, None, None, 2, 0, 5.5, 6, 1, 0.5, 4.0, 100, 200],  # a boolean for a count
+    [None, None, 10, None, None, 2, 0, 5.5, 6, 1, 0.5, 4.0, 100, 200],  # nulls for non-null defaults
+    ["h", "4", 10, None, None, 2, 0, "5.5", 6, 1, 0.5, 4.0, 100, 200],  # numbers as strings
+    ["h", 4, 10],  # a short row (an older bridge)
+    ["h", 4, 10, None, None, 2, 0, 5.5, 6, 1, 0.5, 4.0, 100, 200, "a newer column"],
+])
+def test_a_row_of_any_shape_reads_as_its_object_does(values: list[Any]) -> None:
+    # Rows whose every value already has its field's type go to the record as they are (a
+    # thousand a poll); every other shape is converted value by value, as an object's fields are.
+    names = list(declared()["objects"]["ExecutorSnapshot"])
+    for _ in range(2):  # the shape unseen, then known
+        as_row = BridgeSnapshot.from_json({"executors": [["3", *values]]}).executors
+        by_name = {n: v for n, v in zip(names, values, strict=False) if v is not None}
+        as_object = BridgeSnapshot.from_json({"executors": {"3": by_name}}).executors
+        assert as_row == as_object, values
+        typed = [(v, type(v)) for v in dataclasses.astuple(as_row["3"])]
+        assert typed == [(v, type(v)) for v in dataclasses.astuple(as_object["3"])], values
 
 
 def test_the_records_are_frozen() -> None:

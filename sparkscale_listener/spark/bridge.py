@@ -232,7 +232,16 @@ def _parse(record: type[R], document: Mapping[str, Any]) -> R:
 def _parse_row(record: type[R], row: Sequence[Any]) -> R:
     """A table's row: the id, then the record's fields in their declared order (a short row leaves
     the last ones at their defaults). A value already of its field's type is taken as it is (a
-    table has a row per executor: a thousand rows a poll)."""
+    table has a row per executor: a thousand rows a poll); a row whose every value is, or is null
+    where the default is None, goes to the record as it is, once its floats are finite."""
+    shape = (record, tuple(map(type, row)))
+    floats = _ROW_SHAPES.get(shape, _UNSEEN)
+    if floats is _UNSEEN:
+        floats = _positional_floats(record, shape[1])
+        if len(_ROW_SHAPES) < _MAX_ROW_SHAPES:
+            _ROW_SHAPES[shape] = floats
+    if isinstance(floats, tuple) and math.isfinite(sum(row[i] for i in floats)):
+        return record(*row[1:])
     values = {}
     fields = zip(_plan(record), _exact_types(record), row[1:], strict=False)
     for (attribute, _, convert), exact, value in fields:
@@ -246,6 +255,29 @@ def _parse_row(record: type[R], row: Sequence[Any]) -> R:
         except (TypeError, ValueError):
             pass
     return record(**values)
+
+
+# Per record and row shape (each value's type): the positions of its float values when the row
+# can go to the record as it is (see _parse_row), else None.
+_ROW_SHAPES: dict[tuple[type, tuple[type, ...]], tuple[int, ...] | None] = {}
+_MAX_ROW_SHAPES = 256
+_UNSEEN = object()
+
+
+def _positional_floats(record: type, shape: tuple[type, ...]) -> tuple[int, ...] | None:
+    defaults = [f.default for f in dataclasses.fields(record)]
+    if len(shape) - 1 > len(defaults):
+        return None
+    floats = []
+    columns = zip(shape[1:], _exact_types(record), defaults, strict=False)  # a short row: defaults
+    for i, (kind, exact, default) in enumerate(columns, start=1):
+        if kind is type(None) and default is None:
+            continue
+        if exact is None or kind is not exact:
+            return None
+        if kind is float:
+            floats.append(i)
+    return tuple(floats)
 
 
 _EXACT: dict[type, tuple[type | None, ...]] = {}
