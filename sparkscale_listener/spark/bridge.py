@@ -265,6 +265,8 @@ _UNSEEN = object()
 
 
 def _positional_floats(record: type, shape: tuple[type, ...]) -> tuple[int, ...] | None:
+    """For a row of this shape (the id's type first): where its floats are when every value has
+    its field's exact type or is null where the default is None, else None (convert each)."""
     defaults = [f.default for f in dataclasses.fields(record)]
     if len(shape) - 1 > len(defaults):
         return None
