@@ -142,12 +142,15 @@ def test_running_session_without_the_bridge_is_refused_with_the_fix() -> None:
 
 def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(cluster: SharedCluster) -> None:
     # Executors given back in one step, not halved tick by tick (that is the policy's unit tests' and
-    # test_rollback_spark's case 5): this is about whether the load's fall is answered.
-    scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0"})
+    # test_rollback_spark's case 5): this is about whether the load's fall is answered. (The
+    # scale-down's delay shorter than the file's: how long it is is the policy's tests'.)
+    scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0", "scaleDownInterval": "4s"})
     failed_before = cluster.tasks_failed()
     job = StreamingJob(cluster.spark, cluster.workdir, name="up-down", rows_per_second=30).start()
     wait_for(lambda: scaler.status()["live_executors"] == 1 and scaler.status()["target_executors"] == 1,
              120, what="the baseline of 1 executor (initialExecutors=1)")
+    # Learnt at the low rate's short batches (on 1 executor the high rate's take ~4 s each).
+    wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
     job.set_rate(220)  # > 2x what one executor can do: the backlog grows
     wait_for(lambda: applied(scaler, "scale_up"), 120, what="a scale-up under growing backlog")
     wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
@@ -220,7 +223,8 @@ def sleepy(seconds: float) -> Any:
 
 
 def test_a_batch_job_keeps_the_executors_its_tasks_need(cluster: SharedCluster) -> None:
-    scaler = cluster.scenario(initialExecutors="2")
+    # (scaleDown.maxFactor 1: the quiet query's 1 executor in one step once the jobs are done)
+    scaler = cluster.scenario(initialExecutors="2", **{"scaleDown.maxFactor": "1.0"})
     sc = cluster.spark.sparkContext
     # A quiet query: alone, it would be scaled down to 1 executor.
     job = StreamingJob(cluster.spark, cluster.workdir, name="quiet", rows_per_second=5, partitions=2).start()
@@ -349,7 +353,7 @@ def test_stateful_queries_with_shuffles_scale_up_and_down_with_exact_results(clu
     re-run); the realizer removes none that holds shuffle output of a running job, so the scenario
     must end with no failed task and exact counts."""
     spark = cluster.spark
-    scaler = cluster.scenario()
+    scaler = cluster.scenario(scaleDownInterval="4s")  # (the delay is the policy's tests')
     failed_before = cluster.tasks_failed()
     # Two shuffle partitions (a SQL setting, fixed in each query's checkpoint when it starts): each
     # task of a stateful operator opens a state store, a fixed cost that would otherwise keep a

@@ -334,7 +334,8 @@ def test_the_master_unavailable_for_a_while(standalone: Standalone, tmp_path: Pa
 
         standalone.stop_master()
         down_at = time.monotonic()
-        job.set_rate(220)  # one executor is not enough: a scale-up is wanted while the Master is down
+        # One executor (about 100 rows/s) is not enough: a scale-up is wanted while the Master is down.
+        job.set_rate(160)
         wait(scaler, lambda: (request_failure(scaler) or {}).get("attempts", 0) >= 3, 150,
              "three failed requests for the scale-up")
         failure = request_failure(scaler)

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 import tab_schema
 from browser import dump_dom
-from spark_cluster import TEST_JVM_OPTIONS, fast_conf
+from spark_cluster import TEST_JVM_OPTIONS, cost_learned, fast_conf
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark import jars as bridge_jars
@@ -92,8 +92,11 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Job:
         wait_for(lambda: scaler.status()["initial_executors"] is not None and len(executor_ids()) == 1, 120,
                  what="the baseline of 1 executor")
         good = max(executor_ids())
-        stream = StreamingJob(spark, workdir, rows_per_second=220,
+        stream = StreamingJob(spark, workdir, rows_per_second=30,
                               source_options={"failOnExecutorsAbove": str(good)}).start()
+        # Learnt at the low rate's short batches (on 1 executor the high rate's take ~4 s each).
+        wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
+        stream.set_rate(220)
         wait_for(lambda: [d for d in scaler.decisions() if d["action"] == "rollback"], 240,
                  what="a scale-up, then its rollback by taskFailures")
         wait_for(lambda: scaler.status()["paused"], 30, what="the pause after the rollback")

@@ -357,8 +357,9 @@ def test_a_real_time_mode_query_holds_a_slot_per_partition_and_no_more(
         def sized_on_its_tasks() -> list[dict[str, Any]]:
             return [d for d in scaler.decisions() if "real-time-mode tasks" in (d["reason"] or "")]
 
-        # Several batches (10 s each) of decisions; the query's tasks hold 2 slots throughout.
-        wait_for(lambda: len(sized_on_its_tasks()) >= 20 or query.exception(), 300,
+        # Decisions across one batch boundary at least (10 s batches, 1 s ticks); its tasks hold
+        # 2 slots throughout.
+        wait_for(lambda: len(sized_on_its_tasks()) >= 14 or query.exception(), 300,
                  what="decisions sized on the real-time query's tasks")
         assert query.exception() is None, query.exception()
         for d in sized_on_its_tasks():

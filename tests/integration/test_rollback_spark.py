@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from spark_cluster import SharedCluster, applied, live_executor_ids, rollbacks
+from spark_cluster import SharedCluster, applied, cost_learned, live_executor_ids, rollbacks
 
 from sparkscale_listener.testing import source as testing_source
 from sparkscale_listener.testing.demo import StreamingJob, exactly_once, wait_for
@@ -120,8 +120,11 @@ class TestExecutorsThatFailTheirTasks:
         wait(scaler, lambda: scaler.status()["target_executors"] == 1 and len(live_executor_ids(spark)) == 1,
              120, "the baseline of 1 executor (initialExecutors=1)")
         good = max(live_executor_ids(spark))
-        job = StreamingJob(spark, cluster.workdir, name="task-failures", rows_per_second=220,
+        job = StreamingJob(spark, cluster.workdir, name="task-failures", rows_per_second=30,
                            source_options={"failOnExecutorsAbove": str(good)}).start()
+        # Learnt at the low rate's short batches (on 1 executor the high rate's take ~4 s each).
+        wait(scaler, lambda: cost_learned(scaler), 120, "the model of the query's batch cost")
+        job.set_rate(220)
         wait(scaler, lambda: applied(scaler, "scale_up"), 150, "a scale-up under growing backlog")
         up = applied(scaler, "scale_up")[0]
         assert (up["from_executors"], up["to_executors"]) == (1, 2), up
@@ -219,7 +222,9 @@ class TestSparksDefaultsOnTwoWorkers:
              120, "the baseline of 1 executor (initialExecutors=1)")
         # 1 slot does ~100 rows/s at 10 ms a row: 400 rows/s asks for more than 2 executors. The
         # autoscaler may get there in one step or through 2.
-        job = StreamingJob(spark, cluster.workdir, name="capacity", rows_per_second=400).start()
+        job = StreamingJob(spark, cluster.workdir, name="capacity", rows_per_second=30).start()
+        wait(scaler, lambda: cost_learned(scaler), 120, "the model of the query's batch cost")
+        job.set_rate(400)  # (learnt at the low rate's short batches: the high rate's are long)
         wait(scaler, lambda: [d for d in applied(scaler, "scale_up") if d["to_executors"] > 2], 210,
              "a scale-up beyond the 2 executors the cluster can run")
         wait(scaler, lambda: scaler.status()["capacity_limit"], 150,

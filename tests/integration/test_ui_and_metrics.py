@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import tab_schema
 from browser import DevToolsPage, dump_dom
-from spark_cluster import fast_conf
+from spark_cluster import cost_learned, fast_conf
 
 from sparkscale_listener.observe.gauges import GAUGES
 from sparkscale_listener.observe.ui import UiPublisher
@@ -127,6 +127,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                                partitions=1).start()
         # Only the baseline: a cold start (slow first batches) may already scale up, which is fine here.
         wait_for(lambda: scaler.status()["initial_executors"] is not None, 120, what="the executor baseline")
+        # Learnt at the low rate's short batches (on 1 executor the high rate's take ~4 s each).
+        wait_for(lambda: cost_learned(scaler), 120, what="the model of the queries' batch cost")
         job.set_rate(220)  # > 2x what one executor does: the backlog grows and the autoscaler scales up
         ups = wait_for(lambda: _applied(scaler, "scale_up"), 150, what="a scale-up under growing backlog")
         wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
