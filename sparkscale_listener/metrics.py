@@ -189,8 +189,11 @@ class QueryMetrics:
 
 
 # Removal reasons of executors the driver itself removed (Spark's "Executor killed by driver.",
-# decommissioning): not losses.
-DELIBERATE_REMOVALS = ("killed by driver", "decommission")
+# "Executor decommission: ..."): not losses. (A decommission may also be the cluster's, a node
+# drained: where that matters, see realize/provisioning.py.)
+KILLED_BY_DRIVER = "killed by driver"
+DECOMMISSIONED = "decommission"
+DELIBERATE_REMOVALS = (KILLED_BY_DRIVER, DECOMMISSIONED)
 
 
 @dataclass(frozen=True)

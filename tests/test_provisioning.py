@@ -118,6 +118,21 @@ def test_our_own_removals_and_unexplained_ones_do_not_extend_the_wait() -> None:
         assert (settled.shortfall.requested, settled.shortfall.live) == (4, 3)
 
 
+def test_a_decommission_is_the_clusters_unless_the_autoscaler_removes_executors_that_way() -> None:
+    # A node drained by the cluster decommissions its executor: lost like any other, its
+    # replacement on its way. With scaleDown.decommission the reason cannot be told from ours.
+    drained = ExecutorInfo("1", added_time=-100.0, removed_time=30.0,
+                           removed_reason="Executor decommission: worker decommissioned")
+    alive = [ExecutorInfo(str(i), added_time=a) for i, a in ((2, -100.0), (3, 20.0), (4, 25.0))]
+    waits = tracker(provisioningTimeout="60s")
+    scale_up(waits, 0.0, 4)
+    assert waits.settle(60.0, live=3, target=4, executors=[drained, *alive]) is None
+    ours = tracker(provisioningTimeout="60s", **{"scaleDown.decommission": "true"})
+    scale_up(ours, 0.0, 4)
+    settled = ours.settle(60.0, live=3, target=4, executors=[drained, *alive])
+    assert settled is not None and settled.shortfall is not None
+
+
 def test_a_loss_before_the_request_does_not_extend_the_wait() -> None:
     t = tracker(provisioningTimeout="60s")
     scale_up(t, 100.0, 4)

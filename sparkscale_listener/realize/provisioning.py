@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..config.core import AutoscalerConfig
 from ..decisions import ScalingRecord
-from ..metrics import ExecutorInfo
+from ..metrics import DELIBERATE_REMOVALS, KILLED_BY_DRIVER, ExecutorInfo
 from ..state.autoscaler_state import AutoscalerState
 from .capacity import Shortfall
 
@@ -74,6 +74,10 @@ class ProvisioningTracker:
         self.state = state
         self.pending: PendingChange | None = None
         self.observations: list[float] = []
+        # Removals of our own, by their reasons: a kill, and a decommission where we remove executors
+        # that way. Without scaleDown.decommission a decommission is the cluster's (a node drained):
+        # the executor is lost and its replacement is on its way like any other's.
+        self._ours = DELIBERATE_REMOVALS if config.decommission else (KILLED_BY_DRIVER,)
 
     def restore(self) -> None:
         """Start from the observations a previous driver of this application stored."""
@@ -100,10 +104,10 @@ class ProvisioningTracker:
         more than the target are live. Executors that never arrive stop the wait at
         ``provisioningTimeout`` (recorded as an observation of that length), and fewer than
         requested then is the cluster's capacity (the shortfall). An executor lost from outside
-        meanwhile starts that wait again: the cluster manager replaces it, and its replacement
-        needs a provisioning time of its own; judged sooner, a replacement still on its way would
-        read as the cluster's limit. ``executors`` (with registration and removal times) tell when
-        the last one registered and which were lost.
+        meanwhile (a decommission too, unless ours) starts that wait again: the cluster manager
+        replaces it, and its replacement needs a provisioning time of its own; judged sooner, a
+        replacement still on its way would read as the cluster's limit. ``executors`` (with
+        registration and removal times) tell when the last one registered and which were lost.
         """
         change = self.pending
         if change is None:
@@ -116,7 +120,8 @@ class ProvisioningTracker:
         since = change.requested_at
         if change.adds:
             since = max([since, *(e.removed_time for e in executors
-                                  if e.removed_time is not None and e.lost_since(change.requested_at))])
+                                  if e.removed_time is not None
+                                  and e.lost_since(change.requested_at, self._ours))])
         timed_out = now - since >= self.config.provisioning_timeout_s
         if not (arrived or timed_out):
             return None
