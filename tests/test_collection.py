@@ -349,6 +349,19 @@ def test_batch_busy_attribution_keeps_aged_out_batches() -> None:
     assert collector.collect(now=5.0).queries[QID].batch_busy_ms == 200.0
 
 
+def test_a_batch_handed_over_unchanged_is_counted_once_it_completes_and_only_once() -> None:
+    # The bridge hands an unchanged batch over as the same object poll after poll: one seen while
+    # it ran (not completed in the recorder's view) is counted when it completes, then not again.
+    collector, recorder, bridge = make_collector(snapshot(batches={"0": 100.0, "1": 50.0}))
+    same = BridgeSnapshot.from_json(bridge.snap)
+    bridge.poll = lambda: same  # type: ignore[method-assign]
+    recorder.record_progress(progress(0, 10), now=1.0)
+    assert collector.collect(now=1.0).queries[QID].batch_busy_ms == 100.0
+    recorder.record_progress(progress(1, 10), now=2.0)
+    assert collector.collect(now=2.0).queries[QID].batch_busy_ms == 150.0
+    assert collector.collect(now=3.0).queries[QID].batch_busy_ms == 150.0
+
+
 def test_the_running_batch_is_the_one_after_the_latest_completed_once_a_task_of_it_ended() -> None:
     collector, recorder, bridge = make_collector(snapshot(batches={"0": 100.0, "1": 50.0}))
     assert collector.collect(now=1.0).queries == {}  # no progress yet: no query to speak of
@@ -592,6 +605,8 @@ def test_batch_records_kept_between_ticks_are_those_built_afresh() -> None:
         (six, late, one),  # a batch's tasks ended late
         (six, late, two),  # an executor came: batch 4 ran its first tasks, batch 5 on 3 executors
         (six[1:], late, two),  # the oldest batch went
+        (six[1:], {k: v for k, v in late.items() if k != "2"}, two),  # batch 2's tasks aged out in the JVM
+        ([*six[1:], BatchProgress(2, 120.0, 1.5, 7, None)], late, two),  # a batch id again (a fresh run)
     ]
     for tick, (b, t, timeline) in enumerate(ticks):
         kept = records.of("q", b, t, timeline)

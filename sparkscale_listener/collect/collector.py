@@ -103,9 +103,10 @@ class SparkMetricCollector(MetricCollector):
         self.recorder: ProgressRecorder = context.recorder or ProgressRecorder()
         self.config = context.config
         spark, recorder = self.spark, self.recorder
-        # Per query: batch id -> busy ms already added to the running total, and the total.
-        # Running totals keep batches that aged out of the JVM's last-64 window.
-        self._batch_busy_added: dict[str, dict[int, float]] = {}
+        # Per query: the JVM's batch id -> (its tasks as last counted, the busy ms added to the
+        # running total), and the total. Running totals keep batches that aged out of the JVM's
+        # last-64 window.
+        self._batch_busy_added: dict[str, dict[str, tuple[BatchTasks, float]]] = {}
         self._batch_busy_total: dict[str, float] = {}
         # (query id, run id) pairs whose trigger interval was looked up, so a failing lookup
         # (e.g. an AvailableNow trigger) is tried once per run, not every tick.
@@ -204,20 +205,25 @@ class SparkMetricCollector(MetricCollector):
         qid = progress.query_id
         added = self._batch_busy_added.setdefault(qid, {})
         total = self._batch_busy_total.get(qid, 0.0)
-        window = set(progress.batch_ids)
-        for batch_id in progress.batch_ids:
-            batch = jvm_batches.get(str(batch_id))
-            if batch is None:
-                continue
-            busy = batch.busy_ms
+        window: set[int] | None = None
+        for key, batch in jvm_batches.items():
+            counted = added.get(key)
+            if counted is not None and counted[0] is batch:
+                continue  # the same object as when counted (the poll hands unchanged ones over so)
+            if window is None:
+                window = set(progress.batch_ids)
+            if not key.isdigit() or int(key) not in window:
+                continue  # not completed in the recorder's view (yet): counted once it is
             # The JVM listener queue can lag the streams queue: a batch's last task ends may land
-            # after its progress. Add what grew since the last tick, never subtract.
-            grew = busy - added.get(batch_id, 0.0)
+            # after its progress. Add what grew since it was last counted, never subtract.
+            before = counted[1] if counted is not None else 0.0
+            grew = batch.busy_ms - before
             if grew > 0:
                 total += grew
-                added[batch_id] = busy
-        for batch_id in [b for b in added if b not in window]:  # bounded like the recorder
-            del added[batch_id]
+            added[key] = (batch, max(before, batch.busy_ms))
+        if len(added) > len(jvm_batches):  # bounded like the listener's batches
+            for key in [k for k in added if k not in jvm_batches]:
+                del added[key]
         self._batch_busy_total[qid] = total
         return total
 
