@@ -272,8 +272,8 @@ def test_a_two_partition_topic_never_gets_more_slots_than_it_can_use(
     topic = "narrow"
     broker.create_topic(topic, 2)
     with broker.producer(topic) as backlog:
-        backlog.send(2000)
-    producer = broker.producer(topic, first_id=2000)
+        backlog.send(1000)
+    producer = broker.producer(topic, first_id=1000)
     # 1.6 slot-seconds a second: 2.3 slots at the 0.7 target, over the topic's 2 partitions whatever the
     # backlog's catch-up adds (at 100 records/s a run sized 1.4 slots once the waiting records were
     # read, and no decision was capped); two 1-core executors still keep up (about 180 records/s).
