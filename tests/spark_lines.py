@@ -50,7 +50,7 @@ def main() -> int:
     lines: dict[str | None, str] = {None: installed_versions()[1], **OLDER_LINES}
     # The older lines' virtualenvs made side by side: each is mostly pip waiting on the download
     # and the unpacking of a 300 MB wheel (on a fresh clone, 18 s one after the other).
-    with ThreadPoolExecutor(max_workers=len(OLDER_LINES)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(OLDER_LINES))) as pool:
         list(pool.map(python_with_pyspark, OLDER_LINES))
     for version, scala in lines.items():
         home = pyspark_home(version)

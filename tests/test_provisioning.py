@@ -120,7 +120,7 @@ def test_our_own_removals_and_unexplained_ones_do_not_extend_the_wait() -> None:
 
 def test_a_decommission_is_the_clusters_unless_the_autoscaler_removes_executors_that_way() -> None:
     # A node drained by the cluster decommissions its executor: lost like any other, its
-    # replacement on its way. With scaleDown.decommission the reason cannot be told from ours.
+    # replacement on its way. With scaleDown.decommission a decommission is taken for one of ours.
     drained = ExecutorInfo("1", added_time=-100.0, removed_time=30.0,
                            removed_reason="Executor decommission: worker decommissioned")
     alive = [ExecutorInfo(str(i), added_time=a) for i, a in ((2, -100.0), (3, 20.0), (4, 25.0))]

@@ -201,7 +201,9 @@ class SparkMetricCollector(MetricCollector):
         return dropped + snapshot.totals.tasks_aged_out if dropped else 0
 
     def _batch_busy(self, progress: QueryProgress, jvm_batches: Mapping[str, BatchTasks]) -> float:
-        """Running total of the JVM busy time of batches the recorder has seen complete."""
+        """Running total of the JVM busy time of batches the recorder has seen complete. (A task
+        that ends after its batch left the JVM's window comes back as a batch of that task alone:
+        added once what was counted of the batch is forgotten, a tick after it left.)"""
         qid = progress.query_id
         added = self._batch_busy_added.setdefault(qid, {})
         total = self._batch_busy_total.get(qid, 0.0)
@@ -212,7 +214,7 @@ class SparkMetricCollector(MetricCollector):
                 continue  # the same object as when counted (the poll hands unchanged ones over so)
             if window is None:
                 window = set(progress.batch_ids)
-            if not key.isdigit() or int(key) not in window:
+            if _batch_number(key) not in window:
                 continue  # not completed in the recorder's view (yet): counted once it is
             # The JVM listener queue can lag the streams queue: a batch's last task ends may land
             # after its progress. Add what grew since it was last counted, never subtract.
@@ -332,6 +334,11 @@ class SparkMetricCollector(MetricCollector):
                 continue
             external[str(key)] = number
         return external
+
+
+def _batch_number(key: str) -> int | None:
+    """The batch id a JVM batch key is (Spark writes it as a plain decimal number), else None."""
+    return int(key) if key.isascii() and key.isdigit() and (key == "0" or key[0] != "0") else None
 
 
 def _in_flight(p: QueryProgress, jvm_batches: Mapping[str, BatchTasks]) -> InFlightBatch | None:
