@@ -142,8 +142,8 @@ def test_running_session_without_the_bridge_is_refused_with_the_fix() -> None:
 
 def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(cluster: SharedCluster) -> None:
     # Executors given back in one step, not halved tick by tick (that is the policy's unit tests' and
-    # test_rollback_spark's case 5): this is about whether the load's fall is answered. (The
-    # scale-down's delay shorter than the file's: how long it is is the policy's tests'.)
+    # test_rollback_spark's case 5): this is about whether the load's fall is answered. (A shorter
+    # scale-down delay than the file's: its length is for the policy's tests to check.)
     scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0", "scaleDownInterval": "4s"})
     failed_before = cluster.tasks_failed()
     job = StreamingJob(cluster.spark, cluster.workdir, name="up-down", rows_per_second=30).start()
@@ -353,7 +353,7 @@ def test_stateful_queries_with_shuffles_scale_up_and_down_with_exact_results(clu
     re-run); the realizer removes none that holds shuffle output of a running job, so the scenario
     must end with no failed task and exact counts."""
     spark = cluster.spark
-    scaler = cluster.scenario(scaleDownInterval="4s")  # (the delay is the policy's tests')
+    scaler = cluster.scenario(scaleDownInterval="4s")  # (a shorter delay: its length is the policy's tests')
     failed_before = cluster.tasks_failed()
     # Two shuffle partitions (a SQL setting, fixed in each query's checkpoint when it starts): each
     # task of a stateful operator opens a state store, a fixed cost that would otherwise keep a
