@@ -223,8 +223,7 @@ def sleepy(seconds: float) -> Any:
 
 
 def test_a_batch_job_keeps_the_executors_its_tasks_need(cluster: SharedCluster) -> None:
-    # (scaleDown.maxFactor 1: the quiet query's 1 executor in one step once the jobs are done)
-    scaler = cluster.scenario(initialExecutors="2", **{"scaleDown.maxFactor": "1.0"})
+    scaler = cluster.scenario(initialExecutors="2")
     sc = cluster.spark.sparkContext
     # A quiet query: alone, it would be scaled down to 1 executor.
     job = StreamingJob(cluster.spark, cluster.workdir, name="quiet", rows_per_second=5, partitions=2).start()
