@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from ..config.core import AutoscalerConfig
 from ..decisions import ScalingRecord
+from ..metrics import executor_id_order
 from .checker import CheckContext, CheckResult, ScalingChecker, format_seconds
 from .pause import ScalingPause
 
@@ -198,7 +199,7 @@ class RollbackGuard:
         live = latest.cluster.live()
         failing = sorted((e.executor_id for e in live if e.added_time >= since
                           and e.tasks_failed > failed_before.get(e.executor_id, 0)),
-                         key=lambda i: (len(i), i))
+                         key=executor_id_order)
         kept = len(failing) - max(0, len(live) - target)  # the realizer removes suspects first
         floor = max(climb_from, self.config.min_executors)
         undoes_last_step = self._undo_target is not None and self.config.rollback_target == "last"
