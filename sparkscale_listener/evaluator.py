@@ -186,6 +186,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         self._batches: dict[str, dict[int, Alongside]] = {}  # the last batches, with concurrency
         self._given: dict[str, Given] = {}  # the batches they were made of
         self._columns = BatchColumns()
+        self._workspace = _Workspace()  # the scan's matrices
 
     def cost(self, query_id: str) -> BatchCost | None:
         """The latest fitted cost of a query (for the UI and the replay), or None."""
@@ -663,14 +664,14 @@ class MicroBatchEvaluator(MetricEvaluator):
         # no trigger, nothing to read, a binding read limit) through _utilization and _busy_slots
         # one by one.
         widest = max(useful, live)
-        at_widest = _Scan(known, np.array([float(widest)]), target,
-                          [[c.efficiency_at(widest)] for _, c in known])
+        queries = _ScanQueries(known, target)
+        at_widest = _Scan(queries, np.array([float(widest)]), [[c.efficiency_at(widest)] for _, c in known])
         slots_at_widest = at_widest.busy_slots()[:, 0].tolist()
-        busy = sum(slots_at_widest[i] if at_widest.common[i] else self._busy_slots(d, c, widest)
+        busy = sum(slots_at_widest[i] if queries.common[i] else self._busy_slots(d, c, widest)
                    for i, (d, c) in enumerate(known))
         shared = executors_for(busy / target + other, spe)
         sizes = np.arange(1.0, max(live, min(MAX_SCANNED, max(useful, shared, live) + 1)) + 1)
-        scan = _Scan(known, sizes, target, [c.efficiency_upto(len(sizes)) for _, c in known])
+        scan = _Scan(queries, sizes, [c.efficiency_upto(len(sizes)) for _, c in known], self._workspace)
 
         # Spark starts the batches of queries with one trigger interval together: each one's batch
         # shares the slots with the others' (their task time at each size).
@@ -679,25 +680,35 @@ class MicroBatchEvaluator(MetricEvaluator):
                                for i, (d, _) in enumerate(known)])
         # Per query: the others' task time beside it (a row per query, a column per size) and
         # their tasks; none for a query not sharing.
-        concurrent_s = np.zeros_like(work)
         concurrent_tasks = np.zeros(len(known))
         if sharing:
             group_of: dict[float, int] = {}
             rows = sorted(sharing)
             group = np.array([group_of.setdefault(known[i][0].trigger_s or 0.0, len(group_of)) for i in rows])
-            totals = np.zeros((len(group_of), len(sizes)))
             tasks = np.zeros(len(group_of))
-            for i, g in zip(rows, group.tolist(), strict=True):  # one after another, as a sum adds them
-                totals[g] = totals[g] + work[i]
+            for i, g in zip(rows, group.tolist(), strict=True):
                 tasks[g] += known[i][1].tasks
-            total = totals[group]
-            others = total - work[rows]
-            concurrent_s[rows] = np.where(others > _EPS * np.maximum(total, 1.0), others, 0.0)
+            # Usually every query shares one trigger: the matrices as they are, not copies of rows.
+            every = len(rows) == len(known)
+            # (A sum down the rows adds them one after another, in the queries' order.)
+            members, alone = np.array(rows), every and len(group_of) == 1
+            totals = np.array([(work if alone else work[members[group == k]]).sum(axis=0)
+                               for k in range(len(group_of))])
+            total = totals[0] if len(group_of) == 1 else totals[group]
+            others = total - (work if every else work[rows])
+            beside_s = np.where(others > _EPS * np.maximum(total, 1.0), others, 0.0)
+            if every:
+                concurrent_s = beside_s
+            else:
+                concurrent_s = np.zeros_like(work)
+                concurrent_s[rows] = beside_s
             concurrent_tasks[rows] = tasks[group] - np.array([known[i][1].tasks for i in rows], dtype=float)
+        else:
+            concurrent_s = np.zeros_like(work)
         own = scan.utilization(concurrent_s, concurrent_tasks)
         busy_at = scan.busy_slots()
         for i, (d, c) in enumerate(known):
-            if not scan.common[i]:
+            if not queries.common[i]:
                 alongside = (Concurrent(concurrent_s[i], int(concurrent_tasks[i])) if i in sharing
                              else NONE_CONCURRENT)
                 own[i] = self._utilization(d, c, sizes, target, alongside)
@@ -705,9 +716,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         per_query = {d.q.query_id: own[i] for i, (d, _) in enumerate(known)}
         # The queries' task time at the target, and a slot for each task of other jobs at full
         # use (as Spark's own allocation counts them): the slots all of it needs.
-        needed = 0.0 * sizes
-        for row in busy_at:  # one after another, as a sum over the queries adds them
-            needed = needed + row
+        needed = busy_at.sum(axis=0) if known else 0.0 * sizes  # (row after row, in the queries' order)
         needed = needed / target + other
         app = target * needed / (sizes * spe)
         if known:
@@ -1019,19 +1028,31 @@ def _fraction(value: float) -> str:
     return f">{MAX_UTILIZATION:g}" if value >= MAX_UTILIZATION else f"{value:.2f}"
 
 
-class _Scan:
-    """:meth:`MicroBatchEvaluator._utilization` and :meth:`~MicroBatchEvaluator._busy_slots` of
-    many queries at every size at once, on their common path (a trigger, rows to read, no
-    binding read limit): one row per query, one column per size. The same operations in the same
-    order as the model's one-query formulas (:class:`~.model.BatchCost`), so the same figures; one
-    query at a time, a tick at 100 queries spent most of its time in numpy's per-call overhead.
-    Rows off that path (:attr:`common` false) hold placeholders: the evaluator computes them one
-    by one."""
+class _Workspace:
+    """The scan's matrices, kept from tick to tick and written in place. At 100 queries x 1,000
+    sizes each is 0.8 MB: made afresh for every operation, freeing a tick's dozens of them gave the
+    memory back to the system and taking them again faulted its pages in, a fifth of the tick."""
 
-    def __init__(self, known: Sequence[tuple[_Demand, BatchCost]], executors: np.ndarray, target: float,
-                 efficiency: Sequence[Sequence[float] | np.ndarray]) -> None:
+    def __init__(self) -> None:
+        self._flat: dict[str, np.ndarray] = {}
+
+    def __call__(self, name: str, shape: tuple[int, int], dtype: type = float) -> np.ndarray:
+        """A matrix of ``shape`` to write (its values are the last use's: write all of them)."""
+        size = shape[0] * shape[1]
+        flat = self._flat.get(name)
+        if flat is None or flat.size < size or flat.dtype != np.dtype(dtype):
+            # An eighth to spare: the scan's width follows the load by a few sizes each tick.
+            flat = self._flat[name] = np.empty(size + size // 8, dtype=dtype)
+        return flat[:size].reshape(shape)
+
+
+class _ScanQueries:
+    """The per-query figures a :class:`_Scan` reads: the rows of a period, its period, its trigger
+    (placeholders off the scan's path) and the costs' figures as columns, one row per query (made
+    once a tick: two scans read them)."""
+
+    def __init__(self, known: Sequence[tuple[_Demand, BatchCost]], target: float) -> None:
         self.target = target
-        # Per query: the rows of a period, its period, its trigger (placeholders off the path).
         self.common: list[bool] = []
         self.rows: list[float] = []
         self.period: list[float] = []
@@ -1047,40 +1068,83 @@ class _Scan:
         costs = [c for _, c in known]
         self.per_row = [c.per_row_s for c in costs]
         self.joint_tasks = [c.tasks for c in costs]
-        # The costs' figures as columns, one row per query (one array: a pass over the queries).
+        # One array: a pass over the queries.
         table = np.array([(c.fixed_task_s, c.per_executor_s, c.driver_s, max(1, c.tasks), c.cores,
                            max(1, c.widest), max(1, c.tasks) / max(1, c.widest),
                            executors_for(c.widest, c.cores), max(p, c.driver_s / target))
                           for c, p in zip(costs, self.period, strict=True)], dtype=float).reshape(-1, 9)
-        fixed, per_executor, self.driver, self.tasks, cores, widest, lead, most, self.allowed = (
-            table.T[:, :, None])
-        sizes = executors.reshape(1, -1)
-        self.efficiency = np.array(efficiency, dtype=float).reshape(len(known), executors.size)
-        self.base = fixed + per_executor * np.maximum(1, np.minimum(sizes, most))
-        self.slots = np.maximum(1, sizes) * cores
-        self.waves = lead * np.ceil(widest / np.maximum(1, np.minimum(self.slots, widest)) - _EPS)
+        (self.fixed, self.per_executor, self.driver, self.tasks, self.cores, self.widest, self.lead,
+         self.most, self.allowed) = table.T[:, :, None]
 
-    def task_time(self, rows: Sequence[float]) -> np.ndarray:
+
+class _Scan:
+    """:meth:`MicroBatchEvaluator._utilization` and :meth:`~MicroBatchEvaluator._busy_slots` of
+    many queries at every size at once, on their common path (a trigger, rows to read, no
+    binding read limit): one row per query, one column per size. The same operations in the same
+    order as the model's one-query formulas (:class:`~.model.BatchCost`), so the same figures; one
+    query at a time, a tick at 100 queries spent most of its time in numpy's per-call overhead.
+    Rows off that path (:attr:`common` false) hold placeholders: the evaluator computes them one
+    by one. With a :class:`_Workspace`, the matrices it returns are the workspace's: valid until
+    the next scan on it."""
+
+    def __init__(self, queries: _ScanQueries, executors: np.ndarray,
+                 efficiency: Sequence[Sequence[float] | np.ndarray],
+                 workspace: _Workspace | None = None) -> None:
+        self.q = q = queries
+        self.shape = (len(q.common), executors.size)
+        self._workspace = workspace
+        sizes = executors.reshape(1, -1)
+        self.efficiency = self._matrix("efficiency")
+        if len(q.common):
+            np.stack([np.asarray(e, dtype=float) for e in efficiency], out=self.efficiency)
+        # base = fixed + per_executor * max(1, min(sizes, most))
+        self.base = np.minimum(sizes, q.most, out=self._matrix("base"))
+        np.maximum(1, self.base, out=self.base)
+        np.multiply(q.per_executor, self.base, out=self.base)
+        np.add(q.fixed, self.base, out=self.base)
+        self.slots = np.multiply(np.maximum(1, sizes), q.cores, out=self._matrix("slots"))
+        # waves = lead * ceil(widest / max(1, min(slots, widest)) - eps)
+        self.waves = np.minimum(self.slots, q.widest, out=self._matrix("waves"))
+        np.maximum(1, self.waves, out=self.waves)
+        np.divide(q.widest, self.waves, out=self.waves)
+        np.subtract(self.waves, _EPS, out=self.waves)
+        np.ceil(self.waves, out=self.waves)
+        np.multiply(q.lead, self.waves, out=self.waves)
+
+    def _matrix(self, name: str, dtype: type = float) -> np.ndarray:
+        """A matrix of the scan's shape to write: the workspace's, or a new one."""
+        if self._workspace is None:
+            return np.empty(self.shape, dtype=dtype)
+        return self._workspace(name, self.shape, dtype)
+
+    def task_time(self, rows: Sequence[float], name: str = "work") -> np.ndarray:
         """:meth:`BatchCost.task_time` of each query's ``rows``."""
-        return self.base + np.array([pr * max(0.0, r) for pr, r in zip(self.per_row, rows, strict=True)],
-                                    dtype=float).reshape(-1, 1)
+        column = np.array([pr * max(0.0, r) for pr, r in zip(self.q.per_row, rows, strict=True)],
+                          dtype=float).reshape(-1, 1)
+        return np.add(self.base, column, out=self._matrix(name))
 
     def _batch_time(self, work: np.ndarray,
                     beside: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-        """:meth:`BatchCost.batch_time` for the task time ``work`` (:func:`~.model.ideal_task_phase`);
-        ``beside``: the concurrent task time, the slots shared with it, where there is any."""
-        ideal = self.waves * work / self.tasks
+        """:meth:`BatchCost.batch_time` for the task time ``work`` (:func:`~.model.ideal_task_phase`),
+        written over ``work``; ``beside``: the concurrent task time, the slots shared with it,
+        where there is any."""
+        ideal = np.multiply(self.waves, work, out=self._matrix("ideal"))
+        np.divide(ideal, self.q.tasks, out=ideal)
         if beside is not None:
             concurrent_s, shared_slots, running = beside
-            np.maximum(ideal, (work + concurrent_s) / shared_slots, out=ideal, where=running)
-        return self.driver + self.efficiency * ideal
+            spread = np.add(work, concurrent_s, out=work)
+            np.divide(spread, shared_slots, out=spread)
+            np.maximum(ideal, spread, out=ideal, where=running)
+        np.multiply(self.efficiency, ideal, out=work)
+        return np.add(self.q.driver, work, out=work)
 
     def steady_batch_time(self, rates: Sequence[float], triggers: Sequence[float | None],
                           column: int) -> list[float]:
         """:meth:`BatchCost.steady_batch_time` of each query at ``rates`` on the size of ``column``,
         alone on the executors: the same operations, one array pass."""
         efficiency, waves, base = self.efficiency[:, column], self.waves[:, column], self.base[:, column]
-        per_row, tasks, driver = np.array(self.per_row, dtype=float), self.tasks[:, 0], self.driver[:, 0]
+        q = self.q
+        per_row, tasks, driver = np.array(q.per_row, dtype=float), q.tasks[:, 0], q.driver[:, 0]
         rate = np.array(rates, dtype=float)
         busy = efficiency * waves * per_row / tasks * rate
         empty = driver + efficiency * (waves * (base + per_row * 0.0) / tasks)  # (a batch of no rows)
@@ -1092,22 +1156,32 @@ class _Scan:
     def utilization(self, beside_s: np.ndarray, beside_tasks: np.ndarray) -> np.ndarray:
         """:meth:`MicroBatchEvaluator._utilization`, other batches running alongside: their task
         time (a row per query, a column per size) and tasks (one per query)."""
-        n = len(self.rows)
-        period, trigger = np.array(self.period, dtype=float), np.array(self.trigger, dtype=float)
-        longer = period > trigger
-        concurrent_s = beside_s.copy()
-        concurrent_s[longer] = beside_s[longer] * (period[longer] / trigger[longer])[:, None]
-        concurrent_tasks = (np.array(self.joint_tasks, dtype=float) + beside_tasks).reshape(-1, 1)
-        beside = (concurrent_s, np.maximum(1, np.minimum(self.slots, concurrent_tasks)), concurrent_s > 0)
-        fixed = self._batch_time(self.task_time([0.0] * n), beside)
-        headroom = self._batch_time(self.task_time([r / self.target for r in self.rows]), beside)
-        spare = self.allowed - fixed
-        fits = np.minimum(self.target * (headroom - fixed) / np.maximum(spare, _EPS), MAX_UTILIZATION)
-        over = MAX_UTILIZATION * headroom / self.allowed
-        return np.where(spare > _EPS, fits, over)
+        q = self.q
+        period, trigger = np.array(q.period, dtype=float), np.array(q.trigger, dtype=float)
+        # Scaled to the period where it is longer than the trigger (x * 1.0 is x exactly).
+        concurrent_s = np.multiply(beside_s, np.where(period > trigger, period / trigger, 1.0)[:, None],
+                                   out=self._matrix("concurrent"))
+        concurrent_tasks = (np.array(q.joint_tasks, dtype=float) + beside_tasks).reshape(-1, 1)
+        shared_slots = np.minimum(self.slots, concurrent_tasks, out=self._matrix("shared"))
+        np.maximum(1, shared_slots, out=shared_slots)
+        beside = (concurrent_s, shared_slots, np.greater(concurrent_s, 0, out=self._matrix("running", bool)))
+        fixed = self._batch_time(self.task_time([0.0] * len(q.rows), "fixed"), beside)
+        headroom = self._batch_time(self.task_time([r / q.target for r in q.rows], "headroom"), beside)
+        spare = np.subtract(q.allowed, fixed, out=self._matrix("spare"))
+        # fits = min(target * (headroom - fixed) / max(spare, eps), MAX_UTILIZATION)
+        fits = np.subtract(headroom, fixed, out=fixed)
+        np.multiply(q.target, fits, out=fits)
+        np.divide(fits, np.maximum(spare, _EPS, out=self._matrix("spare_floor")), out=fits)
+        np.minimum(fits, MAX_UTILIZATION, out=fits)
+        # Where not even a batch without rows fits: MAX_UTILIZATION * headroom / allowed.
+        utilization = np.multiply(MAX_UTILIZATION, headroom, out=headroom)
+        np.divide(utilization, q.allowed, out=utilization)
+        np.copyto(utilization, fits, where=np.greater(spare, _EPS, out=self._matrix("fit", bool)))
+        return utilization
 
     def busy_slots(self) -> np.ndarray:
         """:meth:`MicroBatchEvaluator._busy_slots`."""
-        work = self.task_time(self.rows)
-        period = np.maximum(np.array(self.period, dtype=float).reshape(-1, 1), self._batch_time(work))
-        return work / period
+        work = self.task_time(self.q.rows, "busy")
+        period = self._batch_time(self.task_time(self.q.rows, "period"))
+        np.maximum(np.array(self.q.period, dtype=float).reshape(-1, 1), period, out=period)
+        return np.divide(work, period, out=work)
