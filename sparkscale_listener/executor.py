@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,7 +25,7 @@ from .observe.events import AutoscalerEvent, EventDispatcher
 from .policy import in_excluded_period, scaling_record
 from .realize.capacity import CapacityLimit, Shortfall
 from .realize.provisioning import ProvisioningTracker
-from .realize.realizer import ScalingRealizer
+from .realize.realizer import RealizationResult, ScalingRealizer
 from .realize.requests import RequestGuard
 from .state.autoscaler_state import AutoscalerState
 
@@ -68,6 +69,13 @@ class ScalingExecutor:
         self.requests = RequestGuard(config, realizer, events, self.details)
         self.capacity = CapacityLimit(config)
 
+    def _realize(self, target: int, remove_first: Collection[str] = ()) -> RealizationResult:
+        """The realizer's move towards ``target``; the executors it removed are noted as ours (a
+        decommission of any other during a scale-up's wait is the cluster's, see provisioning)."""
+        result = self.realizer.realize(target, remove_first)
+        self.provisioning.removed_by_us(result.removed)
+        return result
+
     def follow_the_cluster(self, now: float, sample: MetricSample) -> None:
         """Note a change that settled, and finish a scale-down that found busy executors (or
         extras found at start)."""
@@ -94,7 +102,7 @@ class ScalingExecutor:
         elif live > t.current:
             t.bad_executors &= {e.executor_id for e in sample.cluster.live()}
             result = self.requests.request(now, f"converge on {t.current} executors",
-                                           lambda: self.realizer.realize(t.current, t.bad_executors))
+                                           lambda: self._realize(t.current, t.bad_executors))
             if result.removed:
                 log.info("removed executors %s to converge on target %d",
                          list(result.removed), t.current)
@@ -221,7 +229,7 @@ class ScalingExecutor:
             record = replace(record, rate_before={q: processed.get(q, r)
                                                   for q, r in record.rate_before.items()})
         result = self.requests.request(now, f"{decision.action} {t.current} -> {decision.to_executors}",
-                                       lambda: self.realizer.realize(decision.to_executors))
+                                       lambda: self._realize(decision.to_executors))
         if not result.ok:
             # Reported (and the retry scheduled) by the request guard; the policy decides afresh
             # each tick.
@@ -256,7 +264,7 @@ class ScalingExecutor:
         record = ScalingRecord(now, "rollback", t.current, target, f"checker {checker}: "
                                f"{outcome.unhealthy.reason}")
         result = (self.requests.request(now, f"rollback {t.current} -> {target}",
-                                        lambda: self.realizer.realize(target, t.bad_executors))
+                                        lambda: self._realize(target, t.bad_executors))
                   if self.requests.failure is None else self.requests.not_requested(now))
         from_target = t.current
         t.current = target
@@ -308,7 +316,7 @@ class ScalingExecutor:
         held = self.capacity.hold(now, shortfall)
         before = t.current
         t.current = held
-        result = (self.requests.request(now, f"hold at {held} executors", lambda: self.realizer.realize(held))
+        result = (self.requests.request(now, f"hold at {held} executors", lambda: self._realize(held))
                   if self.requests.failure is None else self.requests.not_requested(now))
         failed = "" if result.ok else f"; lowering the request failed: {result.message}"
         self.events.emit(AutoscalerEvent(

@@ -13,9 +13,9 @@ from harness import QID, LoopHarness, SteadyQuery, cfg, sample
 from sparkscale_listener.check.checker import CheckContext, CheckResult, ScalingChecker
 from sparkscale_listener.config.options import ModuleConfig
 from sparkscale_listener.config.plugins import PluginContext
-from sparkscale_listener.decisions import Evaluation, ScalingContext
+from sparkscale_listener.decisions import Evaluation, ScalingContext, ScalingRecord
 from sparkscale_listener.evaluator import MetricEvaluator
-from sparkscale_listener.metrics import MetricSample
+from sparkscale_listener.metrics import ExecutorInfo, MetricSample
 from sparkscale_listener.spark.session import with_start_target
 
 
@@ -91,6 +91,23 @@ def test_executors_beyond_the_target_are_not_measured_on_until_they_have_left() 
     assert "waiting for the executors beyond the target" in h.tick(sample(30, live=4))[0].reason
     h.tick(sample(40, live=1))
     assert h.autoscaler.executor.targets.window_start == 70.0  # gone at 40, + stabilizationInterval
+
+
+def test_the_executors_the_autoscaler_removed_are_its_own_in_a_later_scale_ups_wait() -> None:
+    # The converge step decommissioned executor 2 (the realizer's result names it); its removal
+    # lands during a scale-up's wait. It is no loss from outside (no replacement is on its way):
+    # the 2 of 3 at the timeout are the cluster's room.
+    h = LoopHarness(cfg(initialExecutors="1", provisioningTimeout="60s",
+                        **{"scaleDown.decommission": "true"}))
+    h.tick(sample(10, live=1))
+    h.realizer.removing = ("2",)
+    h.tick(sample(20, live=2))
+    tracker = h.autoscaler.executor.provisioning
+    tracker.start(ScalingRecord(25.0, "scale_up", 1, 3, "test"), 3, 25.0)
+    gone = ExecutorInfo("2", added_time=15.0, removed_time=30.0, removed_reason="Executor decommission: x")
+    executors = [ExecutorInfo("1", added_time=5.0), gone, ExecutorInfo("3", added_time=40.0)]
+    settled = tracker.settle(85.0, live=2, target=3, executors=executors)
+    assert settled is not None and settled.shortfall is not None
 
 
 def test_a_failing_collector_skips_the_tick_and_is_reported() -> None:

@@ -118,19 +118,25 @@ def test_our_own_removals_and_unexplained_ones_do_not_extend_the_wait() -> None:
         assert (settled.shortfall.requested, settled.shortfall.live) == (4, 3)
 
 
-def test_a_decommission_is_the_clusters_unless_the_autoscaler_removes_executors_that_way() -> None:
+def test_a_decommission_is_the_clusters_unless_the_autoscaler_removed_that_executor() -> None:
     # A node drained by the cluster decommissions its executor: lost like any other, its
-    # replacement on its way. With scaleDown.decommission a decommission is taken for one of ours.
-    drained = ExecutorInfo("1", added_time=-100.0, removed_time=30.0,
-                           removed_reason="Executor decommission: worker decommissioned")
-    alive = [ExecutorInfo(str(i), added_time=a) for i, a in ((2, -100.0), (3, 20.0), (4, 25.0))]
-    waits = tracker(provisioningTimeout="60s")
-    scale_up(waits, 0.0, 4)
-    assert waits.settle(60.0, live=3, target=4, executors=[drained, *alive]) is None
-    ours = tracker(provisioningTimeout="60s", **{"scaleDown.decommission": "true"})
-    scale_up(ours, 0.0, 4)
-    settled = ours.settle(60.0, live=3, target=4, executors=[drained, *alive])
-    assert settled is not None and settled.shortfall is not None
+    # replacement on its way, also where the autoscaler decommissions executors itself
+    # (scaleDown.decommission); one the autoscaler removed (a converge step) is not.
+    def executors(reason: str) -> list[ExecutorInfo]:
+        return [ExecutorInfo("1", added_time=-100.0, removed_time=30.0, removed_reason=reason),
+                *(ExecutorInfo(str(i), added_time=a) for i, a in ((2, -100.0), (3, 20.0), (4, 25.0)))]
+
+    for keys in ({}, {"scaleDown.decommission": "true"}):
+        drained = tracker(provisioningTimeout="60s", **keys)
+        scale_up(drained, 0.0, 4)
+        drain = executors("Executor decommission: worker decommissioned")
+        assert drained.settle(60.0, live=3, target=4, executors=drain) is None, keys
+        ours = tracker(provisioningTimeout="60s", **keys)
+        scale_up(ours, 0.0, 4)
+        ours.removed_by_us(["1"])
+        removal = executors("Executor decommission: scale down")
+        settled = ours.settle(60.0, live=3, target=4, executors=removal)
+        assert settled is not None and settled.shortfall is not None, keys
 
 
 def test_a_loss_before_the_request_does_not_extend_the_wait() -> None:

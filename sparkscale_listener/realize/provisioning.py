@@ -13,16 +13,17 @@ ends when the last requested executor registered, not at the tick that noticed i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..config.core import AutoscalerConfig
 from ..decisions import ScalingRecord
-from ..metrics import DELIBERATE_REMOVALS, KILLED_BY_DRIVER, ExecutorInfo
+from ..metrics import KILLED_BY_DRIVER, ExecutorInfo
 from ..state.autoscaler_state import AutoscalerState
 from .capacity import Shortfall
 
 _KEPT_OBSERVATIONS = 50
+_KEPT_REMOVALS = 1000  # the ids of executors the autoscaler removed, newest (executor ids are never reused)
 RECENT_OBSERVATIONS = 20
 PERCENTILE = 0.9
 
@@ -74,10 +75,9 @@ class ProvisioningTracker:
         self.state = state
         self.pending: PendingChange | None = None
         self.observations: list[float] = []
-        # Removals of our own, by their reasons: a kill, and a decommission where we remove executors
-        # that way. Without scaleDown.decommission a decommission is the cluster's (a node drained):
-        # the executor is lost and its replacement is on its way like any other's.
-        self._ours = DELIBERATE_REMOVALS if config.decommission else (KILLED_BY_DRIVER,)
+        # The executors the autoscaler removed. A decommission of any other is the cluster's (a node
+        # drained): the executor is lost, and its replacement on its way like any other's.
+        self._removed_by_us: dict[str, None] = {}  # (insertion-ordered: the oldest dropped first)
 
     def restore(self) -> None:
         """Start from the observations a previous driver of this application stored."""
@@ -92,6 +92,18 @@ class ProvisioningTracker:
         rank = max(1, math.ceil(PERCENTILE * len(recent)))
         return min(recent[rank - 1], self.config.provisioning_timeout_s)
 
+    def removed_by_us(self, executor_ids: Iterable[str]) -> None:
+        """Note executors the autoscaler removed (killed or decommissioned)."""
+        for executor_id in executor_ids:
+            self._removed_by_us[executor_id] = None
+        while len(self._removed_by_us) > _KEPT_REMOVALS:
+            del self._removed_by_us[next(iter(self._removed_by_us))]
+
+    def _lost_since(self, e: ExecutorInfo, since: float) -> bool:
+        """Removed from outside at or after ``since``: not killed by the driver (ours, or someone's
+        deliberate kill, which Spark does not replace), not one the autoscaler removed."""
+        return e.lost_since(since, (KILLED_BY_DRIVER,)) and e.executor_id not in self._removed_by_us
+
     def start(self, record: ScalingRecord, requested_total: int, now: float) -> None:
         """A change was requested; measuring stops until it settles (see :meth:`settle`)."""
         self.pending = PendingChange(record, requested_total, now)
@@ -104,9 +116,10 @@ class ProvisioningTracker:
         more than the target are live. Executors that never arrive stop the wait at
         ``provisioningTimeout`` (recorded as an observation of that length), and fewer than
         requested then is the cluster's capacity (the shortfall). An executor lost from outside
-        meanwhile (a decommission too, unless ours) starts that wait again: the cluster manager
-        replaces it, and its replacement needs a provisioning time of its own; judged sooner, a
-        replacement still on its way would read as the cluster's limit. ``executors`` (with
+        meanwhile (a decommission too, unless of an executor the autoscaler removed) starts that
+        wait again: the cluster manager replaces it, and its replacement needs a provisioning time
+        of its own; judged sooner, a replacement still on its way would read as the cluster's
+        limit. ``executors`` (with
         registration and removal times) tell when the last one registered and which were lost.
         """
         change = self.pending
@@ -119,9 +132,9 @@ class ProvisioningTracker:
                    if change.adds else live <= target)
         since = change.requested_at
         if change.adds:
-            since = max([since, *(e.removed_time for e in executors
-                                  if e.removed_time is not None
-                                  and e.lost_since(change.requested_at, self._ours))])
+            lost = [e.removed_time for e in executors
+                    if e.removed_time is not None and self._lost_since(e, change.requested_at)]
+            since = max([since, *lost])
         timed_out = now - since >= self.config.provisioning_timeout_s
         if not (arrived or timed_out):
             return None
