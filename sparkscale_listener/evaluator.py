@@ -1084,8 +1084,8 @@ class _Scan:
     order as the model's one-query formulas (:class:`~.model.BatchCost`), so the same figures; one
     query at a time, a tick at 100 queries spent most of its time in numpy's per-call overhead.
     Rows off that path (:attr:`common` false) hold placeholders: the evaluator computes them one
-    by one. With a :class:`_Workspace`, the matrices it returns are the workspace's: valid until
-    the next scan on it."""
+    by one. With a :class:`_Workspace`, a matrix it returns is the workspace's: valid until the
+    next call that writes it (the next scan's, or this scan's same method)."""
 
     def __init__(self, queries: _ScanQueries, executors: np.ndarray,
                  efficiency: Sequence[Sequence[float] | np.ndarray],

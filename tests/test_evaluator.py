@@ -20,7 +20,9 @@ from sparkscale_listener.evaluator import (
     MicroBatchEvaluator,
     _in_flight_rate,
     _Scan,
+    _ScanQueries,
     _task_spread,
+    _Workspace,
 )
 from sparkscale_listener.metrics import (
     BatchRecord,
@@ -30,7 +32,7 @@ from sparkscale_listener.metrics import (
     MetricSample,
     QueryMetrics,
 )
-from sparkscale_listener.model import BatchCost, ideal_task_phase
+from sparkscale_listener.model import BatchCost, Concurrent, ideal_task_phase
 from sparkscale_listener.policy import ScalingPolicy
 
 # backlogThreshold of two 1 s trigger intervals: the batch period sized for is the trigger itself.
@@ -1000,11 +1002,14 @@ def test_a_trigger_longer_than_the_window_holds_no_decision_after_a_change() -> 
     assert not waiting.ready and "query a" in waiting.headline  # the fast one still confirms
 
 
-def test_the_size_scan_predicts_each_querys_batch_time_as_its_model_does() -> None:
-    # The scan computes every query's steady batch time at one size in one array pass; the model
-    # computes one query's. The same operations in the same order: the same figures, exactly,
-    # with and without a trigger, keeping up or not.
+def test_the_size_scan_computes_each_querys_figures_as_its_model_does() -> None:
+    # The scan computes every query's figures at every size in one array pass; the model and the
+    # evaluator's one-query methods compute one query's. The same operations in the same order:
+    # the same figures, exactly, with and without a trigger, keeping up or not; in a workspace
+    # reused from scan to scan (its matrices hold the last scan's values) as without one.
     rng = random.Random(11)
+    workspace = _Workspace()
+    evaluator = MicroBatchEvaluator()
     for _ in range(40):
         costs = []
         for _ in range(rng.randint(1, 6)):
@@ -1018,13 +1023,31 @@ def test_the_size_scan_predicts_each_querys_batch_time_as_its_model_does() -> No
                                    trigger_s=rng.choice([None, 0.0, 1.0, 10.0]),
                                    rows_per_period=lambda: 100.0)
                    for _ in costs]
-        sizes = np.arange(1.0, 61.0)
-        scan = _Scan(list(zip(demands, costs, strict=True)), sizes, 0.7,  # type: ignore[arg-type]
-                     [c.efficiency_upto(len(sizes)) for c in costs])
-        for column in (0, 3, 59):
+        sizes = np.arange(1.0, rng.randint(1, 80) + 1.0)
+        queries = _ScanQueries(list(zip(demands, costs, strict=True)), 0.7)  # type: ignore[arg-type]
+        efficiency = [c.efficiency_upto(len(sizes)) for c in costs]
+        scan = _Scan(queries, sizes, efficiency, workspace)
+        alone = np.zeros((len(costs), len(sizes)))
+        # (Copies: a matrix the scan returns is its workspace's, written again by its next call.)
+        utilization, busy = scan.utilization(alone, np.zeros(len(costs))).copy(), scan.busy_slots().copy()
+        for column in (0, len(sizes) // 2, len(sizes) - 1):
             got = scan.steady_batch_time([d.target for d in demands], [d.trigger_s for d in demands], column)
             assert got == [c.steady_batch_time(d.target, column + 1, d.trigger_s)
                            for d, c in zip(demands, costs, strict=True)]
+        fresh = _Scan(queries, sizes, efficiency)
+        assert np.array_equal(fresh.utilization(alone, np.zeros(len(costs))), utilization)
+        assert np.array_equal(fresh.busy_slots(), busy)
+        # Other queries' batches alongside (their task time at each size, none at some sizes).
+        beside = np.array([[rng.choice([0.0, rng.uniform(0, 50)]) for _ in sizes] for _ in costs])
+        beside_tasks = np.array([float(rng.randint(0, 100)) for _ in costs])
+        shared = scan.utilization(beside, beside_tasks)
+        for i, (d, c) in enumerate(zip(demands, costs, strict=True)):
+            if queries.common[i]:
+                assert np.array_equal(evaluator._utilization(d, c, sizes, 0.7), utilization[i])  # type: ignore[arg-type]
+                assert np.array_equal(evaluator._busy_slots(d, c, sizes), busy[i])  # type: ignore[arg-type]
+                alongside = Concurrent(beside[i], int(beside_tasks[i]))
+                assert np.array_equal(evaluator._utilization(d, c, sizes, 0.7, alongside),  # type: ignore[arg-type]
+                                      shared[i])
 
 
 def test_a_query_alone_gets_its_unchanged_batches_back_as_the_same_objects() -> None:
