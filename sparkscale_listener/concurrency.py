@@ -342,7 +342,7 @@ class BatchColumns:
         dropped = sum(last[1][:k]) if last is not None and pairs else 0
         kept = dropped + sum(follows)
         starts_in, rows_in, seconds_in = (
-            (list(column[dropped:kept]) if before is not None and pairs else [])
+            (column[dropped:kept] if before is not None and pairs else [])  # (a slice: a new list)
             for column in ((before.arrival_starts, before.arrival_rows, before.arrival_seconds)
                            if before is not None else ((), (), ())))
         for previous, b in zip(batches[pairs:-1], batches[pairs + 1:], strict=True):
@@ -355,7 +355,7 @@ class BatchColumns:
                 seconds_in.append(since)
         new = batches[same:]
         starts, rows, durations, backlogs = (
-            (list(getattr(before, name)[k:k + same]) if before is not None else [])
+            (getattr(before, name)[k:k + same] if before is not None else [])
             + list(map(operator.attrgetter(field), new))
             for name, field in (("starts", "start"), ("rows", "rows"), ("durations", "duration_s"),
                                 ("backlogs", "backlog")))
