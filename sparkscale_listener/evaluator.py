@@ -691,8 +691,8 @@ class MicroBatchEvaluator(MetricEvaluator):
             # Usually every query shares one trigger: the matrices as they are, not copies of rows.
             every = len(rows) == len(known)
             # (A sum down the rows adds them one after another, in the queries' order.)
-            members, alone = np.array(rows), every and len(group_of) == 1
-            totals = np.array([(work if alone else work[members[group == k]]).sum(axis=0)
+            members, one_group = np.array(rows), every and len(group_of) == 1
+            totals = np.array([(work if one_group else work[members[group == k]]).sum(axis=0)
                                for k in range(len(group_of))])
             total = totals[0] if len(group_of) == 1 else totals[group]
             others = total - (work if every else work[rows])
