@@ -167,7 +167,8 @@ class Evaluation:
     # bound (an evaluator that does not say, or only idle queries). A scale-down that came due
     # later waits for a batch started after it, so a step just begun is not scaled down blind.
     measured_until: float | None = None
-    # The measured outcome of the last change, per query, once its warm batches are in.
+    # The measured outcome of the last change, per query, once its warm batches are in: on one
+    # evaluation per change (the first that measures it).
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     # What the load needs, in one line ("query 'orders': arrivals 500 rows/s need 4 executors").
     headline: str = ""

@@ -610,10 +610,13 @@ def _scaled_up(evaluator: MicroBatchEvaluator, after: Callable[[float], int],
 
 
 def test_the_outcome_of_a_scale_up_is_its_new_executors_batches_against_the_prediction() -> None:
-    good = _scaled_up(MicroBatchEvaluator(), lambda t: 2 if t < 230 else 8)
+    evaluator = MicroBatchEvaluator()
+    good = _scaled_up(evaluator, lambda t: 2 if t < 230 else 8)
     (outcome,) = good.outcomes.values()
     assert outcome.effective and outcome.batches >= 2 and "effective" in outcome.verdict
     assert outcome.batch_time_s == pytest.approx(outcome.predicted_s, rel=0.01)
+    # Once per change: the control loop reports it, the policy judges it, on that evaluation.
+    assert not _scaled_up(evaluator, lambda t: 2 if t < 230 else 8).outcomes
     # Executors that never came (a capacity limit held 2): nothing to judge the scale-up on.
     held = _scaled_up(MicroBatchEvaluator(), lambda t: 2)
     (outcome,) = held.outcomes.values()
