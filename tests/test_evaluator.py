@@ -900,11 +900,12 @@ def test_arrivals_kept_between_ticks_are_what_reading_every_batch_gives() -> Non
     assert kept.of("q", tuple(records[:3])) == BatchColumns().of("q", tuple(records[:3]))
 
 
-def test_fewest_of_every_query_at_once_is_each_query_s_own() -> None:
+def test_fewest_of_every_query_at_once_is_each_query_s_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """The one-pass answer for all queries is :func:`_fewest` of each, including rows where a
     size before the fewest within the target is within the quarter band, and rows none fits."""
     import numpy as np
 
+    from sparkscale_listener import evaluator as evaluator_module
     from sparkscale_listener.evaluator import _fewest, _fewest_each
 
     rng = np.random.default_rng(7)
@@ -912,8 +913,17 @@ def test_fewest_of_every_query_at_once_is_each_query_s_own() -> None:
     rows += [np.full(40, 0.705), np.linspace(2.0, 0.9, 40), rng.uniform(0.5, 0.9, 40)]
     stepped = np.repeat([1.4, 0.702, 0.702, 0.35], 10)  # two sizes of the same waves, then a shorter one
     rows.append(stepped)
+    # Sizes of as many waves near the target, some within the quarter band (0.7125), some not.
+    waves = [1.4, 0.72, 0.71, 0.705, 0.702, 0.69, 0.35]
+    rows += [np.repeat(rng.choice(waves, size=10), 4) for _ in range(40)]
     utilization = np.array(rows)
-    assert _fewest_each(utilization, 0.7, 0.75) == [_fewest(r, 0.7, 0.75) for r in utilization]
+    each = [_fewest(r, 0.7, 0.75) for r in utilization]
+    assert _fewest_each(utilization, 0.7, 0.75) == each
+    # (Some rows get a size before their fewest within the target.)
+    sooner = [size < int(np.argmax(r <= 0.7)) + 1 for r, (size, _) in zip(utilization, each, strict=True)]
+    assert sum(sooner) > 5
+    monkeypatch.setattr(evaluator_module, "_CANDIDATES_AT_ONCE", 3)  # in blocks of a few candidates
+    assert _fewest_each(utilization, 0.7, 0.75) == each
     assert _fewest_each(np.empty((0, 5)), 0.7, 0.75) == []
 
 
