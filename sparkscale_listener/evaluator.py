@@ -1055,7 +1055,11 @@ def _fraction(value: float) -> str:
 class _Workspace:
     """The scan's matrices, kept from tick to tick and written in place. At 100 queries x 1,000
     sizes each is 0.8 MB: made afresh for every operation, freeing a tick's dozens of them gave the
-    memory back to the system and taking them again faulted its pages in, a fifth of the tick."""
+    memory back to the system and taking them again faulted its pages in, a fifth of the tick.
+    Kept up to :data:`KEPT_MATRIX_BYTES` each (16 of them: a scan of thousands of queries is made
+    afresh each tick rather than hold hundreds of MB in the driver between ticks)."""
+
+    KEPT_MATRIX_BYTES = 4 << 20
 
     def __init__(self) -> None:
         self._flat: dict[str, np.ndarray] = {}
@@ -1063,6 +1067,9 @@ class _Workspace:
     def __call__(self, name: str, shape: tuple[int, int], dtype: type = float) -> np.ndarray:
         """A matrix of ``shape`` to write (its values are the last use's: write all of them)."""
         size = shape[0] * shape[1]
+        if size * np.dtype(dtype).itemsize > self.KEPT_MATRIX_BYTES:
+            self._flat.pop(name, None)
+            return np.empty(shape, dtype=dtype)
         flat = self._flat.get(name)
         if flat is None or flat.size < size or flat.dtype != np.dtype(dtype):
             # An eighth to spare: the scan's width follows the load by a few sizes each tick.

@@ -1021,7 +1021,8 @@ def test_the_size_scan_computes_each_querys_figures_as_its_model_does() -> None:
     # the same figures, exactly, with and without a trigger, keeping up or not; in a workspace
     # reused from scan to scan (its matrices hold the last scan's values) as without one.
     rng = random.Random(11)
-    workspace = _Workspace()
+    workspace, tiny = _Workspace(), _Workspace()
+    tiny.KEPT_MATRIX_BYTES = 8 * 40  # (kept up to 40 figures)
     evaluator = MicroBatchEvaluator()
     for _ in range(40):
         costs = []
@@ -1050,6 +1051,9 @@ def test_the_size_scan_computes_each_querys_figures_as_its_model_does() -> None:
         fresh = _Scan(queries, sizes, efficiency)
         assert np.array_equal(fresh.utilization(alone, np.zeros(len(costs))), utilization)
         assert np.array_equal(fresh.busy_slots(), busy)
+        small = _Scan(queries, sizes, efficiency, tiny)  # its larger matrices made afresh
+        assert np.array_equal(small.utilization(alone, np.zeros(len(costs))), utilization)
+        assert np.array_equal(small.busy_slots(), busy)
         # Other queries' batches alongside (their task time at each size, none at some sizes).
         beside = np.array([[rng.choice([0.0, rng.uniform(0, 50)]) for _ in sizes] for _ in costs])
         beside_tasks = np.array([float(rng.randint(0, 100)) for _ in costs])
