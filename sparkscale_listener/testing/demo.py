@@ -226,6 +226,21 @@ def decided_since(scaler: Any, since: float) -> list[str]:
     return [f"+{t:.0f}s {action}{f' (x{n})' if n > 1 else ''}: {reason}" for t, action, reason, n in runs]
 
 
+def cost_learned(scaler: Any) -> bool:
+    """Whether the autoscaler has fitted its model of every running query's batch cost (a decision
+    giving each query's cost of a row): its decisions wait while it learns what a batch costs, from
+    a few warm batches. Where batches are long at the high load, a scenario steps its load after
+    this rather than pay for the learning at the long batches. (Any decision but "not ready" does
+    not tell it: in one run the step came after such a decision with no warm batch learnt yet, and
+    the scale-up waited 40 s for three warm batches of 10 s.) Not a general rule: a first fit from
+    batches still warming up (a Kafka query's first batches on a fresh executor get faster for
+    longer than the warm-up the model skips) can ask for more executors at the low load, and that
+    decision is the one waited for."""
+    return any(d.get("queries") and all(q.get("slot_seconds_per_row") is not None
+                                        for q in d["queries"].values())
+               for d in scaler.decisions())
+
+
 def wait_for_autoscaler(scaler: Any, condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
     """:func:`wait_for`, with the autoscaler's status and latest decisions in the failure message."""
     since = getattr(scaler, "clock", time.time)()

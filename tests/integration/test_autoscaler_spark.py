@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
-from spark_cluster import SharedCluster, applied, cost_learned
+from spark_cluster import SharedCluster, applied
 
 from sparkscale_listener import ConfigError, autoscale, autoscaler, stop_autoscaler
 from sparkscale_listener.spark.bridge import BridgeNotInstalledError
 from sparkscale_listener.testing import source as testing_source
 from sparkscale_listener.testing.demo import (
     StreamingJob,
+    cost_learned,
     exactly_once,
     read_event_log,
     wait_for,

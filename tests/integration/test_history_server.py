@@ -36,11 +36,11 @@ from typing import Any
 import pytest
 import tab_schema
 from browser import dump_dom
-from spark_cluster import TEST_JVM_OPTIONS, cost_learned, fast_conf
+from spark_cluster import TEST_JVM_OPTIONS, fast_conf
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark import jars as bridge_jars
-from sparkscale_listener.testing.demo import StreamingJob, build_session, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, build_session, cost_learned, wait_for
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[2]

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from spark_cluster import SharedCluster, applied, cost_learned, live_executor_ids, rollbacks
+from spark_cluster import SharedCluster, applied, live_executor_ids, rollbacks
 
 from sparkscale_listener.testing import source as testing_source
-from sparkscale_listener.testing.demo import StreamingJob, exactly_once, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, cost_learned, exactly_once, wait_for
 from sparkscale_listener.testing.demo import wait_for_autoscaler as wait
 
 logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, shown on failure

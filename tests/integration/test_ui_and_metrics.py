@@ -33,11 +33,11 @@ from typing import Any
 import pytest
 import tab_schema
 from browser import DevToolsPage, dump_dom
-from spark_cluster import cost_learned, fast_conf
+from spark_cluster import fast_conf
 
 from sparkscale_listener.observe.gauges import GAUGES
 from sparkscale_listener.observe.ui import UiPublisher
-from sparkscale_listener.testing.demo import StreamingJob, build_session, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, build_session, cost_learned, wait_for
 
 GAUGE_PREFIX = "driver_plugin_io_sparkscale_bridge_SparkscalePlugin_"
 PROMETHEUS_SERVLET = "org.apache.spark.metrics.sink.PrometheusServlet"

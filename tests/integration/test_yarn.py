@@ -162,8 +162,10 @@ def test_scaled_in_yarn_containers_and_held_at_the_queues_capacity(
     app_id = result["app_id"]
     assert app_id.startswith("application_"), app_id
     applied = [(a["action"], a["from_executors"], a["to_executors"]) for a in result["applied"]]
-    # Up from 1 past the queue's room; held at what it gave; down again at low load.
-    assert applied[0][0] == "scale_up" and applied[0][1] == 1 and applied[0][2] > QUEUE_EXECUTORS, applied
+    # Up from 1 past the queue's room (in one or two steps: the first may come while the batch
+    # reading across the step still runs); held at what it gave; down again at low load.
+    ups = [a for a in applied if a[0] == "scale_up"]
+    assert applied[0][:2] == ("scale_up", 1) and max(to for _, _, to in ups) > QUEUE_EXECUTORS, applied
     # What YARN itself reports: the ApplicationMaster's container and one per executor, in the
     # queue the job was submitted to.
     at_capacity = result["yarn"]["at_capacity"]
@@ -174,7 +176,7 @@ def test_scaled_in_yarn_containers_and_held_at_the_queues_capacity(
         after = result["yarn"]["after_scale_down"]
         assert after["runningContainers"] == 1 + applied[-1][2], after
     else:
-        assert len(applied) == 1, applied
+        assert applied == ups, applied
     assert result["exactly_once"] and result["rows"] > 0, result
 
     events = read_event_log(work / "events")

@@ -2,8 +2,9 @@
 ``spark-submit --master yarn yarn_job.py WORKDIR RM_URL [LAST [KEY=VALUE ...]]``.
 
 It has the user's one line (``autoscale(SparkSession.builder...)``) and nothing else of ours on the
-command line. Its queue has room for its ApplicationMaster and 2 executors; it starts with 1. The
-load steps high, then low, and each phase lasts until the autoscaler answered it:
+command line. Its queue has room for its ApplicationMaster and 2 executors; it starts with 1. Once
+the autoscaler has learnt what a batch costs, the load steps high, then low, and each phase lasts
+until the autoscaler answered it:
 
 1. high: a scale-up beyond what the queue can hold; the missing executors never arrive, and the
    autoscaler holds at the 2 the queue gave (a capacity limit);
@@ -32,6 +33,7 @@ from sparkscale_listener import autoscale, autoscaler, stop_autoscaler
 from sparkscale_listener.testing.demo import (
     DEMO_SPARKSCALE_CONF,
     StreamingJob,
+    cost_learned,
     exactly_once,
     quiet_executor_removal_noise,
     wait_for,
@@ -86,6 +88,11 @@ def main(workdir: Path, rm_url: str, last: str = "scale_down", settings: dict[st
             # YARN reports a container released once the executor's JVM has exited.
             return app_report(rm_url, app_id)["runningContainers"] == 1 + scaler.status()["live_executors"]
 
+        # The cost learnt at the job's first 20 rows/s: at 230 rows/s one executor's batches take
+        # seconds each, and the backlog built while they taught it took the low phase half a minute
+        # to drain.
+        wait_for(lambda: cost_learned(scaler), 120, poll_s=1.0, what="the model of the query's batch cost")
+        phases["cost_learned"] = time.monotonic() - started
         # 1 slot does ~100 rows/s at 10 ms a row: 230 rows/s asks for more than the queue's 2, and
         # the backlog the 2 build meanwhile stays small enough to drain within seconds at low load.
         job.set_rate(230)
