@@ -41,6 +41,14 @@ def test_the_first_cluster_call_is_an_absolute_request() -> None:
     assert h.autoscaler.status()["target_executors"] == 3
 
 
+def test_the_brief_status_is_the_status_without_the_last_decision_and_scaling() -> None:
+    h = LoopHarness(cfg(initialExecutors="3", maxExecutors="5"))
+    h.tick(sample(10, live=2))
+    full, brief = h.autoscaler.status(), h.autoscaler.status(brief=True)
+    assert full["last_decision"] is not None
+    assert brief == {k: v for k, v in full.items() if k not in ("last_decision", "last_scaling")}
+
+
 def test_without_a_start_target_the_baseline_waits_for_the_count_to_settle_then_for_the_timeout() -> None:
     # Executors still arriving: no baseline (it would cancel those not registered yet) until three
     # ticks see one count; a count that never settles is taken after provisioningTimeout, counted

@@ -56,12 +56,12 @@ class _FakeAutoscaler:
     paused: bool = False
     blocked: dict[str, str] = field(default_factory=dict)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, brief: bool = False) -> dict[str, Any]:
+        assert brief, "the summary of every tick asks for the brief status"
         return {"mode": "autoscale", "target_executors": self.target, "initial_executors": 1,
                 "live_executors": 1, "pending_executors": 0, "paused": self.paused,
                 "pause_reason": "checker taskFailures: 9 failed tasks" if self.paused else None,
-                "stopped": False, "last_decision": None, "last_scaling": None, "errors": 0,
-                "provisioning_time_s": 5.0, "blocked_queries": self.blocked}
+                "stopped": False, "errors": 0, "provisioning_time_s": 5.0, "blocked_queries": self.blocked}
 
 
 def _sample(t: float, rows: int, backlog: float, name: str | None = "q<1>") -> MetricSample:

@@ -163,7 +163,7 @@ class UiPublisher:
         self.summaries.count(decisions)
         if sample is None:
             return
-        status = autoscaler.status()
+        status = autoscaler.status(brief=True)
         evaluation = decisions[-1].evaluation if decisions else None
         window_s = max(config.metrics_window_s, RATE_TICKS * config.interval_s)
         point = self._point(sample, status, evaluation, window_s)

@@ -917,7 +917,7 @@ class Simulation:
     @property
     def target(self) -> int:
         """The autoscaler's executor target (before its baseline: the cluster manager's)."""
-        status = self.autoscaler.status()
+        status = self.autoscaler.status(brief=True)
         if status["initial_executors"] is None:
             return self.cluster.effective_target
         return int(status["target_executors"])
@@ -1003,7 +1003,7 @@ class Simulation:
             errors = [e for e in self.recorder.events[seen:] if e.kind == "error"]
             if errors:
                 raise SimulationError(f"t={self.now:g}s: the control loop reported: {errors[0].reason}")
-        status = self.autoscaler.status()
+        status = self.autoscaler.status(brief=True)
         scaling = self.autoscaler.executor.targets.last_scaling
         if scaling is not None and scaling is not self._last_scaling:
             self.result.records.append(scaling)
