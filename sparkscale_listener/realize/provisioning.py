@@ -119,8 +119,8 @@ class ProvisioningTracker:
         meanwhile (a decommission too, unless of an executor the autoscaler removed) starts that
         wait again: the cluster manager replaces it, and its replacement needs a provisioning time
         of its own; judged sooner, a replacement still on its way would read as the cluster's
-        limit. ``executors`` (with
-        registration and removal times) tell when the last one registered and which were lost.
+        limit. ``executors`` (with registration and removal times) tell when the last one
+        registered and which were lost.
         """
         change = self.pending
         if change is None:
