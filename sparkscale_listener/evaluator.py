@@ -67,8 +67,10 @@ SAME_WAVES = 0.01
 # Sizes evaluated at most (the useful ones, up to the widest stage, are fewer).
 MAX_SCANNED = 2000
 # Sizes before a query's fewest within the target compared with every later size at once (a
-# block of this many x the sizes scanned: 2 MB at 1,000 sizes).
+# block of this many x the sizes scanned: 2 MB at 1,000 sizes), of queries with at most
+# _CANDIDATES_PER_ROW of them (usually one or two).
 _CANDIDATES_AT_ONCE = 256
+_CANDIDATES_PER_ROW = 4
 _EPS = 1e-9
 
 
@@ -674,14 +676,15 @@ class MicroBatchEvaluator(MetricEvaluator):
         # no trigger, nothing to read, a binding read limit) through _utilization and _busy_slots
         # one by one.
         widest = max(useful, live)
-        queries = _ScanQueries(known, target)
-        at_widest = _Scan(queries, np.array([float(widest)]), [[c.efficiency_at(widest)] for _, c in known])
+        scan_queries = _ScanQueries(known, target)
+        at_widest = _Scan(scan_queries, np.array([float(widest)]),
+                          [[c.efficiency_at(widest)] for _, c in known])
         slots_at_widest = at_widest.busy_slots()[:, 0].tolist()
-        busy = sum(slots_at_widest[i] if queries.common[i] else self._busy_slots(d, c, widest)
+        busy = sum(slots_at_widest[i] if scan_queries.common[i] else self._busy_slots(d, c, widest)
                    for i, (d, c) in enumerate(known))
         shared = executors_for(busy / target + other, spe)
         sizes = np.arange(1.0, max(live, min(MAX_SCANNED, max(useful, shared, live) + 1)) + 1)
-        scan = _Scan(queries, sizes, [c.efficiency_upto(len(sizes)) for _, c in known], self._workspace)
+        scan = _Scan(scan_queries, sizes, [c.efficiency_upto(len(sizes)) for _, c in known], self._workspace)
 
         # Spark starts the batches of queries with one trigger interval together: each one's batch
         # shares the slots with the others' (their task time at each size).
@@ -700,9 +703,8 @@ class MicroBatchEvaluator(MetricEvaluator):
                 tasks[g] += known[i][1].tasks
             # Usually every query shares one trigger: the matrices as they are, not copies of rows.
             every = len(rows) == len(known)
-            # (A sum down the rows adds them one after another, in the queries' order.)
             members, one_group = np.array(rows), every and len(group_of) == 1
-            totals = np.array([(work if one_group else work[members[group == k]]).sum(axis=0)
+            totals = np.array([_sum_rows(work if one_group else work[members[group == k]])
                                for k in range(len(group_of))])
             total = totals[0] if len(group_of) == 1 else totals[group]
             others = total - (work if every else work[rows])
@@ -718,7 +720,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         own = scan.utilization(concurrent_s, concurrent_tasks)
         busy_at = scan.busy_slots()
         for i, (d, c) in enumerate(known):
-            if not queries.common[i]:
+            if not scan_queries.common[i]:
                 alongside = (Concurrent(concurrent_s[i], int(concurrent_tasks[i])) if i in sharing
                              else NONE_CONCURRENT)
                 own[i] = self._utilization(d, c, sizes, target, alongside)
@@ -726,7 +728,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         per_query = {d.q.query_id: own[i] for i, (d, _) in enumerate(known)}
         # The queries' task time at the target, and a slot for each task of other jobs at full
         # use (as Spark's own allocation counts them): the slots all of it needs.
-        needed = busy_at.sum(axis=0) if known else 0.0 * sizes  # (row after row, in the queries' order)
+        needed = _sum_rows(busy_at)
         needed = needed / target + other
         app = target * needed / (sizes * spe)
         if known:
@@ -1021,19 +1023,23 @@ def _fewest(utilization: np.ndarray, target: float, band_max: float) -> tuple[in
 
 def _fewest_each(utilization: np.ndarray, target: float, band_max: float) -> list[tuple[int, bool]]:
     """:func:`_fewest` of each row (a query's utilization at every size), in array passes: the
-    fewest size within the target of every row, then every size before it within the quarter band
-    (its next size that shortens batches and what the target asks for) of all rows together, in
-    blocks (the same comparisons, the same figures). A row none fits is :func:`_fewest`'s own."""
+    fewest size within the target of every row, then the sizes before it within the quarter band
+    (their next size that shortens batches and what the target asks for) of all rows together, in
+    blocks. The same comparisons, the same figures. A row none fits, or with more than
+    :data:`_CANDIDATES_PER_ROW` sizes in the band (a long stretch of sizes of as many waves), is
+    :func:`_fewest`'s own: it stops at the first size that answers."""
     if not utilization.size:
         return [_fewest(row, target, band_max) for row in utilization]
     fits = utilization <= target + _EPS
     first, some = fits.argmax(axis=1), fits.any(axis=1)
-    answers = [(int(f) + 1, False) if fit else _fewest(row, target, band_max)
-               for f, fit, row in zip(first.tolist(), some.tolist(), utilization, strict=True)]
     sizes = np.arange(utilization.shape[1])
-    near = utilization <= target + (band_max - target) / 4 + _EPS
-    rows, before = np.nonzero(near & (sizes < first[:, None]) & some[:, None])  # by row, then size
-    chosen: set[int] = set()
+    candidate = (utilization <= target + (band_max - target) / 4 + _EPS) & (sizes < first[:, None])
+    few = candidate.sum(axis=1) <= _CANDIDATES_PER_ROW
+    answers = [(int(f) + 1, False) if fit and alone else _fewest(row, target, band_max)
+               for f, fit, alone, row in zip(first.tolist(), some.tolist(), few.tolist(), utilization,
+                                             strict=True)]
+    rows, before = np.nonzero(candidate & (some & few)[:, None])  # by row, then size
+    answered: set[int] = set()
     for k in range(0, len(rows), _CANDIDATES_AT_ONCE):
         r, i = rows[k:k + _CANDIDATES_AT_ONCE], before[k:k + _CANDIDATES_AT_ONCE]
         at = utilization[r, i]
@@ -1042,10 +1048,22 @@ def _fewest_each(utilization: np.ndarray, target: float, band_max: float) -> lis
         asked = (i + 1) * at / target
         nearer = (useful > i + 2) & (asked - (i + 1) < useful - asked)
         for row, size in zip(r[nearer].tolist(), i[nearer].tolist(), strict=True):
-            if row not in chosen:  # the smallest such size of the row
-                chosen.add(row)
+            if row not in answered:  # the smallest such size of the row
+                answered.add(row)
                 answers[row] = (size + 1, False)
     return answers
+
+
+def _sum_rows(matrix: np.ndarray) -> np.ndarray:
+    """The rows added one after another, in order: what a loop over them gives, bit for bit (the
+    same figures whatever the number of queries). numpy adds down the rows so where there are two
+    columns or more; a single column it sums pairwise."""
+    if matrix.shape[1] >= 2:
+        return matrix.sum(axis=0)
+    total = np.zeros(matrix.shape[1])
+    for row in matrix:
+        total = total + row
+    return total
 
 
 def _fraction(value: float) -> str:
@@ -1121,7 +1139,7 @@ class _Scan:
     def __init__(self, queries: _ScanQueries, executors: np.ndarray,
                  efficiency: Sequence[Sequence[float] | np.ndarray],
                  workspace: _Workspace | None = None) -> None:
-        self.q = q = queries
+        self.queries = q = queries
         self.shape = (len(q.common), executors.size)
         self._workspace = workspace
         sizes = executors.reshape(1, -1)
@@ -1150,7 +1168,7 @@ class _Scan:
 
     def task_time(self, rows: Sequence[float], name: str = "work") -> np.ndarray:
         """:meth:`BatchCost.task_time` of each query's ``rows``."""
-        column = np.array([pr * max(0.0, r) for pr, r in zip(self.q.per_row, rows, strict=True)],
+        column = np.array([pr * max(0.0, r) for pr, r in zip(self.queries.per_row, rows, strict=True)],
                           dtype=float).reshape(-1, 1)
         return np.add(self.base, column, out=self._matrix(name))
 
@@ -1160,21 +1178,21 @@ class _Scan:
         written over ``work``; ``beside``: the concurrent task time, the slots shared with it,
         where there is any."""
         ideal = np.multiply(self.waves, work, out=self._matrix("ideal"))
-        np.divide(ideal, self.q.tasks, out=ideal)
+        np.divide(ideal, self.queries.tasks, out=ideal)
         if beside is not None:
             concurrent_s, shared_slots, running = beside
             spread = np.add(work, concurrent_s, out=work)
             np.divide(spread, shared_slots, out=spread)
             np.maximum(ideal, spread, out=ideal, where=running)
         np.multiply(self.efficiency, ideal, out=work)
-        return np.add(self.q.driver, work, out=work)
+        return np.add(self.queries.driver, work, out=work)
 
     def steady_batch_time(self, rates: Sequence[float], triggers: Sequence[float | None],
                           column: int) -> list[float]:
         """:meth:`BatchCost.steady_batch_time` of each query at ``rates`` on the size of ``column``,
         alone on the executors: the same operations, one array pass."""
         efficiency, waves, base = self.efficiency[:, column], self.waves[:, column], self.base[:, column]
-        q = self.q
+        q = self.queries
         per_row, tasks, driver = np.array(q.per_row, dtype=float), q.tasks[:, 0], q.driver[:, 0]
         rate = np.array(rates, dtype=float)
         busy = efficiency * waves * per_row / tasks * rate
@@ -1187,7 +1205,7 @@ class _Scan:
     def utilization(self, beside_s: np.ndarray, beside_tasks: np.ndarray) -> np.ndarray:
         """:meth:`MicroBatchEvaluator._utilization`, other batches running alongside: their task
         time (a row per query, a column per size) and tasks (one per query)."""
-        q = self.q
+        q = self.queries
         period, trigger = np.array(q.period, dtype=float), np.array(q.trigger, dtype=float)
         # Scaled to the period where it is longer than the trigger (x * 1.0 is x exactly).
         concurrent_s = np.multiply(beside_s, np.where(period > trigger, period / trigger, 1.0)[:, None],
@@ -1212,7 +1230,7 @@ class _Scan:
 
     def busy_slots(self) -> np.ndarray:
         """:meth:`MicroBatchEvaluator._busy_slots`."""
-        work = self.task_time(self.q.rows, "busy")
-        period = self._batch_time(self.task_time(self.q.rows, "period"))
-        np.maximum(np.array(self.q.period, dtype=float).reshape(-1, 1), period, out=period)
+        work = self.task_time(self.queries.rows, "busy")
+        period = self._batch_time(self.task_time(self.queries.rows, "period"))
+        np.maximum(np.array(self.queries.period, dtype=float).reshape(-1, 1), period, out=period)
         return np.divide(work, period, out=work)

@@ -900,6 +900,20 @@ def test_arrivals_kept_between_ticks_are_what_reading_every_batch_gives() -> Non
     assert kept.of("q", tuple(records[:3])) == BatchColumns().of("q", tuple(records[:3]))
 
 
+def test_the_queries_figures_are_added_row_after_row_whatever_their_number() -> None:
+    # One order of addition, so the same figures at every number of queries and sizes (numpy
+    # sums a single column pairwise).
+    from sparkscale_listener.evaluator import _sum_rows
+
+    rng = np.random.default_rng(5)
+    for rows, columns in ((0, 3), (1, 1), (9, 1), (40, 1), (40, 2), (100, 7)):
+        matrix = rng.standard_normal((rows, columns)) * 10.0 ** rng.integers(-8, 8, size=(rows, 1))
+        looped = np.zeros(columns)
+        for row in matrix:
+            looped = looped + row
+        assert _sum_rows(matrix).tobytes() == looped.tobytes(), (rows, columns)
+
+
 def test_fewest_of_every_query_at_once_is_each_query_s_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """The one-pass answer for all queries is :func:`_fewest` of each, including rows where a
     size before the fewest within the target is within the quarter band, and rows none fits."""
@@ -915,7 +929,8 @@ def test_fewest_of_every_query_at_once_is_each_query_s_own(monkeypatch: pytest.M
     rows.append(stepped)
     # Sizes of as many waves near the target, some within the quarter band (0.7125), some not.
     waves = [1.4, 0.72, 0.71, 0.705, 0.702, 0.69, 0.35]
-    rows += [np.repeat(rng.choice(waves, size=10), 4) for _ in range(40)]
+    rows += [np.repeat(rng.choice(waves, size=40), rng.integers(1, 5))[:40] for _ in range(40)]
+    rows += [np.repeat([0.705, 0.69], 20)]  # a long stretch of sizes within the band
     utilization = np.array(rows)
     each = [_fewest(r, 0.7, 0.75) for r in utilization]
     assert _fewest_each(utilization, 0.7, 0.75) == each
@@ -924,6 +939,21 @@ def test_fewest_of_every_query_at_once_is_each_query_s_own(monkeypatch: pytest.M
     assert sum(sooner) > 5
     monkeypatch.setattr(evaluator_module, "_CANDIDATES_AT_ONCE", 3)  # in blocks of a few candidates
     assert _fewest_each(utilization, 0.7, 0.75) == each
+    # At a hundred executors a size within the band asks for the next one that helps when that
+    # is only a size or two away: what the target asks for is then nearer it.
+    wide = []
+    for _ in range(40):
+        at, stretch = int(rng.integers(40, 150)), int(rng.integers(1, 4))
+        row = np.full(200, 1.4)
+        row[at:at + stretch] = rng.uniform(0.7001, 0.7125)  # sizes of as many waves, within the band
+        row[at + stretch:] = rng.uniform(0.5, 0.7)
+        wide.append(row)
+    wide_each = [_fewest(r, 0.7, 0.75) for r in wide]
+    assert len(set(wide_each)) > 10
+    for per_row in (0, 10**6):  # every row through _fewest, every row in the array passes
+        monkeypatch.setattr(evaluator_module, "_CANDIDATES_PER_ROW", per_row)
+        assert _fewest_each(utilization, 0.7, 0.75) == each
+        assert _fewest_each(np.array(wide), 0.7, 0.75) == wide_each
     assert _fewest_each(np.empty((0, 5)), 0.7, 0.75) == []
 
 
