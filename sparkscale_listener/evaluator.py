@@ -248,7 +248,12 @@ class MicroBatchEvaluator(MetricEvaluator):
             if confirmed < CONFIRMING_BATCHES:
                 stabilizing.append(f"stabilizing: {confirmed} of {CONFIRMING_BATCHES} batches of "
                                    f"{readable.query(q.name, q.query_id)} on the new size")
-        if len(learning) == sum(not d.idle for d in demands) and learning:
+        # Every query still learning: not ready, unless other jobs' tasks (a batch job) or real-time
+        # queries ask for slots, which no cost is needed for: held while every query learnt (its
+        # batches waiting behind the batch job's tasks), a real 48 s batch job came and went unseen.
+        window = last.time - context.config.metrics_window_s
+        others = held or any(s.cluster.other_tasks for s in history if s.time >= window)
+        if len(learning) == sum(not d.idle for d in demands) and learning and not others:
             return self._not_ready(context, waiting)
         if stabilizing or math.isinf(context.window_start):
             # The new size is not measured yet; but arrivals do not depend on it: when two batches

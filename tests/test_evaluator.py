@@ -1006,6 +1006,20 @@ def test_a_batch_starting_before_the_last_one_does_not_stop_the_sweep() -> None:
         assert evaluator.evaluate(history, scaling_context(t, target=4, live=4)).ready
 
 
+def test_other_jobs_tasks_are_sized_while_every_query_still_learns_its_cost() -> None:
+    # A batch job beside a query that has not learnt its cost yet (its batches wait behind the
+    # job's tasks): the job's slots need no cost; nothing is given back meanwhile.
+    learning = Stream("a", lambda t: 1000.0 if t < 25 else 3000.0, fixed_s=10.0)  # 2 warm batches that differ
+    alone = evaluate([learning], until=35.0, target=2, live=2)
+    assert not alone.ready and "learning the cost of query" in alone.headline
+    beside = evaluate([learning], until=35.0, target=2, live=2, other_tasks=18)
+    # 18 slots and those a's tasks keep busy (at the target), 4 an executor.
+    assert beside.ready and beside.recommended_executors == 6, beside.headline
+    assert "1 query still learning and other jobs' 18 pending or running tasks" in beside.headline
+    quiet = evaluate([learning], until=35.0, target=8, live=8, other_tasks=1)
+    assert quiet.ready and quiet.recommended_executors == 8, quiet.headline  # held while a learns
+
+
 def test_a_query_still_learning_holds_no_decision_of_the_others_only_their_scale_down() -> None:
     # b's batches carry no task figures (never measured): "not ready: learning the cost of query b"
     # held every decision, for the application's life. Now a is sized, b's busy slots counted, and
