@@ -23,7 +23,10 @@ from ..state.autoscaler_state import AutoscalerState
 from .capacity import Shortfall
 
 _KEPT_OBSERVATIONS = 50
-_KEPT_REMOVALS = 1000  # the ids of executors the autoscaler removed, newest (executor ids are never reused)
+# The ids of executors the autoscaler removed, newest, at least this many (executor ids are never
+# reused); and at least twice maxExecutors, so a scale-down of every executor is still known when
+# its removals land.
+_KEPT_REMOVALS = 1000
 RECENT_OBSERVATIONS = 20
 PERCENTILE = 0.9
 
@@ -78,6 +81,7 @@ class ProvisioningTracker:
         # The executors the autoscaler removed. A decommission of any other is the cluster's (a node
         # drained): the executor is lost, and its replacement on its way like any other's.
         self._removed_by_us: dict[str, None] = {}  # (insertion-ordered: the oldest dropped first)
+        self._kept_removals = max(_KEPT_REMOVALS, 2 * config.max_executors)
 
     def restore(self) -> None:
         """Start from the observations a previous driver of this application stored."""
@@ -96,7 +100,7 @@ class ProvisioningTracker:
         """Note executors the autoscaler removed (killed or decommissioned)."""
         for executor_id in executor_ids:
             self._removed_by_us[executor_id] = None
-        while len(self._removed_by_us) > _KEPT_REMOVALS:
+        while len(self._removed_by_us) > self._kept_removals:
             del self._removed_by_us[next(iter(self._removed_by_us))]
 
     def _lost_since(self, e: ExecutorInfo, since: float) -> bool:

@@ -54,7 +54,10 @@ class ClusterBackend(ABC):
 @dataclass(frozen=True)
 class RealizationResult:
     requested_total: int  # the target the cluster manager now has
-    removed: tuple[str, ...] = ()  # executors killed/decommissioned by this call
+    # Executors killed or decommissioned by this call (or by the backend since the last one):
+    # every one of them, since only these are the autoscaler's own removals (a decommission of
+    # any other is the cluster's, and its replacement is waited for).
+    removed: tuple[str, ...] = ()
     ok: bool = True
     message: str = ""
 
@@ -78,7 +81,8 @@ class ScalingRealizer(ABC):
         """Move towards ``target`` executors: request more, or remove idle ones.
 
         ``remove_first``: executors to remove before any other, busy or not (a rollback passes
-        the executors the rolled-back scaling added: their tasks fail anyway)."""
+        the executors the rolled-back scaling added: their tasks fail anyway). The result names
+        every executor removed (:attr:`RealizationResult.removed`)."""
 
     @property
     @abstractmethod
