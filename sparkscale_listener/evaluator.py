@@ -249,8 +249,8 @@ class MicroBatchEvaluator(MetricEvaluator):
                 stabilizing.append(f"stabilizing: {confirmed} of {CONFIRMING_BATCHES} batches of "
                                    f"{readable.query(q.name, q.query_id)} on the new size")
         # Every query still learning: not ready, unless other jobs' tasks (a batch job) or real-time
-        # queries ask for slots, which no cost is needed for: held while every query learnt (its
-        # batches waiting behind the batch job's tasks), a real 48 s batch job came and went unseen.
+        # queries ask for slots, which need no cost. Held, a batch job could come and go unseen
+        # while a query beside it learnt (its batches waiting behind the job's tasks).
         window = last.time - context.config.metrics_window_s
         others = held or any(s.cluster.other_tasks for s in history if s.time >= window)
         if len(learning) == sum(not d.idle for d in demands) and learning and not others:
