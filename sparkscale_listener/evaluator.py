@@ -1040,8 +1040,8 @@ def _fewest_each(utilization: np.ndarray, target: float, band_max: float) -> lis
     sizes = np.arange(utilization.shape[1])
     candidate = (utilization <= target + (band_max - target) / 4 + _EPS) & (sizes < first[:, None])
     few = candidate.sum(axis=1) <= _CANDIDATES_PER_ROW
-    answers = [(int(f) + 1, False) if fit and alone else _fewest(row, target, band_max)
-               for f, fit, alone, row in zip(first.tolist(), some.tolist(), few.tolist(), utilization,
+    answers = [(int(f) + 1, False) if fit and handful else _fewest(row, target, band_max)
+               for f, fit, handful, row in zip(first.tolist(), some.tolist(), few.tolist(), utilization,
                                              strict=True)]
     rows, before = np.nonzero(candidate & (some & few)[:, None])  # by row, then size
     answered: set[int] = set()
