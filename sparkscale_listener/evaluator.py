@@ -251,8 +251,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         # Every query still learning: not ready, unless other jobs' tasks (a batch job) or real-time
         # queries ask for slots, which need no cost. Held, a batch job could come and go unseen
         # while a query beside it learnt (its batches waiting behind the job's tasks).
-        window = last.time - context.config.metrics_window_s
-        others = held or any(s.cluster.other_tasks for s in history if s.time >= window)
+        others = held or _other_tasks(history, context.config.metrics_window_s) > 0
         if len(learning) == sum(not d.idle for d in demands) and learning and not others:
             return self._not_ready(context, waiting)
         if stabilizing or math.isinf(context.window_start):
@@ -652,15 +651,11 @@ class MicroBatchEvaluator(MetricEvaluator):
         """Every size at once: per query its utilization at 1, 2, ... executors (arrays), the
         application's the highest of them or what all their task time needs (and the slots
         real-time-mode queries hold); the fewest within the target."""
-        last = history[-1]
         cfg = context.config
         target = cfg.utilization_target
         spe = context.slots_per_executor
         live = max(1, context.live_executors)
-        # Jobs outside the streaming queries (a batch or ML job sharing the application) keep the
-        # slots their tasks ask for; the most seen over the window, so a gap between stages frees nothing.
-        other = float(max(s.cluster.other_tasks for s in history
-                          if s.time >= last.time - context.config.metrics_window_s))
+        other = _other_tasks(history, context.config.metrics_window_s)
         holding = {qid: held_slots(q) for qid, q in held.items()}
         # Queries still learning their cost: at the target, the slots their tasks kept busy.
         unsized = {qid: slots / target for qid, slots in (learning or {}).items()}
@@ -959,6 +954,14 @@ def _since(horizon: float, keys: Sequence[float], *columns: Sequence[Any]) -> li
         return [c[i:] for c in columns]
     picked = [k >= horizon for k in keys]
     return [list(itertools.compress(c, picked)) for c in columns]
+
+
+def _other_tasks(history: Sequence[MetricSample], window_s: float) -> float:
+    """The slots jobs outside the streaming queries (a batch or ML job sharing the application)
+    keep: their pending and running tasks, the most seen over the window, so a gap between
+    stages frees nothing."""
+    last = history[-1]
+    return float(max(s.cluster.other_tasks for s in history if s.time >= last.time - window_s))
 
 
 def _measured_until(demands: Sequence[_Demand]) -> float | None:

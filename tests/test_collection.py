@@ -362,6 +362,15 @@ def test_a_batch_handed_over_unchanged_is_counted_once_it_completes_and_only_onc
     assert collector.collect(now=3.0).queries[QID].batch_busy_ms == 150.0
 
 
+def test_a_jvm_batch_key_counts_only_as_spark_writes_a_batch_id() -> None:
+    # A job that sets streaming.sql.batchId itself may write "007" or a Unicode digit: neither is
+    # batch 7 or batch 2, and neither may break the collection.
+    collector, recorder, _ = make_collector(snapshot(batches={"7": 100.0, "007": 30.0, "\u00b2": 40.0}))
+    recorder.record_progress(progress(2, 10), now=1.0)
+    recorder.record_progress(progress(7, 10), now=1.0)
+    assert collector.collect(now=1.0).queries[QID].batch_busy_ms == 100.0
+
+
 def test_the_running_batch_is_the_one_after_the_latest_completed_once_a_task_of_it_ended() -> None:
     collector, recorder, bridge = make_collector(snapshot(batches={"0": 100.0, "1": 50.0}))
     assert collector.collect(now=1.0).queries == {}  # no progress yet: no query to speak of

@@ -207,14 +207,14 @@ class SparkMetricCollector(MetricCollector):
         qid = progress.query_id
         added = self._batch_busy_added.setdefault(qid, {})
         total = self._batch_busy_total.get(qid, 0.0)
-        window: set[int] | None = None
+        window: set[str] | None = None  # the completed batches' ids as the JVM writes them
         for key, batch in jvm_batches.items():
             counted = added.get(key)
             if counted is not None and counted[0] is batch:
                 continue  # the same object as when counted (the poll hands unchanged ones over so)
             if window is None:
-                window = set(progress.batch_ids)
-            if _batch_number(key) not in window:
+                window = {str(b) for b in progress.batch_ids}
+            if key not in window:
                 continue  # not completed in the recorder's view (yet): counted once it is
             # The JVM listener queue can lag the streams queue: a batch's last task ends may land
             # after its progress. Add what grew since it was last counted, never subtract.
@@ -334,11 +334,6 @@ class SparkMetricCollector(MetricCollector):
                 continue
             external[str(key)] = number
         return external
-
-
-def _batch_number(key: str) -> int | None:
-    """The batch id a JVM batch key is (Spark writes it as a plain decimal number), else None."""
-    return int(key) if key.isascii() and key.isdigit() and (key == "0" or key[0] != "0") else None
 
 
 def _in_flight(p: QueryProgress, jvm_batches: Mapping[str, BatchTasks]) -> InFlightBatch | None:
