@@ -82,7 +82,8 @@ class ScalingRealizer(ABC):
 
         ``remove_first``: executors to remove before any other, busy or not (a rollback passes
         the executors the rolled-back scaling added: their tasks fail anyway). The result names
-        every executor removed (:attr:`RealizationResult.removed`)."""
+        every executor removed (:attr:`RealizationResult.removed`), also when a request fails
+        after a removal: return that failure (``ok`` False), do not raise it."""
 
     @property
     @abstractmethod
@@ -164,8 +165,31 @@ class ExecutorRealizer(ScalingRealizer):
                                  ok=result.ok, message=message)
 
     def _request(self, total: int) -> RealizationResult:
-        ok = self.backend.request_total(total)
+        try:
+            ok = self.backend.request_total(total)
+        except Exception as exc:
+            # A failed request like a refused one, not raised: the result must still name the
+            # executors this call removed before it (only those are ours; see removed).
+            return RealizationResult(requested_total=self._requested, ok=False, message=error_text(exc))
         if ok:
             self._requested = total
         return RealizationResult(requested_total=self._requested, ok=ok,
                                  message="" if ok else f"the cluster manager refused a target of {total}")
+
+
+def error_text(exc: BaseException) -> str:
+    """A one-line account of a failed request. A Py4J error's text is the whole Java stack
+    trace; the innermost cause says what happened (e.g. "Connection refused")."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            parts = [str(java.toString())]
+            cause = java.getCause()
+            while cause is not None and len(parts) < 5:
+                parts.append(str(cause.toString()))
+                cause = cause.getCause()
+            return " <- ".join(p.strip() for p in parts)[:500]
+        except Exception:
+            pass  # the JVM may be gone: fall back to the text
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {' '.join(lines[:2])}"[:500]

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..config import AutoscalerConfig
 from ..observe.events import AutoscalerEvent, EventDispatcher
-from .realizer import RealizationResult, ScalingRealizer
+from .realizer import RealizationResult, ScalingRealizer, error_text
 
 _KEPT_ATTEMPTS = 20
 
@@ -125,21 +125,3 @@ class RequestGuard:
             now, "notice", f"the cluster manager accepts requests again after {now - failure.since:.0f}s "
             f"and {failure.attempts} failed attempt(s) since {failure.what}",
             situation="cluster-manager-available", details=self._details() | {"attempts": failure.attempts}))
-
-
-def error_text(exc: BaseException) -> str:
-    """A one-line account of a failed request. A Py4J error's text is the whole Java stack
-    trace; the innermost cause says what happened (e.g. "Connection refused")."""
-    java = getattr(exc, "java_exception", None)
-    if java is not None:
-        try:
-            parts = [str(java.toString())]
-            cause = java.getCause()
-            while cause is not None and len(parts) < 5:
-                parts.append(str(cause.toString()))
-                cause = cause.getCause()
-            return " <- ".join(p.strip() for p in parts)[:500]
-        except Exception:
-            pass  # the JVM may be gone: fall back to the text
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {' '.join(lines[:2])}"[:500]
