@@ -92,7 +92,7 @@ def main(workdir: Path, bootstrap: str, topic: str, records: int, jars: list[str
                 if time.monotonic() - start > deadline_s:
                     raise TimeoutError(f"timed out waiting for {what}; applied: {actions()}, "
                                        f"consumed {consumed(query)}")
-                time.sleep(1.0)
+                time.sleep(0.5)
 
         wait(lambda: "scale_up" in actions(), "a scale-up for the backlog")
         wait(lambda: consumed(query) >= records, f"all {records} records read")

@@ -48,6 +48,10 @@ FAST: dict[str, str] = {
     "spark.sparkscale.scaleDownInterval": "8s",
 }
 
+# FAST with a shorter scale-down delay, for a job whose scale-down is only the event it waits for
+# (how long the delay is is the policy's tests').
+QUICK_SCALE_DOWN: dict[str, str] = {**FAST, "spark.sparkscale.scaleDownInterval": "4s"}
+
 
 # The Spark settings of the first cluster of this process. pyspark launched the driver JVM with
 # them as system properties, and every later SparkConf of the process reads those as defaults: a

@@ -185,7 +185,7 @@ DEMO_STEPS: tuple[LoadStep, ...] = (
 WAITED: list[tuple[str, float]] = []
 
 
-def wait_for(condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.5,
+def wait_for(condition: Callable[[], Any], timeout_s: float, poll_s: float = 0.2,
              what: str = "condition") -> Any:
     """Poll until ``condition()`` is truthy; raise TimeoutError naming ``what`` at the deadline."""
     started = time.monotonic()

@@ -68,7 +68,7 @@ def main(workdir: Path, settings: dict[str, str]) -> int:
         for rate, what, answered in phases:
             job.set_rate(rate)
             print(f"load {rate} rows/s ({what})", flush=True)
-            wait_for(lambda answered=answered: answered(actions()), 240, poll_s=2.0, what=what)
+            wait_for(lambda answered=answered: answered(actions()), 240, poll_s=0.5, what=what)
             print(f"  {scaler.status()['last_decision']['reason'][:160]}", flush=True)
         job.stop()
         ids = job.written_ids()

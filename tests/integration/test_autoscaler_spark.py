@@ -197,8 +197,12 @@ def test_two_concurrent_queries_get_one_combined_target(cluster: SharedCluster) 
     scaler = cluster.scenario()
     # 10 ms per row: "orders" needs ~1.0 busy slot, "clicks" ~0.6. Alone, each would fit in 2
     # executors at 70 % utilization; together they need 3.
-    StreamingJob(cluster.spark, cluster.workdir, name="orders", rows_per_second=100).start()
-    StreamingJob(cluster.spark, cluster.workdir, name="clicks", rows_per_second=60).start()
+    orders = StreamingJob(cluster.spark, cluster.workdir, name="orders", rows_per_second=20).start()
+    clicks = StreamingJob(cluster.spark, cluster.workdir, name="clicks", rows_per_second=12).start()
+    # Learnt at the low rates' short batches, then the load that needs both queries' share.
+    wait_for(lambda: cost_learned(scaler), 120, what="the model of the queries' batch cost")
+    orders.set_rate(100)
+    clicks.set_rate(60)
 
     def combined_scale_up() -> dict | None:
         for d in applied(scaler, "scale_up"):
@@ -224,7 +228,9 @@ def sleepy(seconds: float) -> Any:
 
 
 def test_a_batch_job_keeps_the_executors_its_tasks_need(cluster: SharedCluster) -> None:
-    scaler = cluster.scenario(initialExecutors="2")
+    # The quiet query's 1 executor in one step once the jobs are done, after a shorter delay than
+    # the file's (how long it is and how far one step goes are the policy's tests').
+    scaler = cluster.scenario(initialExecutors="2", scaleDownInterval="4s", **{"scaleDown.maxFactor": "1.0"})
     sc = cluster.spark.sparkContext
     # A quiet query: alone, it would be scaled down to 1 executor.
     job = StreamingJob(cluster.spark, cluster.workdir, name="quiet", rows_per_second=5, partitions=2).start()

@@ -334,8 +334,9 @@ def test_the_master_unavailable_for_a_while(standalone: Standalone, tmp_path: Pa
 
         standalone.stop_master()
         down_at = time.monotonic()
-        # One executor (about 100 rows/s) is not enough: a scale-up is wanted while the Master is down.
-        job.set_rate(160)
+        # One executor (about 100 rows/s) is not enough: a scale-up is wanted while the Master is down
+        # (and little backlog is left to work off once it is back).
+        job.set_rate(130)
         wait(scaler, lambda: (request_failure(scaler) or {}).get("attempts", 0) >= 3, 150,
              "three failed requests for the scale-up")
         failure = request_failure(scaler)

@@ -175,8 +175,9 @@ class TestExecutorsThatFailTheirTasks:
         watched = {f"checkers.{c}.window": "120s" for c in
                    ("taskFailures", "executorFailures", "queryFailure", "throughputRegression",
                     "gcPressure", "heapUsage")}
+        # (The scale-downs' delay shorter than the file's: how long it is is the policy's tests'.)
         scaler = cluster.scenario(**watched, **{"initialExecutors": "3", "maxExecutors": "3",
-                                                "rollback.target": "last"})
+                                                "rollback.target": "last", "scaleDownInterval": "4s"})
         wait(scaler, lambda: scaler.status()["target_executors"] == 3 and len(live_executor_ids(spark)) == 3,
              120, "the baseline of 3 executors (initialExecutors=3)")
         first = max(live_executor_ids(spark))  # executors added later get higher ids and fail

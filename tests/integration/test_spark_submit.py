@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from spark_cluster import FAST, TEST_JVM_OPTIONS, free_port
+from spark_cluster import QUICK_SCALE_DOWN, TEST_JVM_OPTIONS, free_port
 
 from sparkscale_listener.testing.demo import read_event_log, wait_for
 
@@ -139,7 +139,7 @@ def test_submitted_job_from_the_installed_wheel_scales_down_then_up(
                           "--driver-java-options", TEST_JVM_OPTIONS,
                           "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",
                           "--conf", "spark.sparkscale.minExecutors=2",  # a setting from the command line
-                          str(job), str(work), *(f"{k}={v}" for k, v in FAST.items())],
+                          str(job), str(work), *(f"{k}={v}" for k, v in QUICK_SCALE_DOWN.items())],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     print(run.stdout[-4000:])
     result_lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]

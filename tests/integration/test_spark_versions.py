@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from kafka_broker import KafkaBroker, connector_jars
-from spark_cluster import FAST
+from spark_cluster import QUICK_SCALE_DOWN
 from spark_lines import OLDER_LINES, REPO, pyspark_home, python_with_pyspark
 
 pytestmark = pytest.mark.spark
@@ -45,7 +45,7 @@ def test_older_lines_start_read_kafka_scale_up_for_its_lag_and_down_after(broker
         out = open(workdir / "stdout", "w+", encoding="utf-8")  # closed in the finally below
         err = open(workdir / "stderr", "w+", encoding="utf-8")
         process = subprocess.Popen([python, str(SMOKE_JOB), str(workdir / "work"), broker.bootstrap, topic,
-                                    str(RECORDS), ",".join(map(str, jars)), json.dumps(FAST)],
+                                    str(RECORDS), ",".join(map(str, jars)), json.dumps(QUICK_SCALE_DOWN)],
                                    cwd=workdir, env=env, stdout=out, stderr=err, text=True)
         runs[version] = (process, out, err, connector_version)
     try:

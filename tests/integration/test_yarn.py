@@ -23,7 +23,7 @@ from typing import Any
 
 import pyspark
 import pytest
-from spark_cluster import FAST, TEST_JVM_OPTIONS
+from spark_cluster import FAST, QUICK_SCALE_DOWN, TEST_JVM_OPTIONS
 from yarn_cluster import Queue, YarnCluster
 
 from sparkscale_listener.testing.demo import read_event_log
@@ -91,8 +91,10 @@ def submit(yarn: YarnCluster, conf_dir: Path, workdir: Path, *args: str, last: s
                SPARK_CONF_DIR=str(conf_dir), SPARK_HOME=str(SPARK_HOME), PYSPARK_PYTHON=sys.executable,
                SPARK_LOCAL_IP="127.0.0.1",
                PATH=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}")
-    # The suite's faster autoscaler settings (a tick a second), as the other files use them.
-    settings = [f"{k}={v}" for k, v in FAST.items() if k.startswith("spark.sparkscale.")]
+    # The suite's faster autoscaler settings (a tick a second), as the other files use them; a
+    # shorter scale-down delay where the job ends on its scale-down.
+    settings = [f"{k}={v}" for k, v in (QUICK_SCALE_DOWN if last == "scale_down" else FAST).items()
+                if k.startswith("spark.sparkscale.")]
     command = [str(venv_bin / "spark-submit"), *args, str(JOB), str(workdir), yarn.web_url, last, *settings]
 
     def once() -> subprocess.CompletedProcess[str]:

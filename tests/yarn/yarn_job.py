@@ -91,13 +91,13 @@ def main(workdir: Path, rm_url: str, last: str = "scale_down", settings: dict[st
         # The cost learnt at the job's first 20 rows/s: at 230 rows/s one executor's batches take
         # seconds each, and the backlog built while they taught it took the low phase half a minute
         # to drain.
-        wait_for(lambda: cost_learned(scaler), 120, poll_s=1.0, what="the model of the query's batch cost")
+        wait_for(lambda: cost_learned(scaler), 120, poll_s=0.5, what="the model of the query's batch cost")
         phases["cost_learned"] = time.monotonic() - started
         # 1 slot does ~100 rows/s at 10 ms a row: 230 rows/s asks for more than the queue's 2, and
         # the backlog the 2 build meanwhile stays small enough to drain within seconds at low load.
         job.set_rate(230)
         print("load 230 rows/s (high: scale up past the queue's room)", flush=True)
-        wait_for(lambda: scaler.status()["capacity_limit"] and settled(), 240, poll_s=1.0,
+        wait_for(lambda: scaler.status()["capacity_limit"] and settled(), 240, poll_s=0.5,
                  what="a capacity limit, held at what the queue gave")
         held = scaler.status()["capacity_limit"]["executors"]
         if held != 2:  # fail now, not after waiting for a scale-down from 1
@@ -113,7 +113,7 @@ def main(workdir: Path, rm_url: str, last: str = "scale_down", settings: dict[st
         # what it does, and well within one executor.
         job.set_rate(5)
         print("load 5 rows/s (low: scale down)", flush=True)
-        wait_for(lambda: "scale_down" in [d["action"] for d in applied()] and settled(), 240, poll_s=1.0,
+        wait_for(lambda: "scale_down" in [d["action"] for d in applied()] and settled(), 240, poll_s=0.5,
                  what="a scale-down after the capacity limit")
         wait_for(containers_match, 60, what="YARN to report the scaled-down executor's container released")
         reports["after_scale_down"] = app_report(rm_url, app_id)
