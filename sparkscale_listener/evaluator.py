@@ -655,6 +655,12 @@ class MicroBatchEvaluator(MetricEvaluator):
         target = cfg.utilization_target
         spe = context.slots_per_executor
         live = max(1, context.live_executors)
+        # The size the load is judged at: the target where executors beyond it are still live
+        # (leaving, or started unasked by a standalone Master back from a restart). Judged on all
+        # of them, a load they kept within the band asked for no scale-up, and the ones it needed
+        # were removed, to be asked for again once measured without them (20 s more lag, on real
+        # Spark).
+        judged_at = min(live, max(1, context.current_target))
         other = _other_tasks(history, context.config.metrics_window_s)
         holding = {qid: held_slots(q) for qid, q in held.items()}
         # Queries still learning their cost: at the target, the slots their tasks kept busy.
@@ -735,7 +741,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             app = np.maximum(app, own.max(axis=0))
         required, capped = _fewest(app, target, cfg.utilization_max)
         recommended = min(max(required, cfg.min_executors), cfg.max_executors)
-        now_util = float(app[live - 1])
+        now_util = float(app[judged_at - 1])
 
         each = dict(zip(per_query, _fewest_each(own, target, cfg.utilization_max), strict=True))
         # Each query's batch time at the live size, at its target rate.
@@ -750,15 +756,15 @@ class MicroBatchEvaluator(MetricEvaluator):
             if cost is not None and not d.idle and own is not None:
                 own_required, own_capped = each[d.q.query_id]
             queries[d.q.query_id] = self._query_result(
-                d, cost, own_required, own_capped, None if own is None else float(own[live - 1]),
+                d, cost, own_required, own_capped, None if own is None else float(own[judged_at - 1]),
                 None if cost is None or d.idle else predicted[d.q.query_id])
         for qid, q in held.items():
             queries[qid] = _real_time_result(q, holding[qid], spe)
         utilization = min(now_util, MAX_UTILIZATION)
         required_slots = float(required * spe)
         backlog_mode = any(q.backlog_mode for q in queries.values())
-        headline, details = self._explain(demands, queries, costs, required, recommended, utilization, live,
-                                          capped, other, empty_reason, holding, unsized)
+        headline, details = self._explain(demands, queries, costs, required, recommended, utilization,
+                                          judged_at, live, capped, other, empty_reason, holding, unsized)
         return Evaluation(time=context.now, ready=True, current_executors=context.current_target,
                           recommended_executors=recommended, required_slots=required_slots,
                           utilization=utilization, backlog_mode=backlog_mode, queries=queries,
@@ -787,10 +793,11 @@ class MicroBatchEvaluator(MetricEvaluator):
     @staticmethod
     def _explain(demands: list[_Demand], queries: dict[str, QueryEvaluation],
                  costs: dict[str, BatchCost | None], required: int, recommended: int, utilization: float,
-                 live: int, capped: bool, other: float, empty: str,
+                 judged_at: int, live: int, capped: bool, other: float, empty: str,
                  holding: Mapping[str, int], unsized: Mapping[str, float]) -> tuple[str, str]:
         """(the headline: what the load needs and why, in one line; the figures behind it)."""
-        details = [f"utilization {_fraction(utilization)} on {readable.executors(live)}"
+        beyond = f" (the target; {live} live)" if live > judged_at else ""
+        details = [f"utilization {_fraction(utilization)} on {readable.executors(judged_at)}{beyond}"
                    + (f"; bounded to {recommended} by min/maxExecutors" if required != recommended else "")]
         held = sum(holding.values())
         jobs_tasks = other - held - sum(unsized.values())

@@ -385,6 +385,20 @@ def test_after_a_change_it_waits_for_two_batches_at_the_new_size() -> None:
     assert "waiting for the executors beyond the target to leave" in leaving.headline
 
 
+def test_executors_beyond_the_target_do_not_hide_a_load_the_target_cannot_hold() -> None:
+    # 6,000 rows/s of 16 tasks: within the band on 2 executors (0.76), far above it on 1. With the
+    # target at 1 and a second executor live (started unasked by a Master back from a restart),
+    # judged on both, the policy held 1 and the second was removed, to be asked for again later.
+    load = [Stream("a", 6000.0)]
+    assert 0.7 < evaluate(load, live=2, target=2).utilization < 0.85
+    ev = evaluate(load, live=2, target=1)
+    assert ev.utilization == pytest.approx(evaluate(load, live=1, target=1).utilization)
+    assert ev.utilization > CFG.utilization_max
+    assert "on 1 executor (the target; 2 live)" in ev.reason
+    decision = ScalingPolicy().decide(ev, scaling_context(300.0, target=1, live=2))
+    assert decision.action == "scale_up" and decision.to_executors > 1, decision.reason
+
+
 def test_the_batches_of_the_start_up_settling_are_not_fitted() -> None:
     # Before any scaling, measuring starts once the start-up's executors settled (here at 200 s):
     # the batches before, on executors registering or leaving, are no size's cost.
