@@ -16,7 +16,7 @@ from typing import Any
 from spark_cluster import fast_conf
 
 from sparkscale_listener import autoscaler
-from sparkscale_listener.testing.demo import StreamingJob, build_session, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, build_session, cost_learned, wait_for
 
 
 def session(workdir: Path, run: str) -> Any:
@@ -36,6 +36,8 @@ def first_driver(workdir: Path) -> None:
     scaler = autoscaler(spark)
     job = StreamingJob(spark, workdir, rows_per_second=30).start()
     wait_for(lambda: scaler.status()["target_executors"] == 1, 120, what="the baseline of 1 executor")
+    # Learnt at the low rate's short batches (on 1 executor the high rate's take ~4 s each).
+    wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
     job.set_rate(220)
     wait_for(lambda: (scaler.status()["healthy_target"] or 0) > 1, 180, what="a scale-up, confirmed healthy")
     print(f"HEALTHY {scaler.status()['healthy_target']}", flush=True)

@@ -36,6 +36,13 @@ from sparkscale_listener.testing.demo import (
 # CPU with Java's defaults, 27 s with these). The Kafka tools and the YARN daemons use the same.
 TEST_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
+# The driver removes a standalone executor whose connection closed only after this delay (5 s by
+# default), waiting for the Worker's account of its exit. For an executor it killed itself no such
+# account comes (the Master has forgotten it): every executor a scale-down removed took 5 s to
+# leave. Its removal reason stays "Executor killed by driver."; one lost any other way may read
+# "disassociated" instead of its exit code: a loss all the same.
+QUICK_REMOVAL: dict[str, str] = {"spark.standalone.executorRemoveDelayOnDisconnection": "1s"}
+
 # The demo's settings (testing/demo.py), faster: every wait of a scenario is a few ticks long; and
 # the test JVMs' options.
 FAST: dict[str, str] = {
@@ -46,6 +53,7 @@ FAST: dict[str, str] = {
     "spark.sparkscale.metricsWindow": "6s",
     "spark.sparkscale.stabilizationInterval": "2s",
     "spark.sparkscale.scaleDownInterval": "8s",
+    **QUICK_REMOVAL,
 }
 
 # FAST with a shorter scale-down delay, for a job whose scale-down is only the event it waits for

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import pytest
 from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
+from spark_cluster import QUICK_REMOVAL
 
 from sparkscale_listener.spark import bridge as bridge_module
 from sparkscale_listener.spark import jars as bridge_jars
@@ -99,6 +100,7 @@ def env(bridge_jar: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         .config("spark.eventLog.rolling.enabled", "false")  # one plain file to read back
         .config("spark.eventLog.compress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config(map=QUICK_REMOVAL)  # an executor killed leaves in 1 s, not 5
         # JMX makes the driver's metric registry readable from here through py4j.
         .config("spark.metrics.conf.driver.sink.jmx.class", "org.apache.spark.metrics.sink.JmxSink")
         .getOrCreate()

@@ -35,7 +35,7 @@ from sparkscale_listener import stop_autoscaler
 from sparkscale_listener.collect.backlog import kafka_lag
 from sparkscale_listener.spark.bridge import JvmBridge, SourceOffsets
 from sparkscale_listener.spark.jars import installed_versions
-from sparkscale_listener.testing.demo import wait_for, wait_for_autoscaler
+from sparkscale_listener.testing.demo import cost_learned, wait_for, wait_for_autoscaler
 
 pytestmark = pytest.mark.spark
 
@@ -272,15 +272,17 @@ def test_a_two_partition_topic_never_gets_more_slots_than_it_can_use(
     spark, failed_before = cluster.spark, cluster.tasks_failed()
     topic = "narrow"
     broker.create_topic(topic, 2)
-    with broker.producer(topic) as backlog:
-        backlog.send(1000)
-    producer = broker.producer(topic, first_id=1000)
-    # 1.6 slot-seconds a second: 2.3 slots at the 0.7 target, over the topic's 2 partitions whatever the
-    # backlog's catch-up adds (at 100 records/s a run sized 1.4 slots once the waiting records were
-    # read, and no decision was capped); two 1-core executors still keep up (about 180 records/s).
-    producer.set_rate(160)
+    producer = broker.producer(topic)
+    producer.set_rate(20)
     query = start_job(spark, broker, topic, tmp_path)
     try:
+        # Learnt at the low rate's short batches; then a backlog, and 1.6 slot-seconds a second:
+        # 2.3 slots at the 0.7 target, over the topic's 2 partitions whatever the backlog's catch-up
+        # adds (at 100 records/s a run sized 1.4 slots once the waiting records were read, and no
+        # decision was capped); two 1-core executors still keep up (about 180 records/s).
+        wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
+        producer.send(1000)
+        producer.set_rate(160)
         def capped_decisions() -> list[dict[str, Any]]:
             return [d for d in scaler.decisions() if d.get("queries")
                     and query_evaluation(d, topic)["capped"]]
