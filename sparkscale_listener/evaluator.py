@@ -658,8 +658,8 @@ class MicroBatchEvaluator(MetricEvaluator):
         # The size the load is judged at: the target where executors beyond it are still live
         # (leaving, or started unasked by a standalone Master back from a restart). Judged on all
         # of them, a load they kept within the band asked for no scale-up, and the ones it needed
-        # were removed, to be asked for again once measured without them (20 s more lag, on real
-        # Spark).
+        # were removed, to be asked for again once measured without them (on real Spark, the
+        # scale-up 39 s after a Master came back instead of under 10 s).
         judged_at = min(live, max(1, context.current_target))
         other = _other_tasks(history, context.config.metrics_window_s)
         holding = {qid: held_slots(q) for qid, q in held.items()}
