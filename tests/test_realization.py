@@ -55,33 +55,6 @@ def test_never_below_min_executors() -> None:
     assert len(result.removed) == 1 and realizer.requested_total == 2
 
 
-class RequestsFailingCluster(SimCluster):
-    """The simulated cluster whose target requests raise (the Master unreachable) while kills
-    still go through: a kill reaches the executor's own endpoint, a request the cluster manager."""
-
-    failing = False
-
-    def request_total(self, total: int) -> bool:
-        if self.failing:
-            raise RuntimeError("org.apache.spark.SparkException: Exception thrown in awaitResult\n"
-                               "  at org.apache.spark.util.SparkThreadUtils$.awaitResult")
-        return super().request_total(total)
-
-
-def test_a_request_that_raises_after_a_removal_still_names_the_executors_removed() -> None:
-    c = RequestsFailingCluster(cores_per_executor=1, provisioning_delay_s=0.0, initial_executors=3)
-    realizer = ExecutorRealizer(c, min_executors=1)
-    realizer.baseline(3)
-    c.failing = True
-    result = realizer.realize(1)
-    # Only the removals a result names are the autoscaler's own; without them, these two leaving
-    # would read as losses and restart a scale-up's wait.
-    assert len(result.removed) == 2 and not set(result.removed) & set(c.executor_ids())
-    assert not result.ok and result.message == "RuntimeError: org.apache.spark.SparkException: " \
-        "Exception thrown in awaitResult at org.apache.spark.util.SparkThreadUtils$.awaitResult"
-    assert realizer.requested_total == 3  # the last target the cluster manager accepted
-
-
 class ShuffleHoldingCluster(SimCluster):
     """The simulated cluster, with some idle executors holding a running batch's shuffle output."""
 
@@ -155,3 +128,36 @@ def test_an_executor_removed_when_idle_is_not_counted_as_live() -> None:
     c.done = [ids[1]]
     result = realizer.realize(1)  # the one left is the target: nothing more to remove
     assert result.removed == (ids[1],) and c.wanted == [] and realizer.requested_total == 1
+
+
+class RequestsFailingCluster(RemovingWhenIdleCluster):
+    """The simulated cluster whose target requests raise (the cluster manager unreachable) once
+    ``failing`` is set, after the removals before them went through."""
+
+    failing = False
+
+    def request_total(self, total: int) -> bool:
+        if self.failing:
+            raise RuntimeError("org.apache.spark.SparkException: Exception thrown in awaitResult\n"
+                               "  at org.apache.spark.util.SparkThreadUtils$.awaitResult")
+        return super().request_total(total)
+
+
+def test_a_request_that_raises_after_a_decommission_still_names_it_and_names_no_busy_one() -> None:
+    c = RequestsFailingCluster(4)
+    realizer = ExecutorRealizer(c, min_executors=1, decommission=True)
+    realizer.baseline(4)
+    ids = sorted(c.executor_ids(), key=int)
+    c.set_running(2)  # the two oldest run tasks
+    c.failing = True
+    result = realizer.realize(1)
+    # The failure is returned, not raised, with the two idle executors it decommissioned: only the
+    # decommissions a result names are the autoscaler's own (any other during a scale-up's wait is
+    # a drained node's, whose replacement is waited for).
+    assert result.removed == (ids[3], ids[2]) and not set(result.removed) & set(c.executor_ids())
+    assert not result.ok and result.message == "RuntimeError: org.apache.spark.SparkException: " \
+        "Exception thrown in awaitResult at org.apache.spark.util.SparkThreadUtils$.awaitResult"
+    assert realizer.requested_total == 4  # the last target the cluster manager accepted
+    # And no busy executor named for removal at the end of its tasks while requests fail: Spark
+    # marks one pending removal before asking the cluster manager, and a failed ask leaves it idle.
+    assert c.wanted == []

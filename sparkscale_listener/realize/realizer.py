@@ -155,8 +155,10 @@ class ExecutorRealizer(ScalingRealizer):
         short = len(live) - target - len(now)
         # The rest are busy (or hold shuffle output a running batch reads): removed the moment their
         # tasks end, newest first; a later call names them again or does it where the backend cannot.
+        # None while the cluster manager fails requests: Spark marks an executor it is asked to
+        # remove as pending removal before asking, and a failed ask leaves it idle for good.
         left = sorted((e for e in live if e not in now), key=executor_id_order, reverse=True)
-        self.backend.remove_when_idle(left[:max(0, short)], target)
+        self.backend.remove_when_idle(left[:max(0, short)] if result.ok else (), target)
         removed += now
         message = result.message or ("" if short <= 0 else
                                      f"{short} executor(s) busy or holding shuffle output of a running "
