@@ -134,14 +134,14 @@ class QueryEvaluation:
     catch_up_rate: float  # backlog / catchUpDuration
     slot_seconds_per_row: float | None  # busy task time per row; None: not measurable yet
     required_slots: float  # slots needed at the target utilization (after the parallelism cap)
-    utilization: float | None  # how busy the current size keeps it, on the band's scale
+    utilization: float | None  # how busy the current size (see Evaluation) keeps it, on the band's scale
     parallelism_cap: int | None
     capped: bool  # the cap, not demand, limits required_slots
     backlog_mode: bool
     note: str = ""
     trigger_s: float | None = None  # None: the default trigger (next batch at once)
     batch_time_s: float | None = None  # its recent batches' typical duration
-    predicted_batch_time_s: float | None = None  # the model's, at the current size, for target_rate
+    predicted_batch_time_s: float | None = None  # the model's, on the live executors, for target_rate
     rows_per_batch: float | None = None  # rows a batch must read to follow target + catch-up
     required_executors: int = 0  # the fewest executors keeping this query within the target alone
     rising: bool = False  # its latest batches show arrivals rising or batches lengthening
@@ -156,7 +156,8 @@ class Evaluation:
     recommended_executors: int  # before delays/limits of the policy, after min/max clamp
     required_slots: float
     # How busy the current executors are against the target (0.7 = exactly at utilization.target
-    # 0.7): the number the policy's band is applied to.
+    # 0.7): the number the policy's band is applied to. Of the target's executors where more are
+    # live (leaving, or started unasked): those beyond it are going.
     utilization: float | None
     backlog_mode: bool
     queries: dict[str, QueryEvaluation] = field(default_factory=dict)

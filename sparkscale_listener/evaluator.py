@@ -751,7 +751,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         queries: dict[str, QueryEvaluation] = {}
         for d in demands:
             cost = costs.get(d.q.query_id)
-            own_required, own_capped = (1 if d.idle else live), False
+            own_required, own_capped = (1 if d.idle else judged_at), False
             own = per_query.get(d.q.query_id)
             if cost is not None and not d.idle and own is not None:
                 own_required, own_capped = each[d.q.query_id]

@@ -394,6 +394,7 @@ def test_executors_beyond_the_target_do_not_hide_a_load_the_target_cannot_hold()
     ev = evaluate(load, live=2, target=1)
     assert ev.utilization == pytest.approx(evaluate(load, live=1, target=1).utilization)
     assert ev.utilization > CFG.utilization_max
+    assert ev.queries["a"].utilization == pytest.approx(ev.utilization)  # the query's, read there too
     assert "on 1 executor (the target; 2 live)" in ev.reason
     decision = ScalingPolicy().decide(ev, scaling_context(300.0, target=1, live=2))
     assert decision.action == "scale_up" and decision.to_executors > 1, decision.reason

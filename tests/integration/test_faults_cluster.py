@@ -335,8 +335,7 @@ def test_the_master_unavailable_for_a_while(standalone: Standalone, tmp_path: Pa
         standalone.stop_master()
         down_at = time.monotonic()
         # One executor (about 100 rows/s) is not enough: a scale-up is wanted while the Master is down.
-        # Back, the Master starts a second executor unasked; 130 rows/s are within the band on both,
-        # not on the target's one (judged on both, the second was removed and asked for again).
+        # (130 rows/s are within the band on two executors, not on the target's one: see below.)
         job.set_rate(130)
         wait(scaler, lambda: (request_failure(scaler) or {}).get("attempts", 0) >= 3, 150,
              "three failed requests for the scale-up")
@@ -360,10 +359,19 @@ def test_the_master_unavailable_for_a_while(standalone: Standalone, tmp_path: Pa
 
         standalone.start_master()
         restarted_at = time.monotonic()
+        restarted_ms = time.time() * 1000.0
         wait(scaler, lambda: (scaler.status()["target_executors"] == 2 and len(live_ids(bridge)) == 2
                               and request_failure(scaler) is None), 180,
              "the scale-up to 2 once the Master is back")
         converge = time.monotonic() - restarted_at
+        # Back, the Master may start an executor on the free core unasked (it forgot the target). The
+        # load needs it: it is kept. (In a run before 8167c1f the load read on both executors was
+        # within the band: the target held at 1, that executor was removed, and the scale-up to 2
+        # came 39 s after the Master's return. Other runs of that code scaled up before any such
+        # reading, and this passes; test_evaluator.py has the case itself.)
+        removed = {e: x["removedMs"] for e, x in bridge.snapshot()["executors"].items()
+                   if x["removedMs"] is not None and x["removedMs"] >= restarted_ms}
+        assert not removed, ("no executor removed after the Master came back", removed)
         recovered = [e for e in events.events if e.situation == "cluster-manager-available"]
         assert recovered, [e.reason for e in events.events]
         assert not rollbacks(scaler) and not bad_verdicts(events), bad_verdicts(events)
