@@ -211,13 +211,13 @@ def test_two_concurrent_queries_get_one_combined_target(cluster: SharedCluster) 
                 return d
         return None
 
-    decision = wait_for(combined_scale_up, 180, what="a scale-up driven by both queries")
+    decision = wait_for_autoscaler(scaler, combined_scale_up, 180, what="a scale-up driven by both queries")
     per_query = {q["name"]: q["required_slots"] for q in decision["queries"].values()}
     assert set(per_query) == {"orders", "clicks"}
     # Each query's figure counts the other's tasks beside its batches; the application's covers both.
     assert decision["required_slots"] >= max(per_query.values()), decision
-    wait_for(lambda: scaler.status()["target_executors"] >= 3, 180,
-             what="a target covering both queries (3 executors)")
+    wait_for_autoscaler(scaler, lambda: scaler.status()["target_executors"] >= 3, 180,
+                        what="a target covering both queries (3 executors)")
 
 
 def sleepy(seconds: float) -> Any:

@@ -283,6 +283,7 @@ def test_a_two_partition_topic_never_gets_more_slots_than_it_can_use(
         wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
         producer.send(1000)
         producer.set_rate(160)
+
         def capped_decisions() -> list[dict[str, Any]]:
             return [d for d in scaler.decisions() if d.get("queries")
                     and query_evaluation(d, topic)["capped"]]
