@@ -308,7 +308,7 @@ def quiet_executor_removal_noise(spark: Any) -> None:
 def run_demo(workdir: Path | None = None) -> int:
     import logging
 
-    from .. import autoscaler
+    from .. import autoscaler, stop_autoscaler
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("sparkscale").setLevel(logging.INFO)
@@ -336,6 +336,9 @@ def run_demo(workdir: Path | None = None) -> int:
         # ~45 lines of stack; expected here, and it would bury the summary below.
         quiet_loggers(spark, "org.apache.spark.sql.execution.datasources.FileFormatWriter")
         job.stop()
+        # Reading the sink back is a batch job: not one to scale up for (in one run the request was
+        # still in flight as the session stopped, and Spark logged a stack trace after the result).
+        stop_autoscaler(spark)
         ids = job.written_ids()
         exact = exactly_once(ids)
         print()
