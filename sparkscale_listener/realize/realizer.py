@@ -171,7 +171,8 @@ class ExecutorRealizer(ScalingRealizer):
             ok = self.backend.request_total(total)
         except Exception as exc:
             # A failed request like a refused one, not raised: the result must still name the
-            # executors this call removed before it (only those are ours; see removed).
+            # executors this call removed before it (a decommission not named reads as the
+            # cluster's; see RealizationResult.removed).
             return RealizationResult(requested_total=self._requested, ok=False, message=error_text(exc))
         if ok:
             self._requested = total
