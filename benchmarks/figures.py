@@ -17,6 +17,10 @@ Keys of :func:`figures` (stable; new ones may be added):
 ``mean_executors``             ``executor_s / duration_s``
 ``lag_over_threshold_share``   share of the time with more than ``backlog_threshold_s`` of input
                                waiting (``lag_s > threshold``)
+``lag_over_half_share``        share of the time with more than half of it (the peaks a steady
+                               load should stay under)
+``lag_p99_s``                  the lag exceeded 1 % of the time (time-weighted): the peaks,
+                               without a single transient
 ``max_lag_s``                  largest ``lag_s``
 ``under_oracle_share``         share of the time with fewer live executors than the oracle
 ``actions``                    scaling actions (entries of ``actions`` whose target differs)
@@ -48,7 +52,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["OTHER_TARGET", "Timeline", "figures", "flaps", "other_target", "sample_weights"]
+__all__ = ["OTHER_TARGET", "Timeline", "figures", "flaps", "other_target", "sample_weights",
+           "weighted_quantile"]
 
 
 # A policy of the decision benchmarks: sparkscale at another utilization.target, "sparkscale-u0.8".
@@ -95,6 +100,16 @@ def sample_weights(t: Sequence[float]) -> np.ndarray:
     if times.size == 0:
         return times
     return np.append(np.diff(times), 0.0)
+
+
+def weighted_quantile(values: Sequence[float] | np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The smallest value that ``q`` of the total weight is at or below (nan without weight)."""
+    v, w = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
+    if not w.size or w.sum() <= 0:
+        return math.nan
+    order = np.argsort(v, kind="stable")
+    cumulative = np.cumsum(w[order])
+    return float(v[order][np.searchsorted(cumulative, q * cumulative[-1] - 1e-12)])
 
 
 def flaps(actions: Sequence[tuple[float, int, int]], scale_down_interval_s: float) -> int:
@@ -145,6 +160,9 @@ def figures(run: Timeline, oracle: Sequence[float], backlog_threshold_s: float,
         "mean_executors": executor_s / duration if duration > 0 else nan,
         "lag_over_threshold_share": (float(np.dot(w, lag > backlog_threshold_s)) / duration
                                      if duration > 0 else nan),
+        "lag_over_half_share": (float(np.dot(w, lag > backlog_threshold_s / 2.0)) / duration
+                                if duration > 0 else nan),
+        "lag_p99_s": weighted_quantile(lag, w, 0.99),
         "max_lag_s": float(lag.max()) if lag.size else nan,
         "under_oracle_share": (float(np.dot(w, executors < best - 1e-9)) / duration
                                if duration > 0 else nan),

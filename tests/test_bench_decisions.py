@@ -119,12 +119,25 @@ def test_oracle_is_the_simulator_oracle_without_fixed_costs() -> None:
 
 def test_oracle_counts_the_fixed_task_time_per_trigger() -> None:
     q = replace(query("q", lambda t: 100.0, 0.0, 100.0), task_overhead_s=0.5, executor_overhead_s=1.0)
-    # 100 x 0.002 + (32 x 0.5 + E x 1.0) / 10 slot-s/s at 0.7: 2.71 slots for E = 1 (> 2), 2.86
-    # for E = 2 (<= 4); without the fixed time 0.29 slots, 1 executor.
+    # Sized on its trigger: 100 x 0.002 + (32 x 0.5 + E x 1.0) / 10 slot-s/s at 0.7: 2.71 slots for
+    # E = 1 (> 2), 2.86 for E = 2 (<= 4); without the fixed time 0.29 slots, 1 executor.
+    assert smallest_sufficient_executors([q], {"q": 100.0}, 2, 0.7, 20) == 2
+    assert smallest_sufficient_executors([replace(q, task_overhead_s=0.0, executor_overhead_s=0.0)],
+                                         {"q": 100.0}, 2, 0.7, 20) == 1
+    assert smallest_sufficient_executors([q], {"q": 100.0}, 2, 0.7, 1) == 1  # capped at maxExecutors
+
+
+def test_the_benchmarks_oracle_counts_the_fixed_task_time_per_period_the_lag_allows() -> None:
+    # A 10 s trigger, shorter than a quarter of backlogThreshold (15 s): batches may run back to
+    # back 15 s apart, and the fixed time is paid every 15 s. 100 x 0.002 + (32 x 1.0 + E x 1.0) / 15
+    # slot-s/s at 0.7: 2.4 slots for E = 1 (> 2), 2.47 for E = 2 (<= 4); and a batch of 15 s of
+    # arrivals over 0.7 (4.3 s of task time plus the 34 s fixed) ends within 15 s on 4 slots.
+    q = replace(query("q", lambda t: 100.0, 0.0, 100.0), task_overhead_s=1.0, executor_overhead_s=1.0)
     assert oracle_executors([q], {"q": 100.0}, 2, 0.7, 20) == 2
     assert oracle_executors([replace(q, task_overhead_s=0.0, executor_overhead_s=0.0)],
                             {"q": 100.0}, 2, 0.7, 20) == 1
-    assert oracle_executors([q], {"q": 100.0}, 2, 0.7, 1) == 1  # capped at maxExecutors
+    # The same trigger sized on the trigger (backlogThreshold 4 trigger intervals or less): more.
+    assert smallest_sufficient_executors([q], {"q": 100.0}, 2, 0.7, 20, backlog_threshold_s=40.0) > 2
 
 
 # -- the simulator's additions -----------------------------------------------------------------

@@ -394,3 +394,69 @@ def test_batch_work_replaces_the_modelled_task_time() -> None:
     record = _one_batch(batch_work=work)
     assert seen == [(0, 100.0, pytest.approx(1.0))]
     assert record.task_s == pytest.approx(3.0) and record.duration_s == pytest.approx(1.5)
+
+
+# -- the simulated cluster's own model -----------------------------------------------------------
+
+
+def _recommend(queries: list[SimQuery], executors: int, seconds: float, cores: int = 2) -> Simulation:
+    """The queries on a fixed cluster (recommend mode: nothing is applied)."""
+    sim = Simulation(AutoscalerConfig(max_executors=20, mode="recommend"), queries, executors,
+                     cores_per_executor=cores)
+    sim.run(seconds)
+    return sim
+
+
+def test_a_batch_on_the_driver_holds_no_slot_and_the_other_querys_tasks_use_them() -> None:
+    # "slow" spends 4 s of each batch on the driver and little on tasks; "busy" needs 1.6 of the 2
+    # slots. Slots held through a batch's driver part would halve what "busy" gets, and it would
+    # fall behind (reading 1 slot's worth: 200 rows/s of the 320 arriving).
+    busy = SimQuery("busy", lambda t: 320.0, cost_per_row=0.005, batch_overhead_s=0.1, partitions=2)
+    slow = SimQuery("slow", lambda t: 10.0, cost_per_row=0.001, batch_overhead_s=4.0, partitions=2)
+    sim = _recommend([busy, slow], 1, 300.0)
+    points = sim.result.timeline[-10:]
+    assert all(p.queries["busy"].lag_s < 5.0 for p in points), [p.queries["busy"].lag_s for p in points]
+    processed = sum(p.queries["busy"].processed_rate for p in points) / len(points)
+    assert processed == pytest.approx(320.0, rel=0.1)
+
+
+def test_a_file_source_reads_whole_files_at_most_its_limit() -> None:
+    # 200 rows a file, 1 a second, at most 3 files a batch (a 5 s trigger): batches read whole
+    # files only, and at most 600 rows while 1,000 arrive between triggers.
+    files = SimQuery("files", lambda t: 200.0, cost_per_row=0.0001, batch_overhead_s=0.1, partitions=2,
+                     trigger_interval_s=5.0, rows_per_file=200.0, max_rows_per_batch=600.0,
+                     reports_backlog=False)
+    sim = _recommend([files], 1, 60.0)
+    batches = sim.sample().queries["files"].recent_batches
+    assert batches and all(b.rows % 200 == 0 and 0 < b.rows <= 600 for b in batches[1:])
+    assert all(b.backlog is None for b in batches)
+    # What waits behind the limit is the lag: it only grows.
+    lags = [p.queries["files"].lag_s for p in sim.result.timeline]
+    assert lags[-1] > lags[len(lags) // 2] > 5.0
+
+
+def test_the_lag_is_the_age_of_the_oldest_row_no_completed_batch_has_read() -> None:
+    # 10 minutes of input waiting at the start (as if it had come at the rate of the start); the
+    # first batch, by the first tick, read its oldest 20,000 rows, 200 s of them: 400 s left, 10 s on.
+    q = SimQuery("q", lambda t: 100.0, cost_per_row=0.001, batch_overhead_s=0.1, partitions=4,
+                 trigger_interval_s=10.0, initial_backlog=60_000.0, max_rows_per_batch=20_000.0)
+    sim = _recommend([q], 2, 10.0)
+    assert sim.result.timeline[0].queries["q"].lag_s == pytest.approx(410.0, abs=1.0)
+    sim.run(60.0)
+    assert sim.result.timeline[-1].queries["q"].lag_s < 20.0  # read: a trigger and a batch behind
+    # Without a trigger a batch reads all that arrived during the one before: the rows it is
+    # reading wait two batch times at most, though the source has nothing left when it starts.
+    free = SimQuery("free", lambda t: 500.0, cost_per_row=0.004, batch_overhead_s=1.0, partitions=4)
+    sim = _recommend([free], 1, 120.0, cores=4)
+    point = sim.result.timeline[-1].queries["free"]
+    period = sim.sample().queries["free"].recent_batches[-1].duration_s  # 1 s / (1 - 0.5): 2 s
+    assert period == pytest.approx(2.0, rel=0.05)
+    assert 0.5 * period < point.lag_s <= 2.0 * period + 1e-6 and point.backlog < point.lag_s * 500.0
+
+
+def test_batch_jitter_varies_the_driver_time_within_its_share() -> None:
+    q = SimQuery("q", lambda t: 100.0, cost_per_row=0.0, batch_overhead_s=1.0, partitions=2,
+                 trigger_interval_s=2.0, batch_jitter=0.2)
+    durations = [b.duration_s for b in _recommend([q], 1, 130.0).sample().queries["q"].recent_batches]
+    assert min(durations) >= 0.8 - 1e-9 and max(durations) <= 1.2 + 1e-9
+    assert max(durations) - min(durations) > 0.1

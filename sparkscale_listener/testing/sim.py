@@ -85,6 +85,7 @@ _EPS = 1e-9
 RECENT_BATCHES = 64  # completed batches a query's metrics carry, as the collector keeps them
 IDLE_POLL_S = 1.0  # how often a query with the default trigger looks for new data when idle
 FAILED_TASK_S = 1.0  # a task on a bad executor fails after this long (one failure per slot-second)
+MIN_SUBSTEP_S = 0.01  # the shortest stretch the slots are shared out for
 KILLED_BY_DRIVER = "Executor killed by driver."  # Spark's removal reason for killExecutors
 DECOMMISSIONED = "Executor decommission: scale down"  # ... and for decommissionExecutors
 
@@ -133,6 +134,12 @@ class SimQuery:
     # Its source's latest offsets are read between batches, as sparkscale's bridge reads a Kafka
     # source's (every row that arrived, at each sample).
     latest_offsets: bool = False
+    # Rows come in files of this many (a file source): a batch reads whole files only, and none
+    # until a file is complete. None: rows one by one.
+    rows_per_file: float | None = None
+    # Each batch's driver time is scaled by uniform(1 - jitter, 1 + jitter): planning and commits
+    # vary from batch to batch on a real driver. 0: every batch's the same.
+    batch_jitter: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,9 @@ class QueryPoint:
     utilization: float  # the query's task time / cluster slot time since the previous tick
     slots_used_max: float  # most slots its tasks held at once since the previous tick
     active: bool = True  # False once the query terminated
+    # Ground truth: the age of the oldest row that arrived and no completed batch has read yet
+    # (rows waiting in the source and rows of the batch running), seconds.
+    lag_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -211,24 +221,42 @@ def loads_at(queries: Sequence[SimQuery], t: float) -> dict[str, float]:
 
 def smallest_sufficient_executors(queries: Sequence[SimQuery], load: Mapping[str, float],
                                   cores_per_executor: int, utilization_target: float,
-                                  max_executors: int = 1000) -> int:
+                                  max_executors: int = 1000,
+                                  backlog_threshold_s: float | None = None) -> int:
     """The oracle: the fewest executors on which the steady, noise-free ``load`` (rows/s per query
     name) keeps within ``utilization_target``, as the simulator runs it. A query with a trigger
     reads a trigger interval's rows per batch; its batch (the driver part, then its task time on
     the slots it gets, in waves) must take at most the target share of the interval, the batches
     of queries with one trigger interval starting together and sharing the slots
     (:func:`aligned_batch_times`). A query without one runs batch after batch: the share of its
-    tasks' slots its rows keep busy must stay at most the target."""
+    tasks' slots its rows keep busy must stay at most the target.
+
+    With ``backlog_threshold_s`` (the lag a user accepts), a query without a trigger or with one
+    shorter than a quarter of it is sized on its lag instead, as sparkscale sizes it: batches may
+    run back to back up to that quarter apart (a row then waits at most half of the threshold), so
+    a batch of that period's arrivals over the target, alone on the slots (at most its partitions,
+    in waves), must end within the period, and all queries' task time must fit in the slots."""
+    fresh_period = backlog_threshold_s / 4.0 if backlog_threshold_s else None
+
+    def period_of(q: SimQuery) -> float | None:
+        """The longest batch period a fresh query may run at; None for one sized on its trigger."""
+        if fresh_period is None or (q.trigger_interval_s or 0.0) >= fresh_period:
+            return None
+        return fresh_period
 
     def fits(executors: int) -> bool:
         slots = executors * cores_per_executor
-        triggers = {q.trigger_interval_s for q in queries if q.trigger_interval_s and load[q.name] > 0}
+        used_by = {q.name: min(executors, math.ceil(q.partitions / cores_per_executor)) for q in queries}
+        fixed_of = {q.name: q.partitions * q.task_overhead_s + used_by[q.name] * q.executor_overhead_s
+                    for q in queries}
+        on_trigger = [q for q in queries if period_of(q) is None]
+        triggers = {q.trigger_interval_s for q in on_trigger if q.trigger_interval_s and load[q.name] > 0}
         for trigger in triggers:
-            group = [q for q in queries if q.trigger_interval_s == trigger]
+            group = [q for q in on_trigger if q.trigger_interval_s == trigger]
             times = aligned_batch_times(group, load, executors, cores_per_executor)
             if any(time_s > utilization_target * trigger + 1e-9 for time_s in times.values()):
                 return False
-        free = [q for q in queries if not q.trigger_interval_s and load[q.name] > 0]
+        free = [q for q in on_trigger if not q.trigger_interval_s and load[q.name] > 0]
         for q in free:
             usable = _waves_parallelism(q, min(float(q.partitions), float(slots) / len(free)))
             if load[q.name] * q.cost_per_row > utilization_target * usable + 1e-9:
@@ -236,10 +264,17 @@ def smallest_sufficient_executors(queries: Sequence[SimQuery], load: Mapping[str
         # All of them together: their task time must leave the slots that much idle.
         busy = sum(load[q.name] * q.cost_per_row for q in queries)
         for q in queries:
-            if q.trigger_interval_s and load[q.name] > 0:
-                used = min(executors, math.ceil(q.partitions / cores_per_executor))
-                fixed = q.partitions * q.task_overhead_s + used * q.executor_overhead_s
-                busy += fixed / q.trigger_interval_s
+            period = period_of(q) or q.trigger_interval_s
+            if load[q.name] <= 0:
+                continue
+            if period:
+                busy += fixed_of[q.name] / period
+            fresh = period_of(q)
+            if fresh is not None:
+                rows = load[q.name] / utilization_target * fresh
+                work = rows * q.cost_per_row + fixed_of[q.name]
+                if q.batch_overhead_s + work / _waves_parallelism(q, float(slots)) > fresh + 1e-9:
+                    return False
         return busy <= utilization_target * slots + 1e-9
 
     for executors in range(1, max_executors + 1):
@@ -574,6 +609,14 @@ class _QueryState:
         self.live_executors = 0  # set by the simulation each step: where a new batch's tasks land
         self.rng = rng
         self.source = q.initial_backlog  # arrived, not read
+        # Every row that arrived (the initial backlog as if it came at the rate of the start,
+        # over the time before it) and every row a completed batch read: the lag is the age of
+        # the first row of the one not yet in the other. (time, rows arrived by then), oldest first.
+        self.arrived = q.initial_backlog
+        self.committed = 0.0
+        rate0 = max(0.0, q.load(start))
+        lead = q.initial_backlog / rate0 if q.initial_backlog > 0 and rate0 > 0 else 0.0
+        self._arrivals: deque[tuple[float, float]] = deque([(start - lead, 0.0), (start, self.arrived)])
         self.taken = 0.0  # rows batches started to read: with ``source``, every row that arrived
         self.noise_factor = 1.0
         self.noise_until = start
@@ -625,19 +668,35 @@ class _QueryState:
                               f"(simulated: {live} live executors, the query needs {need}) "
                               f"at t={now:.0f}s")
 
-    def wants_slots(self, now: float) -> bool:
+    def wants_slots(self) -> bool:
+        """Its batch's tasks are running (its driver part done): a batch being planned or
+        committed on the driver, or a query waiting for its trigger or for data, holds no slot,
+        and the other queries' tasks use them."""
+        b = self.batch
+        return self.active and b is not None and b.overhead_left <= _EPS and b.work_left > 1e-7
+
+    def next_event(self, now: float, progress: float) -> float:
+        """Seconds until its batch changes phase at ``progress`` slot-seconds per second (its
+        driver part ends, its tasks end, its next trigger comes): the slots are shared out again
+        then."""
         if not self.active:
-            return False
-        return self.batch is not None or (now >= self.next_start - _EPS
-                                          and (self.source >= 1.0 or self.arrival_rate > 0))
+            return math.inf
+        b = self.batch
+        if b is None:
+            due = self.next_start - now
+            return due if due > _EPS else self.q.batch_overhead_s
+        if b.overhead_left > _EPS:
+            return b.overhead_left
+        return b.work_left / progress if progress > _EPS else math.inf
 
     def advance(self, t: float, dt: float, alloc: float) -> float:
         """Run this query from t to t + dt with ``alloc`` slots while its tasks run; returns the
         slot-seconds its tasks used. ``running_slots`` is then what its tasks hold at t + dt."""
-        q = self.q
         now, end = t, t + dt
         busy = 0.0
         self.running_slots = 0.0
+        self.arrived += self.arrival_rate * dt
+        self._arrivals.append((end, self.arrived))
         if not self.active:  # terminated: rows pile up in the source, nothing reads them
             self.source += self.arrival_rate * dt
             return busy
@@ -649,30 +708,8 @@ class _QueryState:
                     continue
                 self.source += self.arrival_rate * (now - accrued)
                 accrued = now
-                rows = self.source if q.max_rows_per_batch is None else min(self.source,
-                                                                            q.max_rows_per_batch)
-                empty_first = q.empty_first_batch and self.last_batch_start is None
-                if rows < 1.0 and not empty_first:  # no new data: look again at the next trigger
-                    self.next_start = self._next_trigger(now, poll=True)
-                    continue
-                self.source -= rows
-                self.taken += rows
-                previous = self.last_batch_start
-                since = now - previous if previous is not None else 0.0
-                self.last_batch_start = now
-                used = self._executors_used()
-                # Executors gone since are gone for good: their replacements start cold.
-                self.warm_executors = min(self.warm_executors, self.live_executors)
-                fresh = max(0, used - self.warm_executors)
-                self.warm_executors = max(self.warm_executors, used)
-                work = rows * q.cost_per_row + self._fixed_cost() + fresh * q.new_executor_warmup_s
-                if q.batch_work is not None:
-                    work = max(0.0, q.batch_work(now, self.batches, rows, work))
-                self.batch = _Batch(rows, q.batch_overhead_s, work, now,
-                                    self.source if q.reports_backlog else None,
-                                    rows / since if since > 0 else 0.0, work=work,
-                                    since_previous=None if previous is None else since,
-                                    executors=self.live_executors, executors_used=used, fresh=fresh > 0)
+                self.begin(now)
+                continue
             b = self.batch
             if b.overhead_left > _EPS:
                 use = min(b.overhead_left, end - now)
@@ -681,6 +718,9 @@ class _QueryState:
                 continue
             if b.tasks_started is None:
                 b.tasks_started = now
+            if b.work_left <= 1e-7:  # no task time at all (a batch of nothing to compute)
+                self._complete(b, now)
+                continue
             if alloc <= _EPS:
                 break
             use = min(b.work_left / alloc, end - now)
@@ -703,6 +743,7 @@ class _QueryState:
         duration = now - b.started
         self.batches += 1
         self.input_rows += b.rows
+        self.committed += b.rows
         self.batch_busy_ms += b.work * 1000.0
         self.batch_duration_ms += duration * 1000.0
         self.tasks_finished += q.partitions
@@ -721,6 +762,51 @@ class _QueryState:
             since_previous_s=b.since_previous, backlog=b.backlog_at_start, task_s=b.work,
             tasks=q.partitions, task_wall_s=now - (b.tasks_started if b.tasks_started is not None else now),
             executors_used=b.executors_used, executors=b.executors, fresh_executors=b.fresh))
+
+    def begin(self, now: float) -> None:
+        """At its trigger: a batch of what waits (whole files, at most the read limit) starts
+        now, or, with nothing new, the next look is set. The source is read as it stands."""
+        q = self.q
+        if self.batch is not None or not self.active or now < self.next_start - _EPS:
+            return
+        available = (self.source if not q.rows_per_file
+                     else math.floor(self.source / q.rows_per_file + 1e-9) * q.rows_per_file)
+        rows = available if q.max_rows_per_batch is None else min(available, q.max_rows_per_batch)
+        empty_first = q.empty_first_batch and self.last_batch_start is None
+        if rows < 1.0 and not empty_first:  # no new data: look again at the next trigger
+            self.next_start = self._next_trigger(now, poll=True)
+            return
+        self.source -= rows
+        self.taken += rows
+        previous = self.last_batch_start
+        since = now - previous if previous is not None else 0.0
+        self.last_batch_start = now
+        used = self._executors_used()
+        # Executors gone since are gone for good: their replacements start cold.
+        self.warm_executors = min(self.warm_executors, self.live_executors)
+        fresh = max(0, used - self.warm_executors)
+        self.warm_executors = max(self.warm_executors, used)
+        work = rows * q.cost_per_row + self._fixed_cost() + fresh * q.new_executor_warmup_s
+        if q.batch_work is not None:
+            work = max(0.0, q.batch_work(now, self.batches, rows, work))
+        overhead = q.batch_overhead_s
+        if q.batch_jitter > 0:
+            overhead *= self.rng.uniform(1.0 - q.batch_jitter, 1.0 + q.batch_jitter)
+        self.batch = _Batch(rows, overhead, work, now, self.source if q.reports_backlog else None,
+                            rows / since if since > 0 else 0.0, work=work,
+                            since_previous=None if previous is None else since,
+                            executors=self.live_executors, executors_used=used, fresh=fresh > 0)
+
+    def lag(self, now: float) -> float:
+        """Seconds since the oldest row not read by a completed batch arrived (0: none waits)."""
+        if self.committed >= self.arrived - 1e-6:
+            return 0.0
+        points = self._arrivals
+        while len(points) > 2 and points[1][1] <= self.committed:
+            points.popleft()
+        (t0, a0), (t1, a1) = points[0], points[1]
+        first = t0 + (t1 - t0) * min(1.0, (self.committed - a0) / (a1 - a0)) if a1 > a0 else t1
+        return max(0.0, now - first)
 
     def _executors_used(self) -> int:
         """Executors a new batch's tasks land on: as many as its tasks fill, at most the live ones."""
@@ -936,6 +1022,14 @@ class Simulation:
         return self.result
 
     def _step(self, dt: float) -> None:
+        """Advance ``dt``, sharing the slots out again at every change of a batch's phase (see
+        :meth:`_QueryState.next_event`): slots held through a step by a batch that ends or is
+        still on the driver would be idle while other queries' tasks wait."""
+        end = self.now + dt
+        while self.now < end - _EPS:
+            self._substep(end)
+
+    def _substep(self, end: float) -> None:
         t = self.now
         self.cluster.advance(t)
         live = self.cluster.live_count
@@ -944,7 +1038,8 @@ class Simulation:
             s.check_executors(t, live)
             s.arrive(t)
             s.live_executors = live
-        demand = {s.q.name: float(min(s.q.partitions, slots)) if s.wants_slots(t) else 0.0
+            s.begin(t)  # a batch due now holds slots from now on if it has no driver part
+        demand = {s.q.name: float(min(s.q.partitions, slots)) if s.wants_slots() else 0.0
                   for s in self._states}
         alloc = _fair_share(demand, slots)
         total = sum(alloc.values())
@@ -954,11 +1049,15 @@ class Simulation:
         on_bad = self.cluster.tasks_on_bad(placement)
         useful = max(0.0, 1.0 - on_bad / total) if total > _EPS else 1.0
         speed = self.cluster.speed(placement)  # slow executors make every task slower on average
+        progress = {s.q.name: s.parallelism(alloc[s.q.name]) * useful * speed for s in self._states}
+        # Up to the next change of any batch's phase (at least MIN_SUBSTEP_S: a step of a few
+        # hundredths of a second at most is lost to a change that comes sooner).
+        dt = min(end - t, max(MIN_SUBSTEP_S, min(s.next_event(t, progress[s.q.name]) for s in self._states)))
         failed = 0.0
         running = 0.0
         for s in self._states:
             a = s.parallelism(alloc[s.q.name])
-            busy = s.advance(t, dt, a * useful * speed)
+            busy = s.advance(t, dt, progress[s.q.name])
             if on_bad and a > 0:
                 # Slot-seconds in the task phase at the full allocation, on the bad share.
                 task_s = (busy / (a * useful * speed) if useful * speed > _EPS
@@ -1024,7 +1123,7 @@ class Simulation:
                 load=s.arrival_rate, backlog=s.source, reported_backlog=s.reported_backlog,
                 processed_rate=s.tick_rows / self.config.interval_s,
                 utilization=s.tick_busy / slot_s if slot_s > 0 else 0.0,
-                slots_used_max=s.tick_slots_max, active=s.active)
+                slots_used_max=s.tick_slots_max, active=s.active, lag_s=s.lag(self.now))
             s.tick_rows = s.tick_busy = s.tick_slots_max = 0.0
         self._tick_slot_s = 0.0
         self.result.timeline.append(TimelinePoint(
