@@ -196,9 +196,9 @@ def scenarios(scale: float = 1.0) -> list[Scenario]:
                  (make_query("q", k("stateful", "backlog", 1.0), spike(400.0, 1600.0, 15 * minutes, 120.0),
                              1600.0),), 40 * minutes, steps=(15 * minutes, 15 * minutes + 120.0)),
         Scenario("files-phases", "files (6 a batch at most, no backlog), 1 s, stateful, 1-core executors "
-                 "(at most 4): 60, 500, 160 rows/s, then none",
-                 (make_query("q", files_1s, phases((q, 60.0), (2 * q, 500.0), (e, 160.0), (math.inf, 0.0)),
-                             500.0),), e + 15 * minutes, steps=(q, 2 * q), idle_from=e,
+                 "(at most 4): 60, 250, 160 rows/s, then none",
+                 (make_query("q", files_1s, phases((q, 60.0), (2 * q, 250.0), (e, 160.0), (math.inf, 0.0)),
+                             250.0),), e + 15 * minutes, steps=(q, 2 * q), idle_from=e,
                  phases=(Phase("quiet", 0.0, q), Phase("heavy", q, 2 * q), Phase("moderate", 2 * q, e)),
                  cores=1, max_executors=4),
         Scenario("files-quiet", "files, 1 s, stateful, 1-core executors (at most 4): a steady 60 rows/s",

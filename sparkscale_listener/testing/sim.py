@@ -235,7 +235,9 @@ def smallest_sufficient_executors(queries: Sequence[SimQuery], load: Mapping[str
     shorter than a quarter of it is sized on its lag instead, as sparkscale sizes it: batches may
     run back to back up to that quarter apart (a row then waits at most half of the threshold), so
     a batch of that period's arrivals over the target, alone on the slots (at most its partitions,
-    in waves), must end within the period, and all queries' task time must fit in the slots."""
+    in waves), must end within the period (batches of its read limit, back to back, must do the
+    arrivals over the target where that period's rows exceed the limit), and all queries' task time
+    must fit in the slots. Where no size keeps it within the target, a slot per partition does."""
     fresh_period = backlog_threshold_s / 4.0 if backlog_threshold_s else None
 
     def period_of(q: SimQuery) -> float | None:
@@ -270,10 +272,21 @@ def smallest_sufficient_executors(queries: Sequence[SimQuery], load: Mapping[str
             if period:
                 busy += fixed_of[q.name] / period
             fresh = period_of(q)
-            if fresh is not None:
-                rows = load[q.name] / utilization_target * fresh
+            if fresh is not None and executors < math.ceil(q.partitions / cores_per_executor):
+                # (Past a slot per partition no executor shortens its batches: where none of these
+                # sizes keeps it within the target, it needs what its partitions can use.)
+                parallel = _waves_parallelism(q, float(slots))
+                rate = load[q.name] / utilization_target
+                rows = rate * fresh
+                limit = q.max_rows_per_batch
+                if limit is not None and rows > limit:
+                    # Batches of the limit back to back must do the arrivals over the target.
+                    batch = q.batch_overhead_s + (limit * q.cost_per_row + fixed_of[q.name]) / parallel
+                    if rate * batch > limit + 1e-9:
+                        return False
+                    rows = limit
                 work = rows * q.cost_per_row + fixed_of[q.name]
-                if q.batch_overhead_s + work / _waves_parallelism(q, float(slots)) > fresh + 1e-9:
+                if q.batch_overhead_s + work / parallel > fresh + 1e-9:
                     return False
         return busy <= utilization_target * slots + 1e-9
 
