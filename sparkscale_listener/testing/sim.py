@@ -811,14 +811,16 @@ class _QueryState:
                             executors=self.live_executors, executors_used=used, fresh=fresh > 0)
 
     def lag(self, now: float) -> float:
-        """Seconds since the oldest row not read by a completed batch arrived (0: none waits)."""
-        if self.committed >= self.arrived - 1e-6:
+        """Seconds since the oldest row not read by a completed batch arrived (0: none waits). Rows
+        of files arrive with their file: the oldest file not read arrived once all its rows had."""
+        oldest = self.committed + (self.q.rows_per_file or 0.0)  # rows arrived once it has
+        if oldest > self.arrived - 1e-6 or self.committed >= self.arrived - 1e-6:
             return 0.0
         points = self._arrivals
-        while len(points) > 2 and points[1][1] <= self.committed:
+        while len(points) > 2 and points[1][1] <= oldest:
             points.popleft()
         (t0, a0), (t1, a1) = points[0], points[1]
-        first = t0 + (t1 - t0) * min(1.0, (self.committed - a0) / (a1 - a0)) if a1 > a0 else t1
+        first = t0 + (t1 - t0) * min(1.0, (oldest - a0) / (a1 - a0)) if a1 > a0 else t1
         return max(0.0, now - first)
 
     def _executors_used(self) -> int:
