@@ -6,9 +6,8 @@
 reads what arrived since the previous one started, so two batches show a step, no window needed)
 plus what a backlog asks for (Flink's catch-up and provisioning terms), and the size it needs is the
 fewest executors whose predicted batch time for the rate over ``utilization.target`` keeps within
-its batch period (its trigger interval, or half of ``backlogThreshold`` where longer: batches may
-run back to back; for a query without a trigger: whose throughput exceeds the rate at the
-target). Queries
+its batch period (its trigger interval, or a quarter of ``backlogThreshold`` where longer or where
+there is no trigger: batches may run back to back, and a row then waits at most half of it). Queries
 share the executors: the application needs what its most demanding query needs, and enough slots
 for all of their task time at the target.
 
@@ -61,6 +60,20 @@ MAX_UTILIZATION = 10.0
 # When no size keeps a query within the target, it gets the fewest executors within this share of
 # the best utilization any size gives.
 NEAR_BEST = 0.05
+# Batches may run back to back up to this share of backlogThreshold apart, where that is longer
+# than the trigger (or there is none): each reads what arrived during the one before, so a row waits
+# at most two such periods, half of the lag a user accepts. The other half is room for bursts and
+# for new executors to start, not the operating point.
+FRESH_PERIOD_SHARE = 0.25
+# Batches of a source that reports no backlog, each started at most this long after the one before
+# it ended, all of the same rows while the spans between their starts varied by LIMIT_EVIDENCE or
+# more: a read limit binds, and what waits behind it is unseen. (Rows that come as they arrive
+# follow the spans: a steady source read back to back gives batches of the same rows only while
+# the spans are the same too, and then no telling is possible: it is taken as keeping up.)
+BACK_TO_BACK_S = 0.25
+LIMIT_EVIDENCE = 0.03
+# Batches needed in the window to tell a binding limit from a few that happened to read alike.
+LIMIT_BATCHES = 3
 # Sizes whose utilization is within this share take as many waves of tasks (they differ by the
 # per-executor cost and the efficiency fitted at each): more executors there shorten nothing.
 SAME_WAVES = 0.01
@@ -131,8 +144,9 @@ class _Demand:
     read_limit: float | None  # rows a batch reads at most, when the source's limit binds
     saturated: bool  # a read limit binds where no backlog is reported: rows wait unseen
     trigger_s: float | None
-    # The longest batch period sized for: the trigger interval, or up to half of backlogThreshold
-    # (batches back to back past a shorter trigger; see :meth:`MicroBatchEvaluator._utilization`).
+    # The longest batch period sized for: the trigger interval, or a quarter of backlogThreshold
+    # where that is longer or there is no trigger (batches back to back; see
+    # :meth:`MicroBatchEvaluator._utilization`). None: neither (no trigger, backlogThreshold 0).
     period_s: float | None
     batch_time_s: float | None  # median of the window's batches
     rising: bool
@@ -163,7 +177,7 @@ class _Demand:
 
     def rows_per_period(self) -> float | None:
         """Rows a batch reads at :attr:`sized_rate` when batches run :attr:`period_s` apart."""
-        if self.period_s and self.trigger_s and self.period_s > self.trigger_s:
+        if self.period_s and self.period_s > (self.trigger_s or 0.0):
             rows = self.sized_rate * self.period_s
             return min(rows, self.read_limit) if self.read_limit else rows
         return self._per_trigger(self.sized_rate)
@@ -178,8 +192,9 @@ class _Demand:
 
     @property
     def limit_binds(self) -> bool:
-        """A reported backlog waits behind the read limit: batches of the limit, back to back."""
-        return bool(self.read_limit) and not self.saturated
+        """Rows wait behind the read limit (a reported backlog, or an unseen one: :attr:`saturated`):
+        batches of the limit, back to back."""
+        return bool(self.read_limit)
 
 
 class MicroBatchEvaluator(MetricEvaluator):
@@ -193,6 +208,9 @@ class MicroBatchEvaluator(MetricEvaluator):
         self._columns = BatchColumns()
         self._workspace = _Workspace()  # the scan's matrices
         self._measured: float | None = None  # the time of the change whose outcome was returned
+        # Per query, the rows every batch it read came in multiples of (a file source's file; 1 for
+        # rows one by one): the greatest common divisor of all its batches' rows so far.
+        self._units: dict[str, int] = {}
 
     def cost(self, query_id: str) -> BatchCost | None:
         """The latest fitted cost of a query (for the UI and the replay), or None."""
@@ -509,30 +527,34 @@ class MicroBatchEvaluator(MetricEvaluator):
             short = max(0.0, rate - float(cost.throughput(live, read_limit)))
         provisioning = short * context.provisioning_time_s / cfg.catch_up_duration_s
         # A source that reports no backlog hides a binding read limit: its batches read the same
-        # rows each time and still run past the trigger. The rest waits unseen; the query needs
-        # what reading the limit each trigger interval takes.
+        # rows, back to back, the whole window long. The rest waits unseen: the query is sized so
+        # that batches of the limit do the arrivals at the target (each scale-up shows whether more
+        # waits), and nothing is scaled down meanwhile. Only the window's batches count: the last
+        # batches of a query that has gone quiet say nothing of now. (Batches that merely take
+        # longer than the trigger are no sign: a stateful batch's fixed cost can exceed a short
+        # trigger at any size, and its query keeps up all the same.)
         saturated = False
         signal = ""
-        last3 = [b.rows for b in batches[-3:]]
-        if (backlog is None and trigger_s and len(last3) == 3 and min(last3) > 0
-                and max(last3) <= 1.01 * min(last3) and batches[-1].duration_s > trigger_s):
-            read_limit, saturated = float(max(last3)), True
-            notes.append(f"falling behind: batches read the same {max(last3)} rows and take "
-                         f"{batches[-1].duration_s:.1f}s of a {trigger_s:g}s trigger; no backlog is "
-                         "reported: sized to read that every trigger interval")
-            signal = "falling behind its trigger, no backlog reported"
+        unit = self._units[q.query_id] = math.gcd(self._units.get(q.query_id, 0),
+                                                  *(b.rows for b in batches if b.rows > 0))
+        if backlog is None and _limit_binds_unseen(window_batches, batches, trigger_s, unit):
+            read_limit, saturated = float(max(b.rows for b in window_batches)), True
+            notes.append(f"a read limit binds: the window's {len(window_batches)} batches read the same "
+                         f"{readable.rows(read_limit)} rows each, back to back, and no backlog is reported; "
+                         "sized so that batches of the limit do the arrivals at the target")
+            signal = "batches at their read limit back to back, no backlog reported"
         backlog_mode = (excess > cfg.backlog_threshold_s * rate) if rate > 0 else excess > 0
-        # Batches back to back a period apart keep a row waiting at most two periods: up to half
-        # of backlogThreshold is a period the lag allows, where it is longer than the trigger. A
-        # read limit that binds caps the rows of a batch, so longer batches do not read more: the
-        # batches are then sized on what back-to-back batches of the limit do too (see
-        # _utilization). A source that hides its backlog behind the limit is sized on the trigger.
+        # Batches back to back a period apart keep a row waiting at most two periods: up to a
+        # quarter of backlogThreshold is a period the lag allows (peaks within half of it), where
+        # it is longer than the trigger or there is none. A read limit that binds caps the rows of a
+        # batch, so longer batches do not read more: the batches are then sized on what back-to-back
+        # batches of the limit do too (see _utilization).
         period_s = trigger_s
-        if trigger_s and not saturated:
-            period_s = max(trigger_s, cfg.backlog_threshold_s / 2.0)
-            if period_s > trigger_s:
-                notes.append(f"sized for batches up to {readable.seconds(period_s)} apart, back to back "
-                             "(half of backlogThreshold)")
+        fresh = cfg.backlog_threshold_s * FRESH_PERIOD_SHARE
+        if fresh > (trigger_s or 0.0):
+            period_s = fresh
+            notes.append(f"sized for batches up to {readable.seconds(period_s)} apart, back to back (a "
+                         "row then waits at most half of backlogThreshold)")
         if backlog_mode:
             notes.append(f"backlog mode: {readable.rows(excess)} behind")
             signal = signal or f"backlog {readable.rows(excess)} beyond a batch's worth"
@@ -590,20 +612,22 @@ class MicroBatchEvaluator(MetricEvaluator):
         long as the trigger, and its scale-up came as lag built). (A read-limited query is sized
         the same way on the limit: the same size whether its batches show the limit or not.)
 
-        The interval is the query's batch period (:attr:`_Demand.period_s`): its trigger, or half of
-        ``backlogThreshold`` where that is longer. A short trigger with large fixed costs per batch
-        otherwise held executors that only shortened batches no user waits for: back to back, a
-        batch reads what arrived during the previous one, and at the target's arrivals a row waits
-        at most two periods, within ``backlogThreshold``; at the arrivals themselves the batches
-        stay far shorter (the headroom in rows). Batches of the other queries with the same
-        trigger are taken as running at that period too (their task time scaled to it).
-        Without a trigger: the rate over the rows/s the executors can do."""
+        The interval is the query's batch period (:attr:`_Demand.period_s`): its trigger, or a
+        quarter of ``backlogThreshold`` where that is longer or there is no trigger. A short trigger
+        with large fixed costs per batch otherwise held executors that only shortened batches no
+        user waits for (a stateful batch's fixed cost can exceed a 1 s trigger at any size): back to
+        back, a batch reads what arrived during the previous one, and at the target's arrivals a row
+        waits at most two periods, half of ``backlogThreshold``; at the arrivals themselves the
+        batches stay far shorter (the headroom in rows), and the other half of the bound is room for
+        bursts and provisioning. Batches of the other queries with the same trigger are taken as
+        running at that period too (their task time scaled to it). Without a trigger and without a
+        period (``backlogThreshold`` 0): the rate over the rows/s the executors can do."""
         rows = d.rows_per_period()
         if d.idle or (rows is not None and rows <= 0):
             return 0.0 * executors
-        if rows is not None and d.trigger_s:
-            period = d.period_s or d.trigger_s
-            if period > d.trigger_s:
+        period = d.period_s or d.trigger_s
+        if rows is not None and period:
+            if d.trigger_s and period > d.trigger_s:
                 concurrent = Concurrent(concurrent.task_s * (period / d.trigger_s), concurrent.tasks)
             allowed = max(period, cost.driver_s / target)
             # Batch time is a fixed part plus a part per row: the rows a batch can take within
@@ -634,10 +658,11 @@ class MicroBatchEvaluator(MetricEvaluator):
             return 0.0 * executors
         xp = ops(executors)
         rows = d.rows_per_period()
-        if rows is not None and d.trigger_s:
+        allowed = d.period_s or d.trigger_s
+        if rows is not None and allowed:
             # At the period sized for: a fixed cost per batch repeated more often than the lag
             # needs holds no slot (batches lengthen and take more rows each when slots are short).
-            period = xp.maximum(d.period_s or d.trigger_s, cost.batch_time(rows, executors))
+            period = xp.maximum(allowed, cost.batch_time(rows, executors))
             return cost.task_time(rows, executors) / period
         period = cost.steady_batch_time(d.sized_rate, executors, None)
         unbounded = xp.isinf(period)
@@ -871,6 +896,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             del self._learners[qid]
             self._batches.pop(qid, None)
             self._given.pop(qid, None)
+            self._units.pop(qid, None)
             self._columns.forget(qid)
 
     @staticmethod
@@ -951,6 +977,29 @@ def _source_rates(history: Sequence[MetricSample], q: QueryMetrics, since: float
             rates.append((r.offsets - start.offsets) * per_offset / span)
             start = r
     return rates
+
+
+def _limit_binds_unseen(batches: Sequence[BatchRecord], recent: Sequence[BatchRecord],
+                        trigger_s: float | None, unit: int = 1) -> bool:
+    """The window's batches (at least :data:`LIMIT_BATCHES`) all read the same rows, the most any
+    of the ``recent`` ones read and at least two of the ``unit`` every batch's rows came in, each
+    began as the one before it ended (within :data:`BACK_TO_BACK_S`), past its trigger, and the
+    spans between their starts varied while their rows did not: rows were waiting every time, and
+    no batch read more than the limit. Batches with gaps between them waited for data. Batches of
+    one file each (a file source's files come one by one) read one because one came during each:
+    a limit of one unit cannot be told from that, nor a limit some batch read past."""
+    if len(batches) < LIMIT_BATCHES:
+        return False
+    rows = [b.rows for b in batches]
+    if (min(rows) <= 0 or max(rows) > 1.01 * min(rows) or max(b.rows for b in recent) > 1.01 * min(rows)
+            or min(rows) < 2 * unit):
+        return False
+    spans = [b.start - before.start for before, b in itertools.pairwise(batches)]
+    if max(spans) < (1.0 + LIMIT_EVIDENCE) * min(spans):
+        return False
+    return all(b.start - before.end <= BACK_TO_BACK_S
+               and before.duration_s >= (trigger_s or 0.0) - BACK_TO_BACK_S
+               for before, b in itertools.pairwise(batches))
 
 
 def _since(horizon: float, keys: Sequence[float], *columns: Sequence[Any]) -> list[Sequence[Any]]:
@@ -1123,12 +1172,14 @@ class _ScanQueries:
         self.trigger: list[float] = []
         for d, _ in known:
             rows = d.rows_per_period()
-            common = (not d.idle and d.target > 0 and bool(d.trigger_s) and rows is not None and rows > 0
+            period = d.period_s or d.trigger_s
+            common = (not d.idle and d.target > 0 and bool(period) and rows is not None and rows > 0
                       and not d.limit_binds)
             self.common.append(common)
             self.rows.append(rows if common and rows is not None else 0.0)
-            self.period.append((d.period_s or d.trigger_s or 1.0) if common else 1.0)
-            self.trigger.append((d.trigger_s or 1.0) if common else 1.0)
+            self.period.append((period or 1.0) if common else 1.0)
+            # (No trigger: the period itself, so that nothing is scaled to it: no batch runs beside.)
+            self.trigger.append((d.trigger_s or period or 1.0) if common else 1.0)
         costs = [c for _, c in known]
         self.per_row = [c.per_row_s for c in costs]
         self.joint_tasks = [c.tasks for c in costs]

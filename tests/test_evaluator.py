@@ -57,6 +57,11 @@ class Stream:
     backlog0: float = 0.0  # rows waiting at the start
     reports_backlog: bool = True
     name: str | None = None
+    # Each batch's driver time varies by this share (-, 0, + in turn), as planning and commits do.
+    jitter: float = 0.0
+    # No batch runs while nothing waits (a file source with no new file; the next look at the
+    # next trigger, or a second later without one). False: batches of no rows, at every trigger.
+    skip_empty: bool = False
 
     def arriving(self, t: float) -> float:
         return self.rate(t) if callable(self.rate) else self.rate
@@ -70,9 +75,17 @@ class Stream:
         while True:
             live = executors(start) if callable(executors) else executors
             rows = waiting if self.limit is None else min(waiting, self.limit)
+            if self.skip_empty and rows < 1.0 and previous is not None:
+                if start >= until:
+                    break
+                later = start + (self.trigger_s or 1.0)
+                waiting += sum(self.arriving(start + (k + 0.5) * (later - start) / 20) for k in range(20)) \
+                    * (later - start) / 20
+                start = later
+                continue
             task_s = self.fixed_s + self.per_row_s * rows
             wall = ideal_task_phase(task_s, self.tasks, self.tasks, live * CORES)
-            duration = self.driver_s + wall
+            duration = self.driver_s * (1.0 + self.jitter * (i % 3 - 1)) + wall
             if start >= until or (start + duration > until and not running):
                 break
             waiting -= rows
@@ -153,10 +166,10 @@ def test_arrivals_come_from_the_batches_and_the_size_from_the_model() -> None:
     # 1 executor: 4 slots, 4 waves: 0.2 + 28.6 / 4 = 7.3 s <= 10 s.
     assert (qe.required_executors, ev.recommended_executors) == (1, 1)
     # Utilization on the live 4 executors: the arrivals over the rows a batch can take within the
-    # batch period, on the target's scale. The period is 30 s, half of backlogThreshold (60 s), longer
-    # than the trigger: the headroom's rows of 30 s (60000 / 0.7, 85.7 s of task time) cost 85.7 / 16 s
-    # of the 30 - 0.2 s left beside the driver's fixed 0.2 s.
-    assert ev.utilization == pytest.approx(0.7 * (60.0 / 0.7 / 16) / (30.0 - 0.2), rel=1e-3)
+    # batch period, on the target's scale. The period is 15 s, a quarter of backlogThreshold (60 s),
+    # longer than the trigger: the headroom's rows of 15 s (30000 / 0.7, 42.9 s of task time) cost
+    # 42.9 / 16 s of the 15 - 0.2 s left beside the driver's fixed 0.2 s.
+    assert ev.utilization == pytest.approx(0.7 * (30.0 / 0.7 / 16) / (15.0 - 0.2), rel=1e-3)
     assert qe.cost is not None and qe.cost.per_row_s == pytest.approx(0.001)
 
 
@@ -577,15 +590,95 @@ def test_a_backlog_from_the_external_metrics_hook_or_reported_missing() -> None:
 
 
 def test_a_read_limit_that_binds_where_no_backlog_is_reported_is_seen_in_the_batches() -> None:
-    # A file source reads at most 2000 rows a 5 s trigger; 1000 rows/s arrive, the rest waits
-    # unseen. Every batch reads the same 2000 rows and runs past the trigger.
-    files = Stream("files", 1000.0, per_row_s=0.02, tasks=8, trigger_s=5.0, limit=2000.0,
-                   reports_backlog=False)
-    ev = evaluate([files], until=150.0, live=1)
+    # A source without a backlog reads at most 2000 rows a 5 s trigger; from 40 s on, 1000 rows/s
+    # arrive, the rest waits unseen. Every batch then reads the same 2000 rows, back to back, past
+    # the trigger, while the spans between them vary with the driver's time, and none read more:
+    # the limit binds. Sized so that batches of the limit do the arrivals they show (2000 rows
+    # per batch time) at the target: more than 1.
+    files = Stream("files", lambda t: 150.0 if t < 40.0 else 1000.0, per_row_s=0.02, tasks=8, trigger_s=5.0,
+                   limit=2000.0, reports_backlog=False, driver_s=1.0, jitter=0.2)
+    ev = evaluate([files], until=190.0, live=1)
     qe = ev.queries["files"]
-    assert "falling behind" in qe.note and qe.rising
+    assert "a read limit binds" in qe.note and qe.rising, qe.note
     assert qe.rows_per_batch == 2000.0
     assert ev.recommended_executors > 1
+    assert ev.utilization is not None and ev.utilization > CFG.utilization_max
+    # The same batches to the microsecond, spans and all: no telling a limit from arrivals that
+    # keep pace (a steady source read back to back), so taken as keeping up.
+    steady = evaluate([replace(files, jitter=0.0)], until=190.0, live=1)
+    assert "a read limit binds" not in steady.queries["files"].note
+    # Every batch of the same rows from the first on: a limit, or a file of that many rows each
+    # time (a batch of one file reads one file): no telling, taken as keeping up.
+    ones = evaluate([replace(files, rate=1000.0)], until=150.0, live=1)
+    assert "a read limit binds" not in ones.queries["files"].note
+
+
+def test_batches_longer_than_a_short_trigger_are_no_demand_while_the_query_keeps_up() -> None:
+    # A stateful query on a file source (no backlog): 1 s trigger, 1.2 s on the driver and 0.4 s
+    # of fixed task time over 4 tasks whatever its rows, so no size brings a batch under the
+    # trigger. 60 rows/s at 4 ms a row keep a fraction of one slot busy. Batches run back to back,
+    # each reading what arrived during the one before: the query keeps up on one executor, with a
+    # lag of two batches (about 3 s), far within half of backlogThreshold.
+    files = Stream("files", 60.0, per_row_s=0.004, fixed_s=0.4, tasks=4, driver_s=1.2, trigger_s=1.0,
+                   reports_backlog=False, jitter=0.1)
+    ev = evaluate([files], until=120.0, live=4, target=4)
+    qe = ev.queries["files"]
+    assert qe.batch_time_s is not None and qe.batch_time_s > 1.0  # past the trigger, every batch
+    assert ev.recommended_executors == 1 and qe.required_executors == 1, qe.note
+    assert not qe.capped and not qe.rising and not ev.rising, qe.note
+    assert "a read limit binds" not in qe.note
+    # At 1 executor the lag at the load sized for, two batch periods, stays within half of
+    # backlogThreshold.
+    assert qe.cost is not None
+    period = qe.cost.steady_batch_time(qe.target_rate / CFG.utilization_target, 1, qe.trigger_s)
+    assert 2 * period <= CFG.backlog_threshold_s / 2
+
+
+def test_the_lag_at_the_load_sized_for_stays_within_half_of_backlog_threshold() -> None:
+    # Without a trigger or with a short one, batches run back to back; at the arrivals over the
+    # target the size given keeps them at most a quarter of backlogThreshold apart (a row waits
+    # two of them at most), and one executor fewer does not.
+    for trigger_s in (None, 1.0):
+        stream = Stream("a", lambda t: 3000.0 if int(t / 5) % 2 else 3300.0, per_row_s=0.004, fixed_s=2.0,
+                        tasks=32, driver_s=1.5, trigger_s=trigger_s)
+        ev = evaluate([stream], until=200.0, live=8, target=8)
+        qe = ev.queries["a"]
+        assert qe.cost is not None and 1 < ev.recommended_executors < CFG.max_executors, qe.note
+        rate = qe.target_rate / CFG.utilization_target
+        quarter = CFG.backlog_threshold_s / 4
+        assert qe.cost.steady_batch_time(rate, ev.recommended_executors, trigger_s) <= quarter + 1e-6
+        assert qe.cost.steady_batch_time(rate, ev.recommended_executors - 1, trigger_s) > quarter
+
+
+def test_a_query_gone_quiet_is_idle_once_its_batches_leave_the_window() -> None:
+    # Its last batches read the limit back to back (a read limit bound, rising); then the files
+    # stop and no batch runs. Once they are older than the window, it is idle: nothing rises, and
+    # it needs the fewest executors.
+    files = Stream("files", lambda t: 150.0 if t < 40.0 else 800.0 if t < 170.0 else 0.0, per_row_s=0.004,
+                   tasks=8, trigger_s=2.0, limit=2000.0, reports_backlog=False, driver_s=1.0, jitter=0.2,
+                   skip_empty=True)
+    busy = evaluate([files], until=170.0, live=1)
+    assert busy.queries["files"].rising
+    # The rows left behind the limit at 170 s are read later; nothing arrives after.
+    last_end = files.run(400.0)[-1].end
+    quiet = evaluate([files], until=last_end + CFG.metrics_window_s + 5.0, live=4, target=4)
+    qe = quiet.queries["files"]
+    assert "idle" in qe.note and not qe.rising and not quiet.rising, qe.note
+    assert quiet.recommended_executors == CFG.min_executors
+    decision = ScalingPolicy().decide(quiet, scaling_context(last_end + 65.0, target=4, live=4))
+    assert decision.reason.startswith("hold 4, scale-down to 1 in"), decision.reason
+
+
+def test_a_source_that_reports_its_backlog_is_sized_on_it_not_on_its_batches_alike() -> None:
+    # Kafka at its maxOffsetsPerTrigger: batches of the same rows back to back, the rest reported
+    # waiting. Sized on the reported backlog (catch-up) and the limit; no guess at an unseen one.
+    kafka = Stream("kafka", 1000.0, per_row_s=0.02, tasks=8, trigger_s=5.0, limit=2000.0, driver_s=1.0,
+                   jitter=0.2)
+    ev = evaluate([kafka], until=150.0, live=1)
+    qe = ev.queries["kafka"]
+    assert qe.backlog is not None and qe.backlog > 0
+    assert "a read limit binds" not in qe.note and "no backlog" not in qe.note, qe.note
+    assert qe.catch_up_rate > 0 and ev.recommended_executors > 1
 
 
 def test_the_recommendation_is_bounded_and_the_reason_says_so() -> None:

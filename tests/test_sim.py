@@ -345,11 +345,11 @@ def test_executor_realizer_on_the_sim_cluster_kills_idle_executors_and_sets_an_a
 
 def test_a_read_limited_source_without_backlog_reaches_its_capacity_in_one_action() -> None:
     # A file-like source (no backlog reported) read 2000 rows per 5 s trigger: at most 400
-    # rows/s. The load steps 100 -> 1000 rows/s; the rest waits unseen. The batches' length
-    # (10 s on a 5 s trigger) shows the saturation: sized on what keeps a batch within the
-    # trigger, one scale-up gets there (sized on the rate the too-few slots managed, it took
-    # 2 -> 3 -> 4 -> 6 over three actions). The batch running after the first long one may
-    # confirm the step before the saturation shows: then it is sized on the arrivals it read.
+    # rows/s. The load steps 100 -> 1000 rows/s; the rest waits unseen. The batches after the
+    # step read the limit: the step is sized on what they show, 2000 rows a trigger interval, the
+    # most the limit lets through, in one action (the running batch's ended tasks confirm it);
+    # if it comes as two (the first on a lower estimate), the limit binding back to back shows
+    # in between. (Sized on the rate the too-few slots managed, it once took 2 -> 3 -> 4 -> 6.)
     cfg = AutoscalerConfig(max_executors=20, metrics_window_s=30.0, interval_s=5.0,
                            stabilization_interval_s=10.0)
     files = SimQuery("files", load=step_load(100.0, 1000.0, 300.0), cost_per_row=0.02,

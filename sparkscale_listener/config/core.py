@@ -93,9 +93,9 @@ class AutoscalerConfig:
         "utilization.target", Number(0.0, 1.0, low_open=True), 0.7,
         "Size for arrivals at this share of what the executors can do: the fewest executors on "
         "which, the model predicts, a batch of the arrivals divided by this still ends within the "
-        "batch period (the trigger interval, or half of backlogThreshold where longer: batches may "
-        "run back to back past a short trigger); for a query without a trigger: whose throughput "
-        "is the arrivals divided by this. 0.7: 43 % more load is absorbed, for bursts and jitter. "
+        "batch period (the trigger interval, or a quarter of backlogThreshold where that is longer or "
+        "there is no trigger: batches may run back to back, and a row waits at most half of "
+        "backlogThreshold). 0.7: 43 % more load is absorbed, for bursts and jitter. "
         "A size a few percent over it is kept where the next size would add executors that run "
         "no fewer waves of tasks (docs/how-it-decides.md).")
     utilization_max: float = option(
@@ -118,10 +118,13 @@ class AutoscalerConfig:
     scale_down_max_factor: float = option("scaleDown.maxFactor", Number(0.0, 1.0, low_open=True), 0.5,
                                           "One scale-down removes at most this fraction of executors.")
     backlog_threshold_s: float = option("backlogThreshold", Duration(at_most=DAY), 60.0,
-                                        "The lag accepted: while the backlog exceeds this many seconds "
-                                        "of input, never scale down (catching up needs the capacity); "
-                                        "and batches are sized to end within half of it, back to back, "
-                                        "where that is longer than the trigger interval.")
+                                        "The lag accepted, a bound, not a target: batches are sized to "
+                                        "run back to back at most a quarter of it apart, so that the "
+                                        "lag stays within half of it at the load sized for (where the "
+                                        "trigger interval is longer, within the trigger); the rest is "
+                                        "room for bursts and new executors. While the backlog exceeds "
+                                        "this many seconds of input, never scale down. Set it to 4x "
+                                        "the trigger interval or less to keep batches within the trigger.")
     ineffective_scale_up_threshold: float = option(
         "scaleUp.ineffectiveThreshold", Number(0.0, 1.0), 0.1,
         "If a scale-up shortened the query's batches by less than this fraction of what the model "
