@@ -174,6 +174,22 @@ def test_efficiency_is_learned_per_size_and_the_nearest_size_stands_for_unseen_o
     assert cost.efficiency_at(7) == pytest.approx(1.5) and cost.efficiency_at(3) == pytest.approx(1.0)
 
 
+def test_below_the_fewest_executors_seen_a_task_phase_is_as_long_as_there_or_its_ideal() -> None:
+    # A file stage of one task beside four shuffle tasks on four 1-core executors: the task phase
+    # is the one long task, 2.3x the even split. On fewer executors the short tasks queue behind
+    # the long one: the phase is as long as on 4 or the ideal on the slots there, the longer.
+    cost = BatchCost(0.3, 0.0, 0.0, 0.0122, 5, 4, 1, 2.3, 0.1, 10, False, (4,), {4: 2.3})
+    ideal = {k: waves(5, 4, k) for k in (1, 2, 3, 4)}  # 5, 2.5, 2.5, 1.25 rounds of 1/5 of the work
+    assert cost.efficiency_at(4) == pytest.approx(2.3) and cost.efficiency_at(6) == pytest.approx(2.3)
+    for k in (1, 2, 3):
+        assert cost.efficiency_at(k) == pytest.approx(max(1.0, 2.3 * ideal[4] / ideal[k]))
+    assert cost.efficiency_at(1) == 1.0  # all of it on one slot: no faster than even
+    assert cost.task_phase(200, 2) == pytest.approx(cost.task_phase(200, 4))  # the long task bounds both
+    # An efficiency below 1 (faster than the even split) is not carried below either.
+    fast = replace(cost, efficiency=0.8, efficiency_by_executors={4: 0.8})
+    assert fast.efficiency_at(1) == pytest.approx(0.8)
+
+
 def test_every_size_at_once_takes_the_nearest_size_seen_the_smaller_of_two_as_near() -> None:
     # The array form (every size the evaluator scans) against the one-size form, on tables of
     # sizes seen with ties at every midpoint; and a scan served from a longer one kept before.
@@ -185,10 +201,10 @@ def test_every_size_at_once_takes_the_nearest_size_seen_the_smaller_of_two_as_ne
         count = rng.randint(1, 450)
         sizes = np.arange(1.0, count + 1)
         expected = [cost.efficiency_at(int(k)) for k in sizes]
-        assert cost.efficiency_at(sizes).tolist() == expected
-        assert cost.efficiency_upto(count).tolist() == expected
+        assert cost.efficiency_at(sizes).tolist() == pytest.approx(expected, rel=1e-12)
+        assert cost.efficiency_upto(count).tolist() == pytest.approx(expected, rel=1e-12)
         shorter = rng.randint(1, count)
-        assert cost.efficiency_upto(shorter).tolist() == expected[:shorter]
+        assert cost.efficiency_upto(shorter).tolist() == pytest.approx(expected[:shorter], rel=1e-12)
 
 
 def test_batches_of_other_queries_running_alongside_share_the_slots() -> None:
