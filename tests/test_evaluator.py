@@ -62,6 +62,8 @@ class Stream:
     # No batch runs while nothing waits (a file source with no new file; the next look at the
     # next trigger, or a second later without one). False: batches of no rows, at every trigger.
     skip_empty: bool = False
+    # Rows come in files of this many: a batch reads whole files only (None: rows one by one).
+    rows_per_file: float | None = None
 
     def arriving(self, t: float) -> float:
         return self.rate(t) if callable(self.rate) else self.rate
@@ -74,7 +76,9 @@ class Stream:
         i = 0
         while True:
             live = executors(start) if callable(executors) else executors
-            rows = waiting if self.limit is None else min(waiting, self.limit)
+            files = self.rows_per_file
+            rows = waiting if not files else files * math.floor(waiting / files)
+            rows = rows if self.limit is None else min(rows, self.limit)
             if self.skip_empty and rows < 1.0 and previous is not None:
                 if start >= until:
                     break
@@ -618,9 +622,11 @@ def test_batches_longer_than_a_short_trigger_are_no_demand_while_the_query_keeps
     # of fixed task time over 4 tasks whatever its rows, so no size brings a batch under the
     # trigger. 60 rows/s at 4 ms a row keep a fraction of one slot busy. Batches run back to back,
     # each reading what arrived during the one before: the query keeps up on one executor, with a
-    # lag of two batches (about 3 s), far within half of backlogThreshold.
+    # lag of two batches (about 3 s), far within half of backlogThreshold. The files come one at a
+    # time: each batch reads one, 200 rows, as if a limit of 200 bound (read from its batches alike
+    # past the trigger, this query was held at the most it could use).
     files = Stream("files", 60.0, per_row_s=0.004, fixed_s=0.4, tasks=4, driver_s=1.2, trigger_s=1.0,
-                   reports_backlog=False, jitter=0.1)
+                   reports_backlog=False, jitter=0.1, rows_per_file=200.0, skip_empty=True)
     ev = evaluate([files], until=120.0, live=4, target=4)
     qe = ev.queries["files"]
     assert qe.batch_time_s is not None and qe.batch_time_s > 1.0  # past the trigger, every batch
@@ -638,9 +644,11 @@ def test_the_lag_at_the_load_sized_for_stays_within_half_of_backlog_threshold() 
     # Without a trigger or with a short one, batches run back to back; at the arrivals over the
     # target the size given keeps them at most a quarter of backlogThreshold apart (a row waits
     # two of them at most), and one executor fewer does not.
+    # A fixed task time of 30 s a batch over 128 tasks: 7 executors. (Sized on 30 s periods, half of
+    # backlogThreshold, the 1 s trigger got 6: 19 s batches at the headroom's load, a lag of 38 s.)
     for trigger_s in (None, 1.0):
-        stream = Stream("a", lambda t: 3000.0 if int(t / 5) % 2 else 3300.0, per_row_s=0.004, fixed_s=2.0,
-                        tasks=32, driver_s=1.5, trigger_s=trigger_s)
+        stream = Stream("a", lambda t: 3000.0 if int(t / 5) % 2 else 3300.0, per_row_s=0.004, fixed_s=30.0,
+                        tasks=128, driver_s=1.5, trigger_s=trigger_s)
         ev = evaluate([stream], until=200.0, live=8, target=8)
         qe = ev.queries["a"]
         assert qe.cost is not None and 1 < ev.recommended_executors < CFG.max_executors, qe.note
@@ -651,21 +659,28 @@ def test_the_lag_at_the_load_sized_for_stays_within_half_of_backlog_threshold() 
 
 
 def test_a_query_gone_quiet_is_idle_once_its_batches_leave_the_window() -> None:
-    # Its last batches read the limit back to back (a read limit bound, rising); then the files
-    # stop and no batch runs. Once they are older than the window, it is idle: nothing rises, and
-    # it needs the fewest executors.
-    files = Stream("files", lambda t: 150.0 if t < 40.0 else 800.0 if t < 170.0 else 0.0, per_row_s=0.004,
-                   tasks=8, trigger_s=2.0, limit=2000.0, reports_backlog=False, driver_s=1.0, jitter=0.2,
-                   skip_empty=True)
-    busy = evaluate([files], until=170.0, live=1)
-    assert busy.queries["files"].rising
-    # The rows left behind the limit at 170 s are read later; nothing arrives after.
-    last_end = files.run(400.0)[-1].end
-    quiet = evaluate([files], until=last_end + CFG.metrics_window_s + 5.0, live=4, target=4)
-    qe = quiet.queries["files"]
-    assert "idle" in qe.note and not qe.rising and not quiet.rising, qe.note
-    assert quiet.recommended_executors == CFG.min_executors
-    decision = ScalingPolicy().decide(quiet, scaling_context(last_end + 65.0, target=4, live=4))
+    # A file source: one file of 200 rows a batch, every 2 s, each batch 1.5 s past a 1 s trigger;
+    # then the files stop and no batch runs. The batches it ran say nothing of now: once they are
+    # older than the window, it is idle, nothing rises, and it needs the fewest executors. (Read
+    # from its last three batches whatever their age, it was "falling behind its trigger",
+    # rising, for as long as the application ran.)
+    batches = [BatchRecord(batch_id=i, start=2.0 * i, duration_s=1.5, rows=200,
+                           since_previous_s=2.0 if i else None, task_s=0.9, tasks=5, task_wall_s=0.6,
+                           executors_used=1, executors=4) for i in range(40)]
+    last_end = batches[-1].end
+    q = QueryMetrics("files", trigger_interval_ms=1000.0, max_stage_tasks=4, recent_batches=tuple(batches),
+                     busy_ms=sum(b.task_s or 0.0 for b in batches) * 1000.0)
+    evaluator = MicroBatchEvaluator()
+    history = [MetricSample(t, ClusterMetrics(4, CORES), {"files": replace(
+        q, recent_batches=tuple(b for b in batches if b.end <= t))})
+        for t in range(10, int(last_end) + 70, 2)]
+    for i, sample in enumerate(history):
+        ev = evaluator.evaluate(history[:i + 1], scaling_context(sample.time, target=4, live=4))
+    qe = ev.queries["files"]
+    assert history[-1].time > last_end + CFG.metrics_window_s
+    assert "idle" in qe.note and not qe.rising and not ev.rising, qe.note
+    assert ev.recommended_executors == CFG.min_executors
+    decision = ScalingPolicy().decide(ev, scaling_context(history[-1].time, target=4, live=4))
     assert decision.reason.startswith("hold 4, scale-down to 1 in"), decision.reason
 
 
