@@ -128,7 +128,7 @@ class Autoscaler:
             pause = self.guard.pause
             status = Status({
                 "mode": self.config.mode,
-                "target_executors": t.current,
+                "target_executors": self._reported_target(),
                 "initial_executors": t.initial,
                 "live_executors": live,
                 "pending_executors": max(0, self.realizer.requested_total - live),
@@ -150,6 +150,13 @@ class Autoscaler:
             if brief:
                 del status["last_decision"], status["last_scaling"]
             return status
+
+    def _reported_target(self) -> int:
+        """The executor target status() and the gauges show. In recommend mode nothing is requested
+        and the target follows the executors that run: on ``local[*]`` none does (the driver runs
+        the tasks), and a target of 0, below minExecutors, read as a decision to run on nothing."""
+        current = self.executor.targets.current
+        return max(current, self.config.min_executors) if self.config.mode == "recommend" else current
 
     def decisions(self, applied_only: bool = False) -> DecisionList:
         """Every decision so far (the last 1000), oldest first, as dicts that print a line each; with
@@ -316,7 +323,7 @@ class Autoscaler:
         self._last_decision = decisions[-1]
         if self.gauges is not None:
             try:
-                self.gauges.publish(sample, decisions[-1], self.executor.targets.current,
+                self.gauges.publish(sample, decisions[-1], self._reported_target(),
                                     self.realizer.requested_total, self.guard.pause.active(sample.time))
             except Exception as exc:
                 self._failed(sample.time, "gauges", exc)

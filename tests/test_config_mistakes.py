@@ -193,6 +193,75 @@ def test_zero_where_it_must_be_positive_does_not_contradict_itself() -> None:
                                                  "accepted, 500ms; expected a duration of at least 500ms")
 
 
+_UNITS = "(units ms, s, min, h, d; a bare number is seconds)"
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ({"metricsWindow": "-5s"},
+     "spark.sparkscale.metricsWindow='-5s' is negative, and this key's duration must be greater than zero; "
+     f"expected a duration above zero and at most 1h {_UNITS}"),
+    ({"scaleDownInterval": "-1min"},
+     "spark.sparkscale.scaleDownInterval='-1min' is negative, and a duration must be 0 or more; expected a "
+     f"duration at most 1d {_UNITS}"),
+    ({"interval": "-5"},
+     "spark.sparkscale.interval='-5' is negative, and this key's duration must be at least 500ms; expected a "
+     f"duration of at least 500ms and at most 10min {_UNITS}"),
+    ({"rollback.pauseDuration": "-1h"}, "spark.sparkscale.rollback.pauseDuration='-1h' is negative, and a "
+                                        "duration must be 0 or more; expected a duration at most 7d "
+                                        f"{_UNITS}, or untilRestart"),
+    # a bad unit after the sign is no duration at all
+    ({"metricsWindow": "-5parsecs"}, "spark.sparkscale.metricsWindow='-5parsecs' is not a valid duration"),
+])
+def test_a_negative_duration_says_it_is_negative_and_what_the_key_takes(keys: dict[str, str],
+                                                                         message: str) -> None:
+    assert refusal(keys).startswith(message)
+
+
+def test_a_negative_duration_is_refused_as_negative_by_every_way_in() -> None:
+    with pytest.raises(ConfigError, match=r"^spark\.sparkscale\.metricsWindow=-5\.0 is negative, and this "
+                                          r"key's duration must be greater than zero"):
+        AutoscalerConfig(metrics_window_s=-5.0)
+    with pytest.raises(ConfigError, match=r"^spark\.sparkscale\.checkers\.latency\.grace='-3s' is negative, "
+                                          r"and a duration must be 0 or more; expected a duration such as"):
+        ModuleConfig("checkers.latency.", {"grace": "-3s"}).duration("grace", 60.0)
+
+
+def test_several_bad_keys_are_reported_together_a_line_each_in_the_order_of_the_keys() -> None:
+    lines = refusal({"maxExecutors": "two", "scaleDownInterval": "-1min", "utilization.target": "1.5",
+                     "maxExecutor": "3", "interval": "10 parsecs", "mode": "autoscale"}).splitlines()
+    assert lines == [
+        "spark.sparkscale.interval='10 parsecs' is not a valid duration; expected a duration such as 500ms, "
+        f"30s, 2min or 1h {_UNITS}",
+        "spark.sparkscale.maxExecutor='3' is not a known key; did you mean spark.sparkscale.maxExecutors?",
+        "spark.sparkscale.maxExecutors='two' is not an integer; expected a whole number >= 1",
+        "spark.sparkscale.scaleDownInterval='-1min' is negative, and a duration must be 0 or more; expected "
+        f"a duration at most 1d {_UNITS}",
+        "spark.sparkscale.utilization.target='1.5' is out of range; expected a number in (0, 1]"]
+
+
+def test_several_keys_at_odds_with_each_other_are_reported_together() -> None:
+    assert refusal({"minExecutors": "5", "maxExecutors": "2", "interval": "1min"}).splitlines() == [
+        "spark.sparkscale.minExecutors=5 is greater than spark.sparkscale.maxExecutors=2; expected "
+        "minExecutors <= maxExecutors",
+        "spark.sparkscale.interval=1min, spark.sparkscale.metricsWindow=1min: expected interval <= "
+        "metricsWindow / 2 (at least two samples in each window)"]
+    # Built directly (the simulator, tests): every bad field at once as well.
+    with pytest.raises(ConfigError) as error:
+        AutoscalerConfig(min_executors=0, interval_s=-1.0)
+    assert [line.split("=")[0] for line in str(error.value).splitlines()] == [
+        "spark.sparkscale.minExecutors", "spark.sparkscale.interval"]
+
+
+def test_a_modules_bad_values_are_reported_together() -> None:
+    with pytest.raises(ConfigError) as error:
+        build_checkers(AutoscalerConfig.from_keys({"checkers.taskFailures.maxFailures": "many",
+                                                   "checkers.taskFailures.window": "-1min"}))
+    lines = str(error.value).splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("spark.sparkscale.checkers.taskFailures.maxFailures='many' is not")
+    assert lines[1].startswith("spark.sparkscale.checkers.taskFailures.window='-1min' is negative")
+
+
 @pytest.mark.parametrize("value", ["inf", "-inf", "1e400", "nan"])
 def test_a_number_that_is_not_finite_is_refused(value: str) -> None:
     # "inf" is how "unlimited" is often written; accepted, every scale-up raised (ceil of inf).

@@ -41,6 +41,20 @@ def test_the_first_cluster_call_is_an_absolute_request() -> None:
     assert h.autoscaler.status()["target_executors"] == 3
 
 
+def test_in_recommend_mode_the_status_shows_no_target_below_min_executors() -> None:
+    # On local[*] the driver runs the tasks and no executor is listed; recommend mode requests
+    # nothing and its target follows the executors that run: it read 0, below minExecutors.
+    h = LoopHarness(cfg(mode="recommend", minExecutors="2", maxExecutors="4", provisioningTimeout="30s"))
+    for t in (10, 20, 30, 40):
+        h.tick(sample(t, live=0))
+    status = h.autoscaler.status()
+    assert status["initial_executors"] == 0  # the baseline is set: what runs
+    assert status["target_executors"] == 2 and status["mode"] == "recommend"
+    assert h.realizer.calls == []  # nothing requested
+    h.tick(sample(50, live=3))
+    assert h.autoscaler.status()["target_executors"] == 3  # above it, the executors that run
+
+
 def test_the_brief_status_is_the_status_without_the_last_decision_and_scaling() -> None:
     h = LoopHarness(cfg(initialExecutors="3", maxExecutors="5"))
     h.tick(sample(10, live=2))

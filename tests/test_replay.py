@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_eventlog import SOURCE, source_lines, stretch
+from sparkscale_listener.metrics import BatchRecord
 from sparkscale_listener.replay import read_event_log
 from sparkscale_listener.replay.cli import main, run
-from sparkscale_listener.replay.history import Action, build_history
-from sparkscale_listener.replay.records import RecordedScaling
-from sparkscale_listener.replay.report import markdown, to_json
-from sparkscale_listener.replay.run import _sim_query, agreement, compare, replay
+from sparkscale_listener.replay.history import Action, _query_history, build_history
+from sparkscale_listener.replay.records import QueryRecord, RecordedScaling
+from sparkscale_listener.replay.report import LAG_COLUMNS, markdown, to_json
+from sparkscale_listener.replay.run import MAX_STEP_S, _sim_query, agreement, compare, replay
 
 LOGS = Path(__file__).resolve().parent / "data" / "eventlogs"
 STATIC = LOGS / "spark4-static.lz4"
@@ -129,7 +130,8 @@ def test_agreement_matches_direction_time_and_target() -> None:
     a = agreement(recorded, replayed, tolerance_s=5.0)
     assert (a.recorded, a.reproduced, a.extra, a.same_counts) == (2, 1, 2, False)
     assert a.missed == (recorded[1],)
-    assert a.summary.startswith("1 of 2 recorded actions reproduced") and "2 extra" in a.summary
+    assert a.summary.startswith("1 of 2 recorded actions reproduced")
+    assert "2 of the 3 replayed actions match no recorded one" in a.summary
     exact = agreement(recorded, [Action(101.0, "scale_up", 1, 3), Action(203.0, "scale_down", 3, 1)], 5.0)
     assert (exact.reproduced, exact.extra, exact.same_counts) == (2, 0, True)
 
@@ -147,6 +149,71 @@ def test_compare_shows_the_scale_down_interval_trade_off(tiled) -> None:
                                                     "scaleDownInterval=300s"]
     assert doc["replays"][2]["executorSeconds"] > doc["replays"][1]["executorSeconds"]
     assert json.loads(json.dumps(doc)) == doc
+
+
+def test_the_fidelity_line_gives_counts_that_cannot_contradict_each_other() -> None:
+    # Every recorded action replayed, each too late to match: it read "0 of 3 reproduced; 3 extra;
+    # same count of scale-ups and scale-downs", extra and the same count at once.
+    recorded = [Action(20.0, "scale_up", 1, 4), Action(50.0, "scale_down", 4, 2),
+                Action(60.0, "scale_down", 2, 1)]
+    late = [Action(a.time + 100.0, a.action, a.from_executors, a.to_executors) for a in recorded]
+    assert agreement(recorded, late, tolerance_s=4.0).summary == (
+        "0 of 3 recorded actions reproduced (by a replayed action of the same direction within 4.0 s of "
+        "it and within 1 executor of its target); 3 of the 3 replayed actions match no recorded one; "
+        "scale-ups / scale-downs: 1 / 2 recorded, 1 / 2 replayed")
+    assert agreement(recorded, recorded, tolerance_s=4.0).summary == (
+        "3 of 3 recorded actions reproduced (by a replayed action of the same direction within 4.0 s of "
+        "it and within 1 executor of its target); every replayed action matches a recorded one; "
+        "scale-ups / scale-downs: 1 / 2 recorded, 1 / 2 replayed")
+    assert agreement([], late[:2], tolerance_s=4.0).summary == (
+        "the recorded run took no action in the replayed window, the replay took 2; "
+        "scale-ups / scale-downs: 0 / 0 recorded, 1 / 1 replayed")
+
+
+def test_the_recorded_lag_is_the_age_of_the_oldest_waiting_row() -> None:
+    """Rows waiting over the arrival rate of the moment spiked when the load fell (4,442 rows over
+    the new 25 rows/s read as 175 s): the lag is how long the oldest row no completed batch had
+    read had waited, as the simulator measures a replay's."""
+    # 200 rows/s for 20 s, then 25 rows/s; a batch every 10 s reads 1000 rows at most and takes
+    # 2 s: the backlog builds to 2000 rows, then drains.
+    batches = [BatchRecord(i, 10.0 * (i + 1), 2.0, 1000, backlog=left)
+               for i, left in enumerate([1000.0, 2000.0, 1250.0, 500.0])]
+    started = QueryRecord("q", "run", "q", 0.0, None, None, (), (), (), 10.0, None)
+    q = _query_history([started], batches, [0] * len(batches), 1, [])
+    assert q.rates == pytest.approx((200, 200, 25, 25))
+    assert q.lag(-1.0) == 0.0  # before the query started
+    assert q.lag(5.0) == pytest.approx(5.0)  # nothing read yet: the first row came at the start
+    # 1000 rows read by the batch that ended at 12 s; row 1000 arrived at 5 s. (Rows waiting over
+    # the rate: 2025 rows / 25 rows/s = 81 s, 21 s into the run.)
+    assert q.lag(21.0) == pytest.approx(16.0)
+    assert q.lag(35.0) == pytest.approx(20.0)  # 3000 read (at 32 s); row 3000 came at 15 s (was 55 s)
+    assert q.lag(45.0) == pytest.approx(25.0)  # 4000 read; row 4000 is the first of the 25 rows/s, at 20 s
+
+
+def test_every_lag_in_the_report_is_within_the_time_the_application_ran(static) -> None:
+    c = compare(static, [SHORT])
+    h = c.history
+    for series in (c.actual.series, *(r.series for r in c.runs)):
+        # The replay's clock starts up to a simulator step before the window.
+        assert all(lag <= t - h.start + MAX_STEP_S for t, lag in zip(series.t, series.lag_s, strict=True))
+        assert series.max_lag_s > 0.0
+    text = markdown(c)
+    assert f"| {LAG_COLUMNS[0]} | {LAG_COLUMNS[1]} |" in text
+    assert "Age of the oldest waiting row (the lag): how long the oldest row" in text
+
+
+def test_each_replay_prints_the_settings_it_ran_with(static, rolling) -> None:
+    text = markdown(compare(static, [{"maxExecutors": "2"}], base=SHORT))
+    assert ("Replayed with the spark.sparkscale.* settings `interval=2s`, `metricsWindow=8s`, "
+            "`scaleDownInterval=8s`, `stabilizationInterval=3s` (given); `mode=autoscale` (the replay's "
+            "default); every other key at its default (docs/configuration.md).") in text
+    assert "`interval=2s`, `maxExecutors=2`, `metricsWindow=8s`" in text
+    own = markdown(compare(rolling, [{"scaleDownInterval": "60s"}]))
+    assert ("Replayed with the spark.sparkscale.* settings `backlogThreshold=15s`, `catchUpDuration=30s`, "
+            "`initialExecutors=1`, `interval=2s`, `maxExecutors=3`, ") in own
+    assert ("Replayed with the spark.sparkscale.* settings `scaleDownInterval=60s` (given); "
+            "`backlogThreshold=15s`") in own
+    assert "`stabilizationInterval=3s` (from the log); `mode=autoscale` (the replay's default)" in own
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -183,6 +250,15 @@ def test_cli_writes_markdown_json_and_png(tmp_path: Path) -> None:
         assert "no PNG" in err and not (tmp_path / "replay.png").exists()
     else:
         assert (tmp_path / "replay.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_conf_takes_the_short_key_as_compare_does() -> None:
+    short = _cli(str(LOGS / "spark4-tiny"), "--conf", "scaleDownInterval=60s", "maxExecutors=3")
+    full = _cli(str(LOGS / "spark4-tiny"), "--conf", "spark.sparkscale.scaleDownInterval=60s",
+                "spark.sparkscale.maxExecutors=3")
+    assert short[0] == 0, short[2]
+    assert short == full
+    assert "`maxExecutors=3`, `scaleDownInterval=60s` (given)" in short[1]
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
@@ -268,5 +344,11 @@ def test_actions_after_the_queries_last_batch_are_left_out_and_said(rolling) -> 
     later = build_history(changed(rolling, scalings=(*rolling.scalings, late)))
     assert later.actions == h.actions
     assert any("outside the replayed window: scale_up 2 -> 3" in x for x in later.assumptions)
-    a = replay(changed(rolling, scalings=(*rolling.scalings, late))).agreement
-    assert a is not None and a.recorded == len(h.actions)
+    c = compare(changed(rolling, scalings=(*rolling.scalings, late)))
+    a = c.runs[0].agreement
+    assert a is not None and a.recorded == len(h.actions) and a.outside == 1
+    assert a.summary.endswith("; 1 recorded action after the queries' last batch, outside the replayed "
+                              "window, not compared")
+    # What it did lists it, so that it matches the actions the application logged.
+    assert (f"- t={late.time - h.start:.0f} s: scale_up 2 -> 3 (after the queries' last batch: outside the "
+            "replayed window): other jobs' tasks need 3 executors") in markdown(c)

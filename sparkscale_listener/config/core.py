@@ -202,11 +202,18 @@ class AutoscalerConfig:
     raw: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        problems = []
         for f in fields(self):
             declared = f.metadata.get("option")
             if declared is not None:
-                declared.check(getattr(self, f.name))
-        self._check_relations()
+                try:
+                    declared.check(getattr(self, f.name))
+                except ConfigError as e:
+                    problems.append(str(e))
+        # Relations between keys are checked on valid values only (one bad value would raise others).
+        problems = problems or self._relation_problems()
+        if problems:
+            raise ConfigError("\n".join(problems))
 
     def module(self, prefix: str) -> ModuleConfig:
         """The keys under ``prefix`` (e.g. ``"checkers.taskFailures."``), for a module to read."""
@@ -223,22 +230,30 @@ class AutoscalerConfig:
     def from_keys(cls, raw: Mapping[str, str]) -> AutoscalerConfig:
         """Build from keys with the prefix stripped: {"minExecutors": "2", ...}."""
         raw = dict(raw)
-        unknown = [unknown_key_message(key, value) for key, value in sorted(raw.items())
-                   if key not in _CORE_BY_KEY and not key.startswith(MODULE_PREFIXES)]
-        if unknown:
-            raise ConfigError("\n".join(unknown))
-        values = {name: opt.parse(raw[opt.key]) for name, opt in _CORE_OPTIONS.items() if opt.key in raw}
+        # Every mistake at once, a line each, in the order of the keys: a user fixes them in one go.
+        problems = {key: unknown_key_message(key, value) for key, value in raw.items()
+                    if key not in _CORE_BY_KEY and not key.startswith(MODULE_PREFIXES)}
+        values = {}
+        for name, opt in _CORE_OPTIONS.items():
+            if opt.key in raw:
+                try:
+                    values[name] = opt.parse(raw[opt.key])
+                except ConfigError as e:
+                    problems[opt.key] = str(e)
+        if problems:
+            raise ConfigError("\n".join(problems[key] for key in sorted(problems)))
         return cls(**values, raw=dict(raw))
 
-    def _check_relations(self) -> None:
+    def _relation_problems(self) -> list[str]:
         p = PREFIX
+        problems = []
         if self.min_executors > self.max_executors:
-            raise ConfigError(
+            problems.append(
                 f"{p}minExecutors={self.min_executors} is greater than {p}maxExecutors="
                 f"{self.max_executors}; expected minExecutors <= maxExecutors")
         if self.initial_executors is not None and not (
                 self.min_executors <= self.initial_executors <= self.max_executors):
-            raise ConfigError(
+            problems.append(
                 f"{p}initialExecutors={self.initial_executors} is outside [{p}minExecutors="
                 f"{self.min_executors}, {p}maxExecutors={self.max_executors}]; expected a value in "
                 "that range")
@@ -246,14 +261,15 @@ class AutoscalerConfig:
             # A window with fewer than two samples cannot tell a batch running all along (its
             # tasks' busy time grows between samples) from nothing arriving: an overloaded
             # query's long batch read as idle, and scaled down.
-            raise ConfigError(
+            problems.append(
                 f"{p}interval={render_duration(self.interval_s)}, {p}metricsWindow="
                 f"{render_duration(self.metrics_window_s)}: expected interval <= metricsWindow / 2 "
                 "(at least two samples in each window)")
         if not self.utilization_target <= self.utilization_max:
-            raise ConfigError(
+            problems.append(
                 f"{p}utilization.target={self.utilization_target:g}, {p}utilization.max="
                 f"{self.utilization_max:g}: expected utilization.target <= utilization.max")
+        return problems
 
 
 _CORE_OPTIONS: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(AutoscalerConfig)

@@ -33,6 +33,7 @@ _DURATION_UNITS = {
     "d": 86400.0,
 }
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+_NEGATIVE_DURATION_RE = re.compile(r"^\s*-\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
 DURATION_UNITS_TEXT = "units ms, s, min, h, d; a bare number is seconds"
 # A bare number this large is refused, whatever the key: it is most likely a milliseconds habit
 # (Spark's own time keys differ in the unit a bare number takes), and the mistake is silent and
@@ -71,9 +72,11 @@ def parse_duration(key: str, value: str, at_most: float | None = None) -> float:
     :data:`BARE_SECONDS_LIMIT` or more is refused (see there), naming how it was read and how to
     write what was probably meant. ``at_most``, the key's bound, only improves that message."""
     match = _DURATION_RE.match(str(value).lower())
+    expected = f"expected a duration such as 500ms, 30s, 2min or 1h ({DURATION_UNITS_TEXT})"
+    if _is_negative_duration(value):
+        raise ConfigError(f"{key}={value!r} is negative, and a duration must be 0 or more; {expected}")
     if not match or match.group(2) not in ("", *_DURATION_UNITS):
-        raise ConfigError(f"{key}={value!r} is not a valid duration; expected a duration such as 500ms, 30s, "
-                          f"2min or 1h ({DURATION_UNITS_TEXT})")
+        raise ConfigError(f"{key}={value!r} is not a valid duration; {expected}")
     number = float(match.group(1))
     if not match.group(2) and number >= BARE_SECONDS_LIMIT:
         read = (f"{key}={value!r} was read as {number:g} s ({human_duration(number)}): a bare number is "
@@ -85,6 +88,12 @@ def parse_duration(key: str, value: str, at_most: float | None = None) -> float:
                           f"milliseconds habit. Write the unit: {_as_milliseconds(number)} if you meant "
                           f"{number:g} ms, {number:g}s if you meant seconds")
     return number * _DURATION_UNITS[match.group(2) or "s"]
+
+
+def _is_negative_duration(value: Any) -> bool:
+    """``-5s``: a duration but for its sign (a bad unit after the sign stays "not a valid duration")."""
+    match = _NEGATIVE_DURATION_RE.match(str(value).lower())
+    return bool(match) and match.group(2) in ("", *_DURATION_UNITS) and float(match.group(1)) > 0
 
 
 def parse_bool(key: str, value: str) -> bool:
@@ -280,6 +289,8 @@ class Duration(ValueType):
     def convert(self, key: str, text: str) -> float | None:
         if self.until is not None and str(text).strip() == self.until:
             return None
+        if _is_negative_duration(text):
+            raise self._negative(key, repr(str(text)))
         if not _DURATION_RE.match(str(text).lower()):
             raise ConfigError(f"{key}={text!r} is not a valid duration; expected {self.accepts}")
         return parse_duration(key, text, self.at_most)
@@ -287,9 +298,17 @@ class Duration(ValueType):
     def check(self, key: str, value: Any) -> None:
         if value is None and self.until is not None:
             return
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
             raise self._reject(key, value, "is not a duration")
+        if value < 0:
+            raise self._negative(key, repr(value))
         self._check_range(key, repr(value), value)
+
+    def _negative(self, key: str, shown: str) -> ConfigError:
+        least = (f"this key's duration must be at least {render_duration(self.at_least)}" if self.at_least
+                 else "this key's duration must be greater than zero" if self.positive
+                 else "a duration must be 0 or more")
+        return ConfigError(f"{key}={shown} is negative, and {least}; expected {self.accepts}")
 
     def _check_range(self, key: str, shown: str, value: float | None, read_as_seconds: bool = False) -> None:
         if value is None:
@@ -402,12 +421,18 @@ class ModuleConfig:
         self._read: set[str] = set()
 
     def read(self, options: Sequence[Option]) -> dict[str, Any]:
-        """Every declared option's value (its default when the key is not set), by key."""
-        values = {}
+        """Every declared option's value (its default when the key is not set), by key. Every bad
+        value is refused in one ConfigError, a line each: a user fixes them in one go."""
+        values, problems = {}, []
         for opt in options:
             self._read.add(opt.key)
-            values[opt.key] = (opt.parse(self.values[opt.key], self.prefix) if opt.key in self.values
-                               else opt.default)
+            try:
+                values[opt.key] = (opt.parse(self.values[opt.key], self.prefix) if opt.key in self.values
+                                   else opt.default)
+            except ConfigError as e:
+                problems.append(str(e))
+        if problems:
+            raise ConfigError("\n".join(problems))
         return values
 
     def _get(self, name: str, default: T, parse: Callable[[str, str], T]) -> T:

@@ -37,8 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "compressed) through sparkscale's own decision code: what it would have done with the recorded "
         "settings, --conf ones, and each --compare setting, beside what the job actually did.")
     p.add_argument("event_log", metavar="EVENT_LOG", type=Path)
-    p.add_argument("--conf", metavar="spark.sparkscale.KEY=VALUE", nargs="+", action="extend", default=[],
-                   help="a setting over the recorded ones (repeatable)")
+    p.add_argument("--conf", metavar="KEY=VALUE", nargs="+", action="extend", default=[],
+                   help="a setting over the recorded ones, one per argument (repeatable); the prefix "
+                   "spark.sparkscale. may be left out")
     p.add_argument("--compare", metavar="KEY=VALUE", nargs="+", action="extend", default=[],
                    help="another setting to replay beside them, one per argument (several keys in one "
                    "argument: separated by spaces); the prefix spark.sparkscale. may be left out")
@@ -52,7 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        base = parse_settings(args.conf, "--conf", prefix_required=True)
+        base = parse_settings(args.conf, "--conf")
         variants = [parse_settings(arg.split(), "--compare") for arg in args.compare]
         if args.provisioning_time is not None and args.provisioning_time < 0:
             raise UsageError(f"--provisioning-time {args.provisioning_time:g}: expected seconds >= 0")
@@ -80,15 +81,16 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     return 0
 
 
-def parse_settings(items: Sequence[str], flag: str, prefix_required: bool = False) -> dict[str, str]:
+def parse_settings(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` arguments as ``spark.sparkscale.*`` settings: the prefix may be left out, and a
+    key of another Spark namespace is refused (only sparkscale's settings are replayed)."""
     settings: dict[str, str] = {}
     for item in items:
         key, eq, value = item.partition("=")
         key = key.strip()
         if not eq or not key:
-            raise UsageError(f"{flag} {item!r}: expected KEY=VALUE (for example "
-                             f"{PREFIX}scaleDownInterval=60s)")
-        if not key.startswith(PREFIX) and (prefix_required or key.startswith("spark.")):
+            raise UsageError(f"{flag} {item!r}: expected KEY=VALUE (for example scaleDownInterval=60s)")
+        if not key.startswith(PREFIX) and key.startswith("spark."):
             meant = misspelt_prefix_keys({key: value}).get(key)
             hint = f"; did you mean {meant}?" if meant else (
                 f"; only {PREFIX}* settings are replayed (executors' size and limits come from the log)")

@@ -10,7 +10,8 @@ From a :class:`~.records.RecordedApplication` this builds, per streaming query:
   spread evenly over that interval;
 * its cost, fitted by :class:`~..model.BatchCostLearner` over all its batches, and how far each
   recorded batch's task time was from the fit (replayed through the simulator's ``batch_work``);
-* what actually waited in its sources over time (the recorded lag).
+* its recorded lag over time: the age of the oldest row no completed batch had read
+  (:meth:`QueryHistory.lag`), what the simulator measures of a replay.
 
 And for the application: its executors over time, the executor-seconds it used, its actions
 (sparkscale's applied scalings, else the changes of its executor count) and the provisioning and
@@ -78,6 +79,8 @@ class QueryHistory:
     _rates: np.ndarray
     _cumulative: np.ndarray  # rows arrived by times[i]
     _starts: np.ndarray  # the batches' starts
+    _ends: np.ndarray  # the batches' ends, in order
+    _read: np.ndarray  # rows read by the batches that ended by _ends[i]
     _residual_s: np.ndarray  # what each batch paid beyond the fit (0 where unknown)
     _cold_s: tuple[float, ...]  # what the first batches paid beyond the fit
 
@@ -100,13 +103,29 @@ class QueryHistory:
             return float(self._cumulative[-1])
         return float(self._cumulative[i] + self._rates[i] * (t - self._times[i]))
 
-    def waiting(self, t: float) -> float:
-        """Rows arrived and not yet read by a batch at ``t``, as recorded."""
-        i = bisect.bisect_right(self._starts, t) - 1
+    def lag(self, t: float) -> float:
+        """Seconds the oldest row no completed batch had read by ``t`` had waited (0: none waits),
+        as recorded: the lag as the simulator measures it and as a user reading the sink sees it.
+        Rows waiting over the arrival rate of the moment would not do: after a fall of the load
+        they read as waiting far longer than the application ran. Rows that waited when the
+        query started count from its start (the log does not say when they arrived)."""
+        i = bisect.bisect_right(self._ends, t)
+        read = float(self._read[i - 1]) if i else 0.0
+        if self.initial_backlog + self.arrived(t) <= read + 1e-6:
+            return 0.0
+        if read < self.initial_backlog:
+            return max(0.0, t - self.start)
+        return max(0.0, t - self._arrival_of(read - self.initial_backlog))
+
+    def _arrival_of(self, rows: float) -> float:
+        """When the row that follows the first ``rows`` rows since the start arrived (the arrivals
+        spread evenly over each interval between batch starts)."""
+        i = bisect.bisect_right(self._cumulative, rows) - 1
         if i < 0:
-            return self.initial_backlog + self.arrived(t)
-        b = self.batches[i]
-        return (b.backlog or 0.0) + self.arrived(t) - self.arrived(b.start)
+            return float(self._times[0])
+        if i >= len(self._rates):
+            return float(self._times[-1])
+        return float(self._times[i] + (rows - self._cumulative[i]) / self._rates[i])
 
     def batch_work(self, t: float, n: int, rows: float, work: float) -> float:
         """The task time a replayed batch (the query's ``n``-th, of ``rows`` rows, starting at
@@ -134,6 +153,8 @@ class ApplicationHistory:
     executors_at_start: int
     executor_seconds: float  # what the application used over the window
     actions: tuple[Action, ...]
+    # Recorded actions after the queries' last batch: outside the replayed window, not compared.
+    late_actions: tuple[Action, ...]
     provisioning_s: float | None  # request -> registered, from sparkscale's own scale-ups
     kill_delay_s: float  # kill -> removed, likewise (0 when unknown)
     assumptions: tuple[str, ...]  # the reader's, and the replay's own
@@ -194,8 +215,8 @@ def build_history(app: RecordedApplication) -> ApplicationHistory:
                            "executors run only the queries")
     return ApplicationHistory(
         start=start, end=end, queries=queries, cores=cores, executors_at_start=at_start,
-        executor_seconds=_executor_seconds(app, start, end), actions=actions, provisioning_s=provisioning,
-        kill_delay_s=kill, assumptions=tuple(dict.fromkeys(assumptions)),
+        executor_seconds=_executor_seconds(app, start, end), actions=actions, late_actions=tuple(after),
+        provisioning_s=provisioning, kill_delay_s=kill, assumptions=tuple(dict.fromkeys(assumptions)),
         _changes=tuple((t, n) for t, n in changes if start < t))
 
 
@@ -332,6 +353,7 @@ def _query_history(runs: list[QueryRecord], batches: list[BatchRecord], new: lis
     t = np.array(times)
     r = np.array(rates)
     cumulative = np.concatenate([[0.0], np.cumsum(r * np.diff(t))])
+    by_end = sorted(batches, key=lambda b: b.end)
     limited = [b.rows for b in batches if b.backlog]
     cost, fitted = _fit(batches, cores, label, assumptions)
     residuals, cold, warmup = _deviations(batches, new, cost)
@@ -345,6 +367,7 @@ def _query_history(runs: list[QueryRecord], batches: list[BatchRecord], new: lis
         initial_backlog=initial,
         cost=cost, cost_fitted=fitted, new_executor_warmup_s=warmup, _times=t, _rates=r,
         _cumulative=cumulative, _starts=np.array([b.start for b in batches]),
+        _ends=np.array([b.end for b in by_end]), _read=np.cumsum([float(b.rows) for b in by_end]),
         _residual_s=np.array(residuals), _cold_s=tuple(cold))
 
 

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..config.options import PREFIX
 from .history import Action, QueryHistory
-from .run import ActualRun, Comparison, ReplayRun, Series
+from .run import ActualRun, Comparison, ReplayRun, Series, settings_of
 
 REASON_CHARS = 160  # a decision's reason is cut to this in the markdown (the JSON keeps it whole)
+LAG_COLUMNS = ("max age of the oldest waiting row (s)", "mean age of the oldest waiting row (s)")
 
 
 class PlotUnavailable(RuntimeError):
@@ -36,22 +38,23 @@ def markdown(c: Comparison) -> str:
                      f"{_range(q)}; fitted cost per batch {cost.driver_s:.2f} s driver + "
                      f"{cost.fixed_task_s:.2f} s + {cost.per_row_s * 1000:.3g} ms/row of task time, "
                      f"{cost.widest} tasks wide (model error {cost.error:.0%})")
-    lines += ["", "| run | actions | scale-ups | scale-downs | flaps | executor-s | max lag (s) | "
-              "mean lag (s) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines += ["", f"| run | actions | scale-ups | scale-downs | flaps | executor-s | {LAG_COLUMNS[0]} | "
+              f"{LAG_COLUMNS[1]} |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     lines.append(_row("what it did", c.actual))
     lines += [_row(f"sparkscale: {r.label}", r) for r in c.runs]
     lines.append("")
-    lines.append("Lag: the worst query's rows waiting in its sources over its arrival rate, at each control "
-                 "tick (predicted for the replays). Flaps: opposite actions less than scaleDownInterval "
-                 "apart.")
-    lines += ["", "## What it did", "", *_actions(c.actual.actions, h.start)]
+    lines.append("Age of the oldest waiting row (the lag): how long the oldest row that no completed batch "
+                 "had read yet had waited, for the query where it waited longest, at each control tick "
+                 "(predicted for the replays). Flaps: opposite actions less than scaleDownInterval apart.")
+    lines += ["", "## What it did", ""]
+    if c.actual.actions or not h.late_actions:
+        lines += _actions(c.actual.actions, h.start)
+    # Listed, so that what it did matches the actions the application logged.
+    lines += _actions(h.late_actions, h.start, " (after the queries' last batch: outside the replayed "
+                      "window)")
+    recorded = settings_of(app)
     for r in c.runs:
-        lines += ["", f"## sparkscale with {r.label}", ""]
-        changed = {k: v for k, v in r.settings.items() if app.conf.get(k) != v}
-        if changed:
-            listed = ", ".join(f"`{k}={v}`" for k, v in changed.items())
-            lines.append(f"Settings beyond the recorded ones: {listed}.")
-            lines.append("")
+        lines += ["", f"## sparkscale with {r.label}", "", _settings_line(r, recorded), ""]
         if r.agreement is not None:
             lines += [f"**Fidelity**: {r.agreement.summary}.", ""]
         lines += _actions(r.actions, h.start)
@@ -78,13 +81,14 @@ def to_json(c: Comparison) -> dict[str, Any]:
             "maxLagS": _finite(r.series.max_lag_s), "meanLagS": _finite(r.series.mean_lag_s),
             "actions": actions(r.actions), "series": series(r.series)}
         if isinstance(r, ReplayRun):
-            out = {"label": r.label, "settings": dict(r.settings), "provisioningS": r.provisioning_s,
+            out = {"label": r.label, "settings": dict(r.settings), "mode": r.config.mode,
+                   "provisioningS": r.provisioning_s,
                    "errors": list(r.errors)} | out
             if r.agreement is not None:
                 a = r.agreement
                 out["agreement"] = {"recorded": a.recorded, "reproduced": a.reproduced, "extra": a.extra,
                                     "sameCounts": a.same_counts, "toleranceS": a.tolerance_s,
-                                    "summary": a.summary}
+                                    "notCompared": a.outside, "summary": a.summary}
         return out
 
     app = c.app
@@ -138,9 +142,9 @@ def plot(c: Comparison, path: Path) -> Path:
         load_ax.set_ylabel("rows/s")
         lag_ax = ax.twinx()
         lag_ax.spines["right"].set_position(("axes", 1.1))
-        lag_ax.plot(t, s.lag_s, color="tab:orange", label="lag (s)")
+        lag_ax.plot(t, s.lag_s, color="tab:orange", label="age of the oldest waiting row (s)")
         lag_ax.set_ylim(0, lag_top)
-        lag_ax.set_ylabel("lag (s)")
+        lag_ax.set_ylabel("oldest row waiting (s)")
         ax.set_title(title, fontsize=10, loc="left")
         handles = [*ax.get_legend_handles_labels()[0], *load_ax.get_legend_handles_labels()[0],
                    *lag_ax.get_legend_handles_labels()[0]]
@@ -159,13 +163,28 @@ def _row(label: str, r: ReplayRun | ActualRun) -> str:
             f"{r.executor_seconds:.0f} | {r.series.max_lag_s:.1f} | {r.series.mean_lag_s:.1f} |")
 
 
-def _actions(actions: Sequence[Action], start: float) -> list[str]:
+def _settings_line(r: ReplayRun, recorded: Mapping[str, str]) -> str:
+    """The ``spark.sparkscale.*`` settings a replay ran with, each said where it came from."""
+    def listed(items: Mapping[str, str]) -> str:
+        return ", ".join(f"`{k.removeprefix(PREFIX)}={v}`" for k, v in items.items())
+
+    given = {k: v for k, v in sorted(r.settings.items()) if recorded.get(k) != v}
+    logged = {k: v for k, v in sorted(r.settings.items()) if k not in given}
+    parts = [f"{listed(given)} (given)"] if given else []
+    parts += [f"{listed(logged)} (from the log)"] if logged else []
+    if PREFIX + "mode" not in r.settings:
+        parts.append(f"`mode={r.config.mode}` (the replay's default)")
+    return (f"Replayed with the {PREFIX}* settings {'; '.join(parts)}; every other key at its default "
+            "(docs/configuration.md).")
+
+
+def _actions(actions: Sequence[Action], start: float, note: str = "") -> list[str]:
     if not actions:
-        return ["No executor change."]
+        return [] if note else ["No executor change."]
     out = []
     for a in actions:
         reason = a.reason if len(a.reason) <= REASON_CHARS else a.reason[:REASON_CHARS - 3] + "..."
-        out.append(f"- t={a.time - start:.0f} s: {a.action} {a.from_executors} -> {a.to_executors}"
+        out.append(f"- t={a.time - start:.0f} s: {a.action} {a.from_executors} -> {a.to_executors}{note}"
                    + (f": {reason}" if reason else ""))
     return out
 

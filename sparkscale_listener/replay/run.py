@@ -37,7 +37,8 @@ MAX_SAMPLES = 5000  # of the recorded run's series
 @dataclass(frozen=True)
 class Series:
     """A run over time, sampled at the control ticks: live executors, the total arrival rate and
-    the lag (the worst query's rows waiting / its arrival rate, seconds)."""
+    the lag: how long the oldest row no completed batch had read had waited, seconds, the worst
+    query's (the simulator's :attr:`~..testing.sim.QueryPoint.lag_s`, :meth:`.QueryHistory.lag`)."""
 
     t: tuple[float, ...]  # epoch seconds
     executors: tuple[float, ...]
@@ -71,14 +72,36 @@ class Agreement:
     tolerance_s: float
     pairs: tuple[tuple[Action, Action], ...]  # (recorded, replayed)
     missed: tuple[Action, ...]
+    recorded_ups: int
+    replayed_ups: int
+    outside: int = 0  # recorded actions after the queries' last batch: not compared
 
     @property
     def summary(self) -> str:
-        extra = f"; {self.extra} extra" if self.extra else "; none extra"
-        counts = "same" if self.same_counts else "different"
-        return (f"{self.reproduced} of {self.recorded} recorded actions reproduced (same direction, "
-                f"within {self.tolerance_s:.1f} s and 1 executor){extra}; {counts} count of scale-ups "
-                "and scale-downs")
+        """One sentence of counts, each said once: a judgement beside them ("same count" next to
+        "3 extra") read as a contradiction."""
+        replayed = self.reproduced + self.extra
+        if self.recorded:
+            parts = [f"{self.reproduced} of {self.recorded} recorded {_plural(self.recorded, 'action')} "
+                     "reproduced (by a replayed action of the same direction within "
+                     f"{self.tolerance_s:.1f} s of it and within 1 executor of its target)"]
+            if self.extra:
+                parts.append(f"{self.extra} of the {replayed} replayed {_plural(replayed, 'action')} "
+                             f"{'matches' if self.extra == 1 else 'match'} no recorded one")
+            elif replayed:
+                parts.append("every replayed action matches a recorded one")
+        else:
+            parts = [f"the recorded run took no action in the replayed window, the replay took {replayed}"]
+        parts.append(f"scale-ups / scale-downs: {self.recorded_ups} / {self.recorded - self.recorded_ups} "
+                     f"recorded, {self.replayed_ups} / {replayed - self.replayed_ups} replayed")
+        if self.outside:
+            parts.append(f"{self.outside} recorded {_plural(self.outside, 'action')} after the queries' last "
+                         "batch, outside the replayed window, not compared")
+        return "; ".join(parts)
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
 
 
 @dataclass(frozen=True)
@@ -172,9 +195,8 @@ def replay(recorded: RecordedApplication, settings: Mapping[str, str] = {}, *, l
     times = [p.t + offset for p in result.timeline]
     series = Series(tuple(times), tuple(float(p.executors) for p in result.timeline),
                     tuple(_total_load(history, t) for t in times),
-                    tuple(max((_lag(history.queries[i], qp.backlog, t)
-                               for i, qp in enumerate(p.queries.values())), default=0.0)
-                          for t, p in zip(times, result.timeline, strict=True)))
+                    tuple(max((qp.lag_s for qp in p.queries.values()), default=0.0)
+                          for p in result.timeline))
     errors = tuple(dict.fromkeys(e.reason for e in result.events if e.kind == "error"))
     run = ReplayRun(label or describe(settings), keys, config, actions, executor_s, series,
                     flaps(actions, config.scale_down_interval_s), errors, delay)
@@ -204,7 +226,7 @@ def compare(recorded: RecordedApplication, settings: Sequence[Mapping[str, str]]
         assumptions.append("the replay runs in mode autoscale (what sparkscale would have applied)")
     elif recorded.sparkscale_conf.get(PREFIX + "mode", "autoscale") != "autoscale":
         assumptions.append(f"the recorded run was in mode {recorded.sparkscale_conf[PREFIX + 'mode']}: the "
-                           "replay keeps it (set --conf spark.sparkscale.mode=autoscale to see the changes)")
+                           "replay keeps it (set --conf mode=autoscale to see the changes)")
     for kind in ("collector", "evaluator", "realizer"):
         if first.settings.get(PREFIX + kind):
             assumptions.append(f"{PREFIX}{kind}={first.settings[PREFIX + kind]}: the replay uses the "
@@ -258,16 +280,10 @@ def _total_load(history: ApplicationHistory, t: float) -> float:
     return sum(q.load(t) for q in history.queries)
 
 
-def _lag(q: QueryHistory, waiting: float, t: float) -> float:
-    rate = q.load(t)
-    return waiting / rate if rate > 0 else 0.0
-
-
 def _actual(history: ApplicationHistory, times: Sequence[float], config: AutoscalerConfig) -> ActualRun:
     series = Series(tuple(times), tuple(float(history.executors_at(t)) for t in times),
                     tuple(_total_load(history, t) for t in times),
-                    tuple(max((_lag(q, q.waiting(t), t) for q in history.queries), default=0.0)
-                          for t in times))
+                    tuple(max((q.lag(t) for q in history.queries), default=0.0) for t in times))
     return ActualRun(history.actions, history.executor_seconds, series,
                      flaps(history.actions, config.scale_down_interval_s))
 
@@ -289,17 +305,17 @@ def agreement(recorded: Sequence[Action], replayed: Sequence[Action], tolerance_
         else:
             used.add(match)
             pairs.append((r, replayed[match]))
-    same = (sum(map(up, recorded)) == sum(map(up, replayed))
-            and len(recorded) == len(replayed))
+    ups = sum(map(up, recorded)), sum(map(up, replayed))
+    same = ups[0] == ups[1] and len(recorded) == len(replayed)
     return Agreement(len(recorded), len(pairs), len(replayed) - len(used), same, tolerance_s,
-                     tuple(pairs), tuple(missed))
+                     tuple(pairs), tuple(missed), *ups)
 
 
 def _with_agreement(run: ReplayRun, history: ApplicationHistory) -> ReplayRun:
     batch = max((max(q.trigger_s or 0.0, statistics.median(b.duration_s for b in q.batches))
                  for q in history.queries), default=0.0)
     found = agreement(history.actions, run.actions, run.config.interval_s + batch)
-    return replace(run, agreement=found)
+    return replace(run, agreement=replace(found, outside=len(history.late_actions)))
 
 
 __all__ = ["ActualRun", "Agreement", "Comparison", "ReplayRun", "Series", "agreement", "compare",

@@ -50,7 +50,7 @@ CLUSTER = {"workers": 3}
         ("spark.sparkscale.interval", "10 parsecs", "not a valid duration"),
         ("spark.sparkscale.mode", "turbo", "autoscale, recommend, reactive"),
         ("spark.sparkscale.maxExecuters", "4", "not a known key"),
-        ("spark.sparkscale.metricsWindow", "-5s", "not a valid duration"),
+        ("spark.sparkscale.metricsWindow", "-5s", "is negative"),
     ],
 )
 def test_bad_configuration_fails_before_the_session_starts(key: str, value: str, expected: str) -> None:
