@@ -6,8 +6,9 @@
 reads what arrived since the previous one started, so two batches show a step, no window needed)
 plus what a backlog asks for (Flink's catch-up and provisioning terms), and the size it needs is the
 fewest executors whose predicted batch time for the rate over ``utilization.target`` keeps within
-its batch period (its trigger interval, or a quarter of ``backlogThreshold`` where longer or where
-there is no trigger: batches may run back to back, and a row then waits at most half of it). Queries
+its batch period (its trigger interval, or half of ``backlogThreshold`` where longer or where there
+is no trigger: batches may run back to back, a row waiting at most ``backlogThreshold``), and for
+the rate itself within a quarter of ``backlogThreshold`` (the lag's peaks within half of it). Queries
 share the executors: the application needs what its most demanding query needs, and enough slots
 for all of their task time at the target.
 
@@ -60,11 +61,14 @@ MAX_UTILIZATION = 10.0
 # When no size keeps a query within the target, it gets the fewest executors within this share of
 # the best utilization any size gives.
 NEAR_BEST = 0.05
-# Batches may run back to back up to this share of backlogThreshold apart, where that is longer
-# than the trigger (or there is none): each reads what arrived during the one before, so a row waits
-# at most two such periods, half of the lag a user accepts. The other half is room for bursts and
-# for new executors to start, not the operating point.
+# backlogThreshold is the lag a user accepts, a bound and not the operating point. Back to back, a
+# batch reads what arrived during the one before, so a row waits at most two batch periods. At the
+# arrivals themselves, batches may run at most this share of it apart (the lag's peaks within half of
+# it), where that is longer than the trigger or there is none; at the arrivals over
+# utilization.target (the headroom for bursts), at most HEADROOM_PERIOD_SHARE of it apart (the lag
+# within all of it). The room between is for bursts and for new executors to start.
 FRESH_PERIOD_SHARE = 0.25
+HEADROOM_PERIOD_SHARE = 0.5
 # Batches of a source that reports no backlog, each started at most this long after the one before
 # it ended, all of the same rows while the spans between their starts varied by LIMIT_EVIDENCE or
 # more: a read limit binds, and what waits behind it is unseen. (Rows that come as they arrive
@@ -144,10 +148,13 @@ class _Demand:
     read_limit: float | None  # rows a batch reads at most, when the source's limit binds
     saturated: bool  # a read limit binds where no backlog is reported: rows wait unseen
     trigger_s: float | None
-    # The longest batch period sized for: the trigger interval, or a quarter of backlogThreshold
-    # where that is longer or there is no trigger (batches back to back; see
-    # :meth:`MicroBatchEvaluator._utilization`). None: neither (no trigger, backlogThreshold 0).
+    # The longest batch period sized for at the arrivals over the target: the trigger interval, or
+    # half of backlogThreshold where that is longer or there is no trigger (batches back to back;
+    # see :meth:`MicroBatchEvaluator._utilization`). None: neither (no trigger, backlogThreshold 0).
     period_s: float | None
+    # At the arrivals themselves: a quarter of backlogThreshold where that is longer than the
+    # trigger or there is none (the lag's peaks within half of it); None: the trigger sets it.
+    fresh_period_s: float | None
     batch_time_s: float | None  # median of the window's batches
     rising: bool
     idle: bool
@@ -181,6 +188,14 @@ class _Demand:
             rows = self.sized_rate * self.period_s
             return min(rows, self.read_limit) if self.read_limit else rows
         return self._per_trigger(self.sized_rate)
+
+    def rows_per_fresh_period(self) -> float:
+        """Rows a batch reads at :attr:`target` (no headroom) when batches run
+        :attr:`fresh_period_s` apart (0 without one)."""
+        if not self.fresh_period_s:
+            return 0.0
+        rows = self.target * self.fresh_period_s
+        return min(rows, self.read_limit) if self.read_limit else rows
 
     def _per_trigger(self, rate: float) -> float | None:
         if not self.trigger_s:
@@ -544,17 +559,23 @@ class MicroBatchEvaluator(MetricEvaluator):
                          "sized so that batches of the limit do the arrivals at the target")
             signal = "batches at their read limit back to back, no backlog reported"
         backlog_mode = (excess > cfg.backlog_threshold_s * rate) if rate > 0 else excess > 0
-        # Batches back to back a period apart keep a row waiting at most two periods: up to a
-        # quarter of backlogThreshold is a period the lag allows (peaks within half of it), where
-        # it is longer than the trigger or there is none. A read limit that binds caps the rows of a
-        # batch, so longer batches do not read more: the batches are then sized on what back-to-back
-        # batches of the limit do too (see _utilization).
+        # Batches back to back a period apart keep a row waiting at most two periods: at the
+        # arrivals, a quarter of backlogThreshold keeps the lag's peaks within half of it; at the
+        # arrivals over the target, half of it keeps the lag within it (where longer than the
+        # trigger, or without one). A read limit that binds caps the rows of a batch, so longer
+        # batches do not read more: the batches are then sized on what back-to-back batches of the
+        # limit do too (see _utilization).
         period_s = trigger_s
-        fresh = cfg.backlog_threshold_s * FRESH_PERIOD_SHARE
-        if fresh > (trigger_s or 0.0):
-            period_s = fresh
-            notes.append(f"sized for batches up to {readable.seconds(period_s)} apart, back to back (a "
-                         "row then waits at most half of backlogThreshold)")
+        fresh_s = None
+        headroom = cfg.backlog_threshold_s * HEADROOM_PERIOD_SHARE
+        if headroom > (trigger_s or 0.0):
+            period_s = headroom
+            fresh = cfg.backlog_threshold_s * FRESH_PERIOD_SHARE
+            fresh_s = fresh if fresh > (trigger_s or 0.0) else None
+            fresh_note = (f"a row waits at most {readable.seconds(2 * fresh_s)} at the arrivals (half of "
+                          "backlogThreshold), " if fresh_s else "")
+            notes.append(f"sized for batches back to back: {fresh_note}at most "
+                         f"{readable.seconds(2 * period_s)} at the arrivals over the target")
         if backlog_mode:
             notes.append(f"backlog mode: {readable.rows(excess)} behind")
             signal = signal or f"backlog {readable.rows(excess)} beyond a batch's worth"
@@ -588,7 +609,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         return _Demand(q=q, window_rate=window_rate, recent_rate=recent, rate=rate,
                        processed_rate=processed, backlog=backlog, growth=growth, catch_up=catch_up,
                        provisioning=provisioning, read_limit=read_limit, saturated=saturated,
-                       trigger_s=trigger_s, period_s=period_s, signal=signal,
+                       trigger_s=trigger_s, period_s=period_s, fresh_period_s=fresh_s, signal=signal,
                        batch_time_s=batch_time, rising=rising, idle=idle, backlog_mode=backlog_mode,
                        arrivals_seen=arrived, measured_until=batches[-1].start if batches else None,
                        utilization_target=cfg.utilization_target, notes=notes)
@@ -612,42 +633,37 @@ class MicroBatchEvaluator(MetricEvaluator):
         long as the trigger, and its scale-up came as lag built). (A read-limited query is sized
         the same way on the limit: the same size whether its batches show the limit or not.)
 
-        The interval is the query's batch period (:attr:`_Demand.period_s`): its trigger, or a
-        quarter of ``backlogThreshold`` where that is longer or there is no trigger. A short trigger
-        with large fixed costs per batch otherwise held executors that only shortened batches no
-        user waits for (a stateful batch's fixed cost can exceed a 1 s trigger at any size): back to
-        back, a batch reads what arrived during the previous one, and at the target's arrivals a row
-        waits at most two periods, half of ``backlogThreshold``; at the arrivals themselves the
-        batches stay far shorter (the headroom in rows), and the other half of the bound is room for
-        bursts and provisioning. Batches of the other queries with the same trigger are taken as
-        running at that period too (their task time scaled to it). Without a trigger and without a
-        period (``backlogThreshold`` 0): the rate over the rows/s the executors can do."""
+        The interval is the query's batch period (:attr:`_Demand.period_s`): its trigger, or half of
+        ``backlogThreshold`` where that is longer or there is no trigger. A short trigger with large
+        fixed costs per batch otherwise held executors that only shortened batches no user waits
+        for (a stateful batch's fixed cost can exceed a 1 s trigger at any size): back to back, a
+        batch reads what arrived during the previous one, and at the target's arrivals a row waits
+        at most two periods, ``backlogThreshold``. At the arrivals themselves the lag's peaks must
+        stay within half of it (:attr:`_Demand.fresh_period_s`, a quarter of it, where longer than
+        the trigger): a batch of those arrivals over a quarter of ``backlogThreshold``, without the
+        headroom, must end within it too, and the reading is the higher of the two. The room
+        between is for bursts and provisioning. Batches of the other queries with the same trigger
+        are taken as running at that period too (their task time scaled to it). Without a trigger
+        and without a period (``backlogThreshold`` 0): the rate over the rows/s the executors can
+        do."""
         rows = d.rows_per_period()
         if d.idle or (rows is not None and rows <= 0):
             return 0.0 * executors
         period = d.period_s or d.trigger_s
         if rows is not None and period:
-            if d.trigger_s and period > d.trigger_s:
-                concurrent = Concurrent(concurrent.task_s * (period / d.trigger_s), concurrent.tasks)
-            allowed = max(period, cost.driver_s / target)
-            # Batch time is a fixed part plus a part per row: the rows a batch can take within
-            # ``allowed`` follow from two points, its time with none and with the headroom's rows.
-            xp = ops(executors)
-            fixed = cost.batch_time(0.0, executors, concurrent)
-            headroom = cost.batch_time(rows / target, executors, concurrent)
-            spare = allowed - fixed
-            fits = xp.minimum(target * (headroom - fixed) / xp.maximum(spare, _EPS), MAX_UTILIZATION)
-            # Where not even a batch without rows ends within the interval, sizes rank above every
-            # size where one does, by their batch time: the fewest near the shortest is chosen.
-            over = MAX_UTILIZATION * headroom / allowed
-            within = xp.where(spare > _EPS, fits, over)
+            within = _fraction_of_period(cost, executors, rows / target, period, d.trigger_s, target,
+                                         concurrent)
+            if d.fresh_period_s:
+                fresh = _fraction_of_period(cost, executors, d.rows_per_fresh_period(), d.fresh_period_s,
+                                            d.trigger_s, target, concurrent)
+                within = ops(within).maximum(within, fresh)
             if not d.limit_binds:
                 return within
             # Batches of the limit back to back can do no more than the limit per batch time: a
             # bigger batch would spread its fixed costs thinner, but none reads more. (Sized on the
             # trigger instead, a real 120 rows/s with a backlog went to 6 executors; 3 did 158.)
             back_to_back = cost.throughput(executors, d.read_limit, None, concurrent)
-            return xp.maximum(within, d.sized_rate / back_to_back)
+            return ops(within).maximum(within, d.sized_rate / back_to_back)
         # Batch after batch of at most the read limit (0 when the capacity is unbounded).
         return d.sized_rate / cost.throughput(executors, d.read_limit, None, concurrent)
 
@@ -662,7 +678,11 @@ class MicroBatchEvaluator(MetricEvaluator):
         if rows is not None and allowed:
             # At the period sized for: a fixed cost per batch repeated more often than the lag
             # needs holds no slot (batches lengthen and take more rows each when slots are short).
-            period = xp.maximum(allowed, cost.batch_time(rows, executors))
+            # Where a read limit caps a batch's rows, those rows come sooner, and batches of the
+            # limit follow one another that often (at the period, a query whose limit binds read
+            # as using a fraction of the slots it kept busy: a backlog grew behind it, in the band).
+            arrive = min(allowed, rows / d.sized_rate) if d.sized_rate > 0 else allowed
+            period = xp.maximum(arrive, cost.batch_time(rows, executors))
             return cost.task_time(rows, executors) / period
         period = cost.steady_batch_time(d.sized_rate, executors, None)
         unbounded = xp.isinf(period)
@@ -979,6 +999,27 @@ def _source_rates(history: Sequence[MetricSample], q: QueryMetrics, since: float
     return rates
 
 
+def _fraction_of_period(cost: BatchCost, executors: Size, rows: float, period: float,
+                        trigger_s: float | None, target: float, concurrent: Concurrent) -> Size:
+    """How much of ``period`` a batch of ``rows`` takes beyond its part that no rows pay, over what
+    is left of the period beside that part, on the scale of ``target``: at ``target`` the batch ends
+    exactly within the period (within driver time / ``target`` when the driver alone takes
+    longer). Where not even a batch without rows ends within it, sizes rank above every size where
+    one does, by their batch time. Other queries' batches beside it (``concurrent``, at the trigger)
+    are taken as running at that period too."""
+    if trigger_s and period > trigger_s:
+        concurrent = Concurrent(concurrent.task_s * (period / trigger_s), concurrent.tasks)
+    allowed = max(period, cost.driver_s / target)
+    # Batch time is a fixed part plus a part per row: the rows a batch can take within ``allowed``
+    # follow from two points, its time with none and with ``rows``.
+    xp = ops(executors)
+    fixed = cost.batch_time(0.0, executors, concurrent)
+    loaded = cost.batch_time(rows, executors, concurrent)
+    spare = allowed - fixed
+    fits = xp.minimum(target * (loaded - fixed) / xp.maximum(spare, _EPS), MAX_UTILIZATION)
+    return xp.where(spare > _EPS, fits, MAX_UTILIZATION * loaded / allowed)
+
+
 def _limit_binds_unseen(batches: Sequence[BatchRecord], recent: Sequence[BatchRecord],
                         trigger_s: float | None, unit: int = 1) -> bool:
     """The window's batches (at least :data:`LIMIT_BATCHES`) all read the same rows, the most any
@@ -1170,6 +1211,10 @@ class _ScanQueries:
         self.rows: list[float] = []
         self.period: list[float] = []
         self.trigger: list[float] = []
+        # At the arrivals themselves, where a fresh period applies (else no rows: they read 0).
+        self.fresh_rows: list[float] = []
+        self.fresh_period: list[float] = []
+        self.arrive: list[float] = []
         for d, _ in known:
             rows = d.rows_per_period()
             period = d.period_s or d.trigger_s
@@ -1180,16 +1225,25 @@ class _ScanQueries:
             self.period.append((period or 1.0) if common else 1.0)
             # (No trigger: the period itself, so that nothing is scaled to it: no batch runs beside.)
             self.trigger.append((d.trigger_s or period or 1.0) if common else 1.0)
+            fresh = common and bool(d.fresh_period_s)
+            self.fresh_rows.append(d.rows_per_fresh_period() if fresh else 0.0)
+            self.fresh_period.append((d.fresh_period_s or 1.0) if fresh else 1.0)
+            # How soon a period's rows come (sooner where a read limit caps them): see _busy_slots.
+            self.arrive.append(min(self.period[-1], self.rows[-1] / d.sized_rate)
+                               if common and d.sized_rate > 0 else self.period[-1])
+        self.has_fresh = np.array([r > 0 for r in self.fresh_rows], dtype=bool).reshape(-1, 1)
         costs = [c for _, c in known]
         self.per_row = [c.per_row_s for c in costs]
         self.joint_tasks = [c.tasks for c in costs]
         # One array: a pass over the queries.
         table = np.array([(c.fixed_task_s, c.per_executor_s, c.driver_s, max(1, c.tasks), c.cores,
                            max(1, c.widest), max(1, c.tasks) / max(1, c.widest),
-                           executors_for(c.widest, c.cores), max(p, c.driver_s / target))
-                          for c, p in zip(costs, self.period, strict=True)], dtype=float).reshape(-1, 9)
+                           executors_for(c.widest, c.cores), max(p, c.driver_s / target),
+                           max(f, c.driver_s / target))
+                          for c, p, f in zip(costs, self.period, self.fresh_period, strict=True)],
+                         dtype=float).reshape(-1, 10)
         (self.fixed, self.per_executor, self.driver, self.tasks, self.cores, self.widest, self.lead,
-         self.most, self.allowed) = table.T[:, :, None]
+         self.most, self.allowed, self.fresh_allowed) = table.T[:, :, None]
 
 
 class _Scan:
@@ -1270,33 +1324,48 @@ class _Scan:
 
     def utilization(self, beside_s: np.ndarray, beside_tasks: np.ndarray) -> np.ndarray:
         """:meth:`MicroBatchEvaluator._utilization`, other batches running alongside: their task
-        time (a row per query, a column per size) and tasks (one per query)."""
+        time (a row per query, a column per size) and tasks (one per query). The higher of the
+        headroom's rows over the period and, where a fresh period applies, the arrivals over it."""
         q = self.queries
-        period, trigger = np.array(q.period, dtype=float), np.array(q.trigger, dtype=float)
+        utilization = self._fraction([r / q.target for r in q.rows], q.period, q.allowed, beside_s,
+                                     beside_tasks, "")
+        if q.has_fresh.any():
+            fresh = self._fraction(q.fresh_rows, q.fresh_period, q.fresh_allowed, beside_s, beside_tasks,
+                                   "fresh_")
+            np.maximum(utilization, fresh, out=utilization, where=q.has_fresh)
+        return utilization
+
+    def _fraction(self, rows: Sequence[float], periods: Sequence[float], allowed: np.ndarray,
+                  beside_s: np.ndarray, beside_tasks: np.ndarray, name: str) -> np.ndarray:
+        """:func:`_fraction_of_period` of each query's ``rows`` over its period, at every size (its
+        matrices named with the prefix ``name``: two of these read at once)."""
+        q = self.queries
+        period, trigger = np.array(periods, dtype=float), np.array(q.trigger, dtype=float)
         # Scaled to the period where it is longer than the trigger (x * 1.0 is x exactly).
         concurrent_s = np.multiply(beside_s, np.where(period > trigger, period / trigger, 1.0)[:, None],
-                                   out=self._matrix("concurrent"))
+                                   out=self._matrix(name + "concurrent"))
         concurrent_tasks = (np.array(q.joint_tasks, dtype=float) + beside_tasks).reshape(-1, 1)
-        shared_slots = np.minimum(self.slots, concurrent_tasks, out=self._matrix("shared"))
+        shared_slots = np.minimum(self.slots, concurrent_tasks, out=self._matrix(name + "shared"))
         np.maximum(1, shared_slots, out=shared_slots)
-        beside = (concurrent_s, shared_slots, np.greater(concurrent_s, 0, out=self._matrix("running", bool)))
-        fixed = self._batch_time(self.task_time([0.0] * len(q.rows), "fixed"), beside)
-        headroom = self._batch_time(self.task_time([r / q.target for r in q.rows], "headroom"), beside)
-        spare = np.subtract(q.allowed, fixed, out=self._matrix("spare"))
-        # fits = min(target * (headroom - fixed) / max(spare, eps), MAX_UTILIZATION)
-        fits = np.subtract(headroom, fixed, out=fixed)
+        beside = (concurrent_s, shared_slots,
+                  np.greater(concurrent_s, 0, out=self._matrix(name + "running", bool)))
+        fixed = self._batch_time(self.task_time([0.0] * len(rows), name + "fixed"), beside)
+        loaded = self._batch_time(self.task_time(rows, name + "loaded"), beside)
+        spare = np.subtract(allowed, fixed, out=self._matrix(name + "spare"))
+        # fits = min(target * (loaded - fixed) / max(spare, eps), MAX_UTILIZATION)
+        fits = np.subtract(loaded, fixed, out=fixed)
         np.multiply(q.target, fits, out=fits)
-        np.divide(fits, np.maximum(spare, _EPS, out=self._matrix("spare_floor")), out=fits)
+        np.divide(fits, np.maximum(spare, _EPS, out=self._matrix(name + "spare_floor")), out=fits)
         np.minimum(fits, MAX_UTILIZATION, out=fits)
-        # Where not even a batch without rows fits: MAX_UTILIZATION * headroom / allowed.
-        utilization = np.multiply(MAX_UTILIZATION, headroom, out=headroom)
-        np.divide(utilization, q.allowed, out=utilization)
-        np.copyto(utilization, fits, where=np.greater(spare, _EPS, out=self._matrix("fit", bool)))
-        return utilization
+        # Where not even a batch without rows fits: MAX_UTILIZATION * loaded / allowed.
+        fraction = np.multiply(MAX_UTILIZATION, loaded, out=loaded)
+        np.divide(fraction, allowed, out=fraction)
+        np.copyto(fraction, fits, where=np.greater(spare, _EPS, out=self._matrix(name + "fit", bool)))
+        return fraction
 
     def busy_slots(self) -> np.ndarray:
         """:meth:`MicroBatchEvaluator._busy_slots`."""
         work = self.task_time(self.queries.rows, "busy")
         period = self._batch_time(self.task_time(self.queries.rows, "period"))
-        np.maximum(np.array(self.queries.period, dtype=float).reshape(-1, 1), period, out=period)
+        np.maximum(np.array(self.queries.arrive, dtype=float).reshape(-1, 1), period, out=period)
         return np.divide(work, period, out=work)

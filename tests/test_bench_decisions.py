@@ -128,16 +128,17 @@ def test_oracle_counts_the_fixed_task_time_per_trigger() -> None:
 
 
 def test_the_benchmarks_oracle_counts_the_fixed_task_time_per_period_the_lag_allows() -> None:
-    # A 10 s trigger, shorter than a quarter of backlogThreshold (15 s): batches may run back to
-    # back 15 s apart, and the fixed time is paid every 15 s. 100 x 0.002 + (32 x 1.0 + E x 1.0) / 15
-    # slot-s/s at 0.7: 2.4 slots for E = 1 (> 2), 2.47 for E = 2 (<= 4); and a batch of 15 s of
-    # arrivals over 0.7 (4.3 s of task time plus the 34 s fixed) ends within 15 s on 4 slots.
+    # A 10 s trigger, shorter than half of backlogThreshold (30 s): batches may run back to back,
+    # 30 s apart at the arrivals over the target and 15 s apart at the arrivals (a quarter of it,
+    # longer than the trigger), the fixed time paid every 30 s. On E executors of 2 cores a batch of
+    # 15 s of arrivals (3 s of task time) and the 32 + E s fixed must end within 15 s:
+    # 0.5 + (3 + 33) / 2 = 18.5 s on 1, 0.5 + (3 + 34) / 4 = 9.75 s on 2.
     q = replace(query("q", lambda t: 100.0, 0.0, 100.0), task_overhead_s=1.0, executor_overhead_s=1.0)
     assert oracle_executors([q], {"q": 100.0}, 2, 0.7, 20) == 2
     assert oracle_executors([replace(q, task_overhead_s=0.0, executor_overhead_s=0.0)],
                             {"q": 100.0}, 2, 0.7, 20) == 1
-    # The same trigger sized on the trigger (backlogThreshold 4 trigger intervals or less): more.
-    assert smallest_sufficient_executors([q], {"q": 100.0}, 2, 0.7, 20, backlog_threshold_s=40.0) > 2
+    # The same trigger sized on the trigger (backlogThreshold 2 trigger intervals or less): more.
+    assert smallest_sufficient_executors([q], {"q": 100.0}, 2, 0.7, 20, backlog_threshold_s=20.0) > 2
 
 
 # -- the simulator's additions -----------------------------------------------------------------

@@ -170,10 +170,11 @@ def test_arrivals_come_from_the_batches_and_the_size_from_the_model() -> None:
     # 1 executor: 4 slots, 4 waves: 0.2 + 28.6 / 4 = 7.3 s <= 10 s.
     assert (qe.required_executors, ev.recommended_executors) == (1, 1)
     # Utilization on the live 4 executors: the arrivals over the rows a batch can take within the
-    # batch period, on the target's scale. The period is 15 s, a quarter of backlogThreshold (60 s),
-    # longer than the trigger: the headroom's rows of 15 s (30000 / 0.7, 42.9 s of task time) cost
-    # 42.9 / 16 s of the 15 - 0.2 s left beside the driver's fixed 0.2 s.
-    assert ev.utilization == pytest.approx(0.7 * (30.0 / 0.7 / 16) / (15.0 - 0.2), rel=1e-3)
+    # batch period, on the target's scale. The period is 30 s, half of backlogThreshold (60 s), longer
+    # than the trigger: the headroom's rows of 30 s (60000 / 0.7, 85.7 s of task time) cost 85.7 / 16 s
+    # of the 30 - 0.2 s left beside the driver's fixed 0.2 s. (The arrivals themselves over 15 s, a
+    # quarter of it, read less: 30 s of task time, 0.7 x 1.9 / 14.8.)
+    assert ev.utilization == pytest.approx(0.7 * (60.0 / 0.7 / 16) / (30.0 - 0.2), rel=1e-3)
     assert qe.cost is not None and qe.cost.per_row_s == pytest.approx(0.001)
 
 
@@ -641,21 +642,24 @@ def test_batches_longer_than_a_short_trigger_are_no_demand_while_the_query_keeps
 
 
 def test_the_lag_at_the_load_sized_for_stays_within_half_of_backlog_threshold() -> None:
-    # Without a trigger or with a short one, batches run back to back; at the arrivals over the
-    # target the size given keeps them at most a quarter of backlogThreshold apart (a row waits
-    # two of them at most), and one executor fewer does not.
-    # A fixed task time of 30 s a batch over 128 tasks: 7 executors. (Sized on 30 s periods, half of
-    # backlogThreshold, the 1 s trigger got 6: 19 s batches at the headroom's load, a lag of 38 s.)
+    # Without a trigger or with a short one, batches run back to back. The size given keeps them at
+    # most a quarter of backlogThreshold apart at the arrivals (a row waits two of them at most:
+    # half of it) and at most half of it apart at the arrivals over the target (the lag within all
+    # of it: the room for a burst); one executor fewer fails one of the two. A fixed task time of
+    # 30 s a batch over 128 tasks: 7 executors.
+    quarter, half = CFG.backlog_threshold_s / 4, CFG.backlog_threshold_s / 2
     for trigger_s in (None, 1.0):
         stream = Stream("a", lambda t: 3000.0 if int(t / 5) % 2 else 3300.0, per_row_s=0.004, fixed_s=30.0,
                         tasks=128, driver_s=1.5, trigger_s=trigger_s)
         ev = evaluate([stream], until=200.0, live=8, target=8)
         qe = ev.queries["a"]
-        assert qe.cost is not None and 1 < ev.recommended_executors < CFG.max_executors, qe.note
-        rate = qe.target_rate / CFG.utilization_target
-        quarter = CFG.backlog_threshold_s / 4
-        assert qe.cost.steady_batch_time(rate, ev.recommended_executors, trigger_s) <= quarter + 1e-6
-        assert qe.cost.steady_batch_time(rate, ev.recommended_executors - 1, trigger_s) > quarter
+        k = ev.recommended_executors
+        assert qe.cost is not None and 1 < k < CFG.max_executors, qe.note
+        rate, headroom = qe.target_rate, qe.target_rate / CFG.utilization_target
+        assert qe.cost.steady_batch_time(rate, k, trigger_s) <= quarter + 1e-6
+        assert qe.cost.steady_batch_time(headroom, k, trigger_s) <= half + 1e-6
+        assert (qe.cost.steady_batch_time(rate, k - 1, trigger_s) > quarter
+                or qe.cost.steady_batch_time(headroom, k - 1, trigger_s) > half)
 
 
 def test_a_query_gone_quiet_is_idle_once_its_batches_leave_the_window() -> None:
@@ -1200,9 +1204,11 @@ def test_the_size_scan_computes_each_querys_figures_as_its_model_does() -> None:
                                    rng.choice([0.0, 1e-4, 2e-3]), tasks, rng.randint(1, tasks),
                                    rng.choice([1, 2, 4]), rng.uniform(1, 1.6), 0.1, 20, True, tuple(seen),
                                    {k: rng.uniform(1, 2) for k in seen}))
-        demands = [SimpleNamespace(idle=False, target=rng.uniform(0, 5000), period_s=None, limit_binds=False,
+        demands = [SimpleNamespace(idle=False, target=rng.uniform(0, 5000), limit_binds=False,
+                                   sized_rate=rng.choice([0.0, 2.0, 50.0]),
                                    trigger_s=rng.choice([None, 0.0, 1.0, 10.0]),
-                                   rows_per_period=lambda: 100.0)
+                                   period_s=rng.choice([None, 30.0]), fresh_period_s=rng.choice([None, 15.0]),
+                                   rows_per_period=lambda: 100.0, rows_per_fresh_period=lambda: 60.0)
                    for _ in costs]
         sizes = np.arange(1.0, rng.randint(1, 80) + 1.0)
         queries = _ScanQueries(list(zip(demands, costs, strict=True)), 0.7)  # type: ignore[arg-type]

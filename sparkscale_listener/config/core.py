@@ -93,9 +93,10 @@ class AutoscalerConfig:
         "utilization.target", Number(0.0, 1.0, low_open=True), 0.7,
         "Size for arrivals at this share of what the executors can do: the fewest executors on "
         "which, the model predicts, a batch of the arrivals divided by this still ends within the "
-        "batch period (the trigger interval, or a quarter of backlogThreshold where that is longer or "
-        "there is no trigger: batches may run back to back, and a row waits at most half of "
-        "backlogThreshold). 0.7: 43 % more load is absorbed, for bursts and jitter. "
+        "batch period (the trigger interval, or half of backlogThreshold where that is longer or there "
+        "is no trigger: batches may run back to back, a row waiting at most backlogThreshold; and at "
+        "the arrivals themselves a quarter of it, the lag within half of it). 0.7: 43 % more load is "
+        "absorbed, for bursts and jitter. "
         "A size a few percent over it is kept where the next size would add executors that run "
         "no fewer waves of tasks (docs/how-it-decides.md).")
     utilization_max: float = option(
@@ -119,12 +120,13 @@ class AutoscalerConfig:
                                           "One scale-down removes at most this fraction of executors.")
     backlog_threshold_s: float = option("backlogThreshold", Duration(at_most=DAY), 60.0,
                                         "The lag accepted, a bound, not a target: batches are sized to "
-                                        "run back to back at most a quarter of it apart, so that the "
-                                        "lag stays within half of it at the load sized for (where the "
-                                        "trigger interval is longer, within the trigger); the rest is "
-                                        "room for bursts and new executors. While the backlog exceeds "
-                                        "this many seconds of input, never scale down. Set it to 4x "
-                                        "the trigger interval or less to keep batches within the trigger.")
+                                        "run back to back at most a quarter of it apart at the "
+                                        "arrivals (the lag's peaks within half of it) and half of it "
+                                        "apart at the arrivals over utilization.target (within all of "
+                                        "it): the room between is for bursts and new executors. While "
+                                        "the backlog exceeds this many seconds of input, never scale "
+                                        "down. Set it to 2x the trigger interval or less to keep "
+                                        "batches within the trigger.")
     ineffective_scale_up_threshold: float = option(
         "scaleUp.ineffectiveThreshold", Number(0.0, 1.0), 0.1,
         "If a scale-up shortened the query's batches by less than this fraction of what the model "

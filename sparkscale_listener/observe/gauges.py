@@ -76,9 +76,10 @@ GAUGES: tuple[Gauge, ...] = (
           "compared with)"),
     Gauge(f"query.{QUERY}.utilization", "sparkscale_query_utilization_ratio", "ratio",
           "at its last evaluation, the query's arrivals (plus backlog catch-up) over what the executors "
-          "can do for it: a batch period's worth (the trigger interval, or a quarter of backlogThreshold "
+          "can do for it: a batch period's worth (the trigger interval, or half of backlogThreshold "
           "where longer or without a trigger) over the rows a batch can read and still end within the "
-          "period (1 = a batch of the arrivals just ends within it)"),
+          "period (1 = a batch of the arrivals just ends within it), or at the arrivals themselves "
+          "over a quarter of backlogThreshold where that reads higher"),
 )
 _BY_NAME = {g.name: g for g in GAUGES}
 PROCESSED, BACKLOG_ROWS, BACKLOG_SECONDS, UTILIZATION = (g.name for g in GAUGES if g.per_query)

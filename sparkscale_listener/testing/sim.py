@@ -232,19 +232,27 @@ def smallest_sufficient_executors(queries: Sequence[SimQuery], load: Mapping[str
     tasks' slots its rows keep busy must stay at most the target.
 
     With ``backlog_threshold_s`` (the lag a user accepts), a query without a trigger or with one
-    shorter than a quarter of it is sized on its lag instead, as sparkscale sizes it: batches may
-    run back to back up to that quarter apart (a row then waits at most half of the threshold), so
-    a batch of that period's arrivals over the target, alone on the slots (at most its partitions,
-    in waves), must end within the period (batches of its read limit, back to back, must do the
-    arrivals over the target where that period's rows exceed the limit), and all queries' task time
-    must fit in the slots. Where no size keeps it within the target, a slot per partition does."""
-    fresh_period = backlog_threshold_s / 4.0 if backlog_threshold_s else None
+    shorter than half of it is sized on its lag instead, as sparkscale sizes it: batches may run
+    back to back, a row waiting at most two batch periods. Alone on the slots (at most its
+    partitions, in waves), a batch of half the threshold's arrivals over the target must end within
+    half of it (the lag within the threshold at the headroom's load), and where a quarter of it is
+    longer than the trigger, a batch of a quarter's arrivals within a quarter (the lag within half
+    of it at the load); batches of its read limit, back to back, must do the arrivals over the
+    target where a period's rows exceed the limit; and all queries' task time must fit in the
+    slots. Where no size keeps it within the target, a slot per partition does."""
+    half = backlog_threshold_s / 2.0 if backlog_threshold_s else None
 
     def period_of(q: SimQuery) -> float | None:
-        """The longest batch period a fresh query may run at; None for one sized on its trigger."""
-        if fresh_period is None or (q.trigger_interval_s or 0.0) >= fresh_period:
+        """The longest batch period a query sized on its lag may run at, at the headroom's load;
+        None for one sized on its trigger."""
+        if half is None or (q.trigger_interval_s or 0.0) >= half:
             return None
-        return fresh_period
+        return half
+
+    def fresh_of(q: SimQuery) -> float | None:
+        """... and at the load itself, where that is longer than its trigger."""
+        quarter = half / 2.0 if half else None
+        return quarter if quarter and (q.trigger_interval_s or 0.0) < quarter else None
 
     def fits(executors: int) -> bool:
         slots = executors * cores_per_executor
@@ -271,23 +279,26 @@ def smallest_sufficient_executors(queries: Sequence[SimQuery], load: Mapping[str
                 continue
             if period:
                 busy += fixed_of[q.name] / period
-            fresh = period_of(q)
-            if fresh is not None and executors < math.ceil(q.partitions / cores_per_executor):
+            lagged = period_of(q)
+            if lagged is not None and executors < math.ceil(q.partitions / cores_per_executor):
                 # (Past a slot per partition no executor shortens its batches: where none of these
                 # sizes keeps it within the target, it needs what its partitions can use.)
                 parallel = _waves_parallelism(q, float(slots))
-                rate = load[q.name] / utilization_target
-                rows = rate * fresh
-                limit = q.max_rows_per_batch
-                if limit is not None and rows > limit:
-                    # Batches of the limit back to back must do the arrivals over the target.
-                    batch = q.batch_overhead_s + (limit * q.cost_per_row + fixed_of[q.name]) / parallel
-                    if rate * batch > limit + 1e-9:
+                fresh = fresh_of(q)
+                periods = [(load[q.name] / utilization_target, lagged)]
+                periods += [(load[q.name], fresh)] if fresh is not None else []
+                for rate, period in periods:
+                    rows = rate * period
+                    limit = q.max_rows_per_batch
+                    if limit is not None and rows > limit:
+                        # Batches of the limit back to back must do these arrivals.
+                        batch = q.batch_overhead_s + (limit * q.cost_per_row + fixed_of[q.name]) / parallel
+                        if rate * batch > limit + 1e-9:
+                            return False
+                        rows = limit
+                    work = rows * q.cost_per_row + fixed_of[q.name]
+                    if q.batch_overhead_s + work / parallel > period + 1e-9:
                         return False
-                    rows = limit
-                work = rows * q.cost_per_row + fixed_of[q.name]
-                if q.batch_overhead_s + work / parallel > fresh + 1e-9:
-                    return False
         return busy <= utilization_target * slots + 1e-9
 
     for executors in range(1, max_executors + 1):
