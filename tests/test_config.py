@@ -5,7 +5,18 @@ from __future__ import annotations
 import pytest
 
 from sparkscale_listener.config.core import CORE_OPTIONS, AutoscalerConfig
-from sparkscale_listener.config.options import ConfigError
+from sparkscale_listener.config.options import (
+    Boolean,
+    Choice,
+    ConfigError,
+    DailyWindows,
+    Duration,
+    Integer,
+    Names,
+    Number,
+    Text,
+    ValueType,
+)
 
 
 def test_defaults_of_the_dataclass_are_the_declared_ones() -> None:
@@ -34,3 +45,32 @@ def test_until_restart_and_stabilization_interval_words() -> None:
     assert config.rollback_pause_s is None
     with pytest.raises(ConfigError, match=r"expected a duration at most 7d .*, or untilRestart"):
         AutoscalerConfig.from_keys({"rollback.pauseDuration": "forever"})
+
+
+@pytest.mark.parametrize(("value_type", "kind", "accepted"), [
+    (Duration(at_least=0.5, at_most=600.0), "duration", "at least 500ms, at most 10min"),
+    (Duration(positive=True, at_most=3600.0), "duration", "more than 0, at most 1h"),
+    (Duration(until="untilRestart", at_most=7 * 86400.0), "duration", "at most 7d, or untilRestart"),
+    (Number(0.0, 1.0, low_open=True), "number", "0 < x <= 1"),
+    (Number(1.0, None, low_open=True), "number", "x > 1"),
+    (Number(), "number", "any"),
+    (Integer(minimum=1, optional=True), "integer", "x >= 1, or empty"),
+    (Boolean(), "boolean", "true, false"),
+    (Choice("autoscale", "recommend", "reactive"), "choice", "autoscale, recommend, reactive"),
+    (Names(), "comma-separated names", "any, or empty"),
+    (Text(), "text", "any"),
+    (DailyWindows(), "HH:MM windows",
+     "HH:MM-HH:MM in local time, 00:00 to 23:59 (a window may wrap midnight), or empty"),
+])
+def test_each_value_type_describes_its_kind_and_what_it_accepts(value_type: ValueType, kind: str,
+                                                                 accepted: str) -> None:
+    assert value_type.describe() == (kind, accepted)
+
+
+def test_a_number_accepts_exactly_the_range_it_describes() -> None:
+    # "0 < x <= 1": the open end refused, the closed one accepted.
+    share = Number(0.0, 1.0, low_open=True)
+    assert share.describe().accepted == "0 < x <= 1"
+    assert share.parse("k", "1") == 1.0
+    with pytest.raises(ConfigError, match="out of range"):
+        share.parse("k", "0")

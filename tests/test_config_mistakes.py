@@ -313,8 +313,17 @@ def test_every_duration_key_declares_its_bound() -> None:
         assert default * 10 <= bound, f"{opt.key}: a bound of {bound} s leaves no room above the default"
         low = opt.type.at_least
         assert low <= default / 10, f"{opt.key}: a lower bound of {low} s leaves no room below the default"
-        assert opt.type.bound_text() == (f"From {opt.type.render(low)} to {opt.type.render(bound)}." if low
-                                         else f"At most {opt.type.render(bound)}.")
+        # The reference's accepted column states the bounds the key enforces.
+        accepted = opt.type.describe().accepted
+        assert f"at most {opt.type.render(bound)}" in accepted
+        opt.parse(opt.type.render(bound))
+        with pytest.raises(ConfigError, match="more than the longest accepted"):
+            opt.parse(f"{(bound + 1) * 1000:.0f}ms")
+        if low:
+            assert accepted.startswith(f"at least {opt.type.render(low)}, ")
+            opt.parse(opt.type.render(low))
+            with pytest.raises(ConfigError, match="shorter than the shortest accepted"):
+                opt.parse(f"{low * 1000 - 1:.0f}ms")
 
 
 def test_a_custom_modules_duration_getter_applies_the_same_rules() -> None:

@@ -161,7 +161,7 @@ class AutoscalerConfig:
     checkers: tuple[str, ...] = option("checkers", Names(), BUILTIN_CHECKERS,
                                        "Checkers run after each scaling: built-in names or Python class "
                                        "paths, comma-separated; each one's keys are under "
-                                       "checkers.<name>. Empty disables rollback.")
+                                       "`checkers.<name>`. Empty disables rollback.")
     rollback_target: str = option("rollback.target", Choice("last", "initial"), "last",
                                   "last: roll back to the last healthy target. initial: to the target "
                                   "the autoscaler started with.")
@@ -189,7 +189,7 @@ class AutoscalerConfig:
     event_handlers: tuple[str, ...] = option("eventHandlers", Names(), ("logging", "listenerBus"),
                                              "Event handlers: logging, listenerBus, jsonl, or Python "
                                              "class paths, comma-separated; each one's keys are under "
-                                             "eventHandlers.<name>.")
+                                             "`eventHandlers.<name>`.")
     event_throttle_s: float = option("events.throttleInterval", Duration(at_most=DAY), 60.0,
                                      "Identical repeated events are reported at most once per this "
                                      "interval.")

@@ -11,11 +11,14 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .spelling import did_you_mean
 
 PREFIX = "spark.sparkscale."
+# The version every key of today first ships in: the project's first release, not yet made. A fixed
+# string, not __version__: a key's `since` must not move when the version does (see Option.since).
+FIRST_VERSION = "0.1.0"
 T = TypeVar("T")
 
 
@@ -177,10 +180,34 @@ def parse_excluded_periods(key: str, value: str) -> tuple[tuple[int, int], ...]:
 # ---------------------------------------------------------------------------------------------
 
 
+class Description(NamedTuple):
+    """What the configuration reference says of a value type, from the type's own checks."""
+
+    kind: str  # what kind of value: "duration", "integer", "choice"...
+    accepted: str  # the range or the choices: "at least 500ms, at most 10min", "0 < x <= 1"
+
+
+def _number_range(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+    """``(0, 1, True, False)`` -> ``"0 < x <= 1"``: the bounds as the reference shows them."""
+    if low is None and high is None:
+        return "any"
+    if high is None:
+        return f"x {'>' if low_open else '>='} {low:g}"
+    if low is None:
+        return f"x {'<' if high_open else '<='} {high:g}"
+    return f"{low:g} {'<' if low_open else '<='} x {'<' if high_open else '<='} {high:g}"
+
+
 class ValueType:
-    """Parses a key's text and checks a typed value; ``accepts`` says in words what is accepted."""
+    """Parses a key's text and checks a typed value; ``accepts`` says in words what is accepted (for
+    error messages), :meth:`describe` the same for the reference's type and accepted columns."""
 
     accepts = "a value"
+
+    def describe(self) -> Description:
+        """The kind and the accepted values, for the reference. A type that leaves them empty cannot
+        be documented: tests/test_readme.py refuses every key of such a type."""
+        return Description("", "")
 
     def parse(self, key: str, text: str) -> Any:
         value = self.convert(key, text)
@@ -204,12 +231,18 @@ class ValueType:
 class Text(ValueType):
     accepts = "a string"
 
+    def describe(self) -> Description:
+        return Description("text", "any")
+
     def convert(self, key: str, text: str) -> str:
         return str(text).strip()
 
 
 class Boolean(ValueType):
     accepts = "true or false"
+
+    def describe(self) -> Description:
+        return Description("boolean", "true, false")
 
     def convert(self, key: str, text: str) -> bool:
         return parse_bool(key, text)
@@ -228,6 +261,10 @@ class Integer(ValueType):
         self.optional = optional  # empty text -> None
         self.accepts = "a whole number" + (f" >= {minimum}" if minimum is not None else "") \
             + (", or empty" if optional else "")
+
+    def describe(self) -> Description:
+        accepted = f"x >= {self.minimum}" if self.minimum is not None else "any"
+        return Description("integer", accepted + (", or empty" if self.optional else ""))
 
     def convert(self, key: str, text: str) -> int | None:
         if self.optional and not str(text).strip():
@@ -249,6 +286,9 @@ class Number(ValueType):
         self.bounds = (low, high, low_open, high_open)
         self.accepts = _range_text(low, high, low_open, high_open)
 
+    def describe(self) -> Description:
+        return Description("number", _number_range(*self.bounds))
+
     def convert(self, key: str, text: str) -> float:
         return parse_float(key, text, *self.bounds)
 
@@ -267,7 +307,7 @@ class Duration(ValueType):
 
     ``at_most`` is the key's sane upper bound: far above any useful value, so a value beyond it is a
     mistake (a wrong unit, an extra zero) and is refused, with the value read back in a unit that
-    shows the mistake. The configuration reference prints it next to the key's description."""
+    shows the mistake. The configuration reference shows it in the key's accepted column."""
 
     def __init__(self, *, at_most: float, positive: bool = False, until: str | None = None,
                  at_least: float = 0.0) -> None:
@@ -324,10 +364,11 @@ class Duration(ValueType):
             raise ConfigError(f"{key}={shown} {read}, more than the longest accepted, "
                               f"{render_duration(self.at_most)}; expected {self.accepts}")
 
-    def bound_text(self) -> str:
-        if self.at_least > 0:
-            return f"From {render_duration(self.at_least)} to {render_duration(self.at_most)}."
-        return f"At most {render_duration(self.at_most)}."
+    def describe(self) -> Description:
+        low = (f"at least {render_duration(self.at_least)}, " if self.at_least > 0
+               else "more than 0, " if self.positive else "")
+        until = f", or {self.until}" if self.until else ""
+        return Description("duration", f"{low}at most {render_duration(self.at_most)}{until}")
 
     def render(self, value: Any) -> str:
         return (self.until or "") if value is None else render_duration(value)
@@ -337,6 +378,9 @@ class Choice(ValueType):
     def __init__(self, *choices: str) -> None:
         self.choices = choices
         self.accepts = "one of: " + ", ".join(choices)
+
+    def describe(self) -> Description:
+        return Description("choice", ", ".join(self.choices))
 
     def convert(self, key: str, text: str) -> str:
         return parse_choice(key, str(text).strip(), self.choices)
@@ -351,6 +395,9 @@ class Names(ValueType):
 
     accepts = "a comma-separated list"
 
+    def describe(self) -> Description:
+        return Description("comma-separated names", "any, or empty")
+
     def convert(self, key: str, text: str) -> tuple[str, ...]:
         return parse_list(text)
 
@@ -364,6 +411,10 @@ class Names(ValueType):
 
 class DailyWindows(ValueType):
     accepts = "comma-separated HH:MM-HH:MM windows in local time"
+
+    def describe(self) -> Description:
+        return Description("HH:MM windows", "HH:MM-HH:MM in local time, 00:00 to 23:59 (a window may wrap "
+                                            "midnight), or empty")
 
     def convert(self, key: str, text: str) -> tuple[tuple[int, int], ...]:
         return parse_excluded_periods(key, text)
@@ -382,13 +433,19 @@ class DailyWindows(ValueType):
 @dataclass(frozen=True)
 class Option:
     """One configuration key, declared once: name (after the prefix), value type and range,
-    default, and the line the configuration reference shows. Parsing, validation, the defaults of
-    :class:`AutoscalerConfig` and the reference tables all come from these declarations."""
+    default, the line the configuration reference shows, and the version it first shipped in.
+    Parsing, validation, the defaults of :class:`AutoscalerConfig` and the reference tables all come
+    from these declarations.
+
+    ``since`` defaults to :data:`FIRST_VERSION`, the version of every key of today; a key added after
+    that release states the version it first ships in (a fixed string: it must not follow the
+    version as it moves on)."""
 
     key: str
     type: ValueType
     default: Any
     doc: str
+    since: str = FIRST_VERSION
 
     def parse(self, text: str, prefix: str = "") -> Any:
         return self.type.parse(PREFIX + prefix + self.key, text)
@@ -400,10 +457,9 @@ class Option:
         return self.type.render(self.default)
 
 
-def option(key: str, type_: ValueType, default: Any, doc: str) -> Any:
+def option(key: str, type_: ValueType, default: Any, doc: str, since: str = FIRST_VERSION) -> Any:
     """A field of :class:`AutoscalerConfig` declared by its key (see :class:`Option`)."""
-    return field(default=default, metadata={"option": Option(key, type_, default, doc)})
-
+    return field(default=default, metadata={"option": Option(key, type_, default, doc, since)})
 
 
 class ModuleConfig:

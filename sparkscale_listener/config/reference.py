@@ -21,18 +21,29 @@ from ..observe.events import JsonLinesEventHandler
 from ..observe.gauges import metrics_table
 from ..state.store import STATE_STORE_OPTIONS
 from .core import CORE_OPTIONS
-from .options import PREFIX, Duration, Option
+from .options import PREFIX, Option
+
+# Spark's configuration page (Property Name | Default | Meaning | Since Version), with the type and the
+# accepted values in columns of their own: the doc cell is the declaration's own sentences, nothing
+# appended to them.
+TABLE_HEADER = ("| key | type | accepted | default | since | what it does |\n"
+                "|---|---|---|---|---|---|")
+
+
+def markdown_rows(options: Sequence[Option], prefix: str = "") -> list[str]:
+    """A row of the reference per option (keys under ``prefix``)."""
+    rows = []
+    for opt in options:
+        described = opt.type.describe()
+        default = opt.default_text()
+        rows.append(f"| `{PREFIX}{prefix}{opt.key}` | {described.kind} | {described.accepted} "
+                    f"| {f'`{default}`' if default else '(empty)'} | {opt.since} | {opt.doc} |")
+    return rows
 
 
 def markdown_table(options: Sequence[Option] = CORE_OPTIONS, prefix: str = "") -> str:
     """A markdown table of ``options`` (keys under ``prefix``), generated so it cannot drift."""
-    lines = ["| key | default | what it does, and why this default |", "|---|---|---|"]
-    for opt in options:
-        default = opt.default_text()
-        doc = f"{opt.doc} {opt.type.bound_text()}" if isinstance(opt.type, Duration) else opt.doc
-        lines.append(f"| `{PREFIX}{prefix}{opt.key}` | {f'`{default}`' if default else '(empty)'} "
-                     f"| {doc} |")
-    return "\n".join(lines)
+    return "\n".join([TABLE_HEADER, *markdown_rows(options, prefix)])
 
 
 def module_options() -> list[tuple[str, tuple]]:
@@ -46,11 +57,9 @@ def module_options() -> list[tuple[str, tuple]]:
 
 def tables() -> dict[str, str]:
     """Marker name -> the table that belongs between its markers."""
-    rows = []
-    for prefix, options in module_options():
-        table = markdown_table(options, prefix).splitlines()
-        rows.extend(table if not rows else table[2:])
-    return {"config-table": markdown_table(CORE_OPTIONS), "module-keys-table": "\n".join(rows),
+    module_rows = [row for prefix, options in module_options() for row in markdown_rows(options, prefix)]
+    return {"config-table": markdown_table(CORE_OPTIONS),
+            "module-keys-table": "\n".join([TABLE_HEADER, *module_rows]),
             "metrics-table": metrics_table()}
 
 
