@@ -236,7 +236,7 @@ def test_several_bad_keys_are_reported_together_a_line_each_in_the_order_of_the_
         "spark.sparkscale.maxExecutors='two' is not an integer; expected a whole number >= 1",
         "spark.sparkscale.scaleDownInterval='-1min' is negative, and a duration must be 0 or more; expected "
         f"a duration at most 1d {_UNITS}",
-        "spark.sparkscale.utilization.target='1.5' is out of range; expected a number in (0, 1]"]
+        "spark.sparkscale.utilization.target='1.5' is out of range; expected a number, 0 < x <= 1"]
 
 
 def test_several_keys_at_odds_with_each_other_are_reported_together() -> None:
@@ -266,7 +266,7 @@ def test_a_modules_bad_values_are_reported_together() -> None:
 def test_a_number_that_is_not_finite_is_refused(value: str) -> None:
     # "inf" is how "unlimited" is often written; accepted, every scale-up raised (ceil of inf).
     assert refusal({"scaleUp.maxFactor": value}) == (
-        f"spark.sparkscale.scaleUp.maxFactor={value!r} is not a finite number; expected a number > 1")
+        f"spark.sparkscale.scaleUp.maxFactor={value!r} is not a finite number; expected a number, x > 1")
 
 
 def test_an_interval_longer_than_half_the_metrics_window_is_refused() -> None:

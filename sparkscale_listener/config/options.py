@@ -133,16 +133,6 @@ def parse_float(key: str, value: str, low: float | None = None, high: float | No
     return number
 
 
-def _range_text(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
-    if low is None and high is None:
-        return "a number"
-    if high is None:
-        return f"a number {'>' if low_open else '>='} {low:g}"
-    if low is None:
-        return f"a number {'<' if high_open else '<='} {high:g}"
-    return f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-
-
 def parse_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in str(value).split(",") if item.strip())
 
@@ -196,6 +186,12 @@ def _number_range(low: float | None, high: float | None, low_open: bool, high_op
     if low is None:
         return f"x {'<' if high_open else '<='} {high:g}"
     return f"{low:g} {'<' if low_open else '<='} x {'<' if high_open else '<='} {high:g}"
+
+
+def _range_text(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+    """What an error message says is accepted: ``"a number, 0 < x <= 1"``, the reference's range."""
+    bounds = _number_range(low, high, low_open, high_open)
+    return "a number" if bounds == "any" else f"a number, {bounds}"
 
 
 class ValueType:
