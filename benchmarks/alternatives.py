@@ -1,5 +1,5 @@
 """The alternatives a user of Spark Structured Streaming has to sparkscale, as models that act on
-the simulator's cluster (:class:`~sparkscale_listener.testing.sim.SimCluster`) at their own pace.
+the simulator's cluster (:class:`~sparkscale_listener.sim.SimCluster`) at their own pace.
 
 Each model is called after every simulator step (``Simulation(on_step=model)``) and talks to the
 cluster through the calls Spark's own managers use: ``requestTotalExecutors`` (``request_total``)
@@ -24,7 +24,7 @@ from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.decisions import Evaluation, ScalingContext
 from sparkscale_listener.evaluator import MetricEvaluator
 from sparkscale_listener.metrics import MetricSample
-from sparkscale_listener.testing.sim import BatchView, Simulation
+from sparkscale_listener.sim import BatchView, Simulation
 
 
 class NeverReadyEvaluator(MetricEvaluator):

@@ -688,7 +688,7 @@ def run_latency_section(pairs: int, warmup: int, batches: int) -> dict[str, Any]
 
 
 def run_sim_section() -> dict[str, float]:
-    from sparkscale_listener.testing.sim import SimQuery, Simulation
+    from sparkscale_listener.sim import SimQuery, Simulation
 
     cfg = AutoscalerConfig(max_executors=50)
     queries = [SimQuery(f"q{i}", lambda t, i=i: 500.0 + 100 * i, cost_per_row=0.01) for i in range(5)]

@@ -39,7 +39,7 @@ from benchmarks.alternatives import (
 )
 from benchmarks.figures import OTHER_TARGET, Timeline, figures, other_target
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.testing.sim import SimQuery, SimResult, Simulation, smallest_sufficient_executors
+from sparkscale_listener.sim import SimQuery, SimResult, Simulation, smallest_sufficient_executors
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

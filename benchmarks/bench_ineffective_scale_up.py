@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.testing.sim import SimQuery, Simulation, step_load
+from sparkscale_listener.sim import SimQuery, Simulation, step_load
 
 HOUR = 3600.0
 SHAPES: dict[str, Callable[[float], float]] = {

@@ -5,7 +5,7 @@ read limit that binds where the source hides it, no trigger or a short, default 
 stateless or stateful) and of a load shape (steady, step, ramp, spike, a recurring day, an idle
 stretch), with one query or several sharing the executors. Each runs with sparkscale's defaults
 over several seeds of the arrivals' noise; the figures are those of :mod:`figures` against the
-oracle (:func:`~sparkscale_listener.testing.sim.smallest_sufficient_executors` with
+oracle (:func:`~sparkscale_listener.sim.smallest_sufficient_executors` with
 ``backlogThreshold``: the rule sparkscale sizes by, with the true costs).
 
 Run with the policy table by ``make bench-decisions`` (``benchmarks/bench_decisions.py``), alone by
@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 
 from benchmarks.figures import Timeline, figures
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.testing.sim import SimQuery, Simulation, smallest_sufficient_executors
+from sparkscale_listener.sim import SimQuery, Simulation, smallest_sufficient_executors
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEEDS = (1, 2, 3)

@@ -5,7 +5,7 @@
 decision (:mod:`.policy`), executing it and keeping the executor targets (:mod:`.executor`, over
 :mod:`.realize`), state (:mod:`.state`), events and gauges (:mod:`.observe`). It is driven by
 :meth:`Autoscaler.step`: from a daemon thread in Spark (:class:`ControlLoop`), or from simulated
-time in :mod:`sparkscale_listener.testing.sim`. A step never raises: an exception in any module is
+time in :mod:`sparkscale_listener.sim`. A step never raises: an exception in any module is
 logged, reported as an ``error`` event, and the next step runs as usual.
 """
 

@@ -1,6 +1,6 @@
 """The test harness: sample builders, a scripted collector, a recording realizer and a manual
 clock, so that a behaviour of the control loop, the evaluator or the checkers reads as a short
-specification. Only the simulator tests drive the whole system instead (``testing.sim``).
+specification. Only the simulator tests drive the whole system instead (``sparkscale_listener.sim``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from sparkscale_listener.model import WARMUP_BATCHES
 from sparkscale_listener.observe.events import EventDispatcher
 from sparkscale_listener.policy import ScalingPolicy
 from sparkscale_listener.realize.realizer import RealizationResult, ScalingRealizer
+from sparkscale_listener.sim import RecordingEventHandler
 from sparkscale_listener.state.store import InMemoryStateStore, StateStore
-from sparkscale_listener.testing.sim import RecordingEventHandler
 
 QID = "q1"
 T0 = 1_000.0  # time of the scaling in the checker scenarios

@@ -26,11 +26,11 @@ from sparkscale_listener.collect.backlog import (
 )
 from sparkscale_listener.collect.collector import SparkMetricCollector
 from sparkscale_listener.collect.progress import ProgressRecorder
+from sparkscale_listener.collect.snapshot import BridgeSnapshot
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.evaluator import MicroBatchEvaluator
 from sparkscale_listener.metrics import SourceBacklog, finite_float
-from sparkscale_listener.spark.bridge import BridgeSnapshot
 
 QID = "41978ea5-ea75-496e-8bd4-b9ad11de5454"
 

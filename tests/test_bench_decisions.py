@@ -33,7 +33,7 @@ from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.options import ConfigError
 from sparkscale_listener.config.plugins import PluginContext, construct, load_class
 from sparkscale_listener.evaluator import MetricEvaluator
-from sparkscale_listener.testing.sim import (
+from sparkscale_listener.sim import (
     BatchView,
     SimCluster,
     SimQuery,

@@ -1,5 +1,5 @@
 """Python's side of the bridge snapshot's contract: the typed records of
-:mod:`sparkscale_listener.spark.bridge` against the declaration the JVM is tested against too
+:mod:`sparkscale_listener.collect.snapshot` against the declaration the JVM is tested against too
 (``jvm-bridge/src/main/resources/io/sparkscale/bridge/snapshot-schema.json``; the JVM's side is
 ``SnapshotContractTest``), and the parsing of the JVM's JSON into them.
 """
@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from sparkscale_listener.spark.bridge import (
+from sparkscale_listener.collect.snapshot import (
     SNAPSHOT_SCHEMA,
     BatchTasks,
     BridgeSnapshot,
     ExecutorSnapshot,
-    JvmBridge,
     ListenerTotals,
     QuerySnapshot,
     RecentBatches,
@@ -30,6 +29,7 @@ from sparkscale_listener.spark.bridge import (
     record_fields,
     with_tables_by_id,
 )
+from sparkscale_listener.spark.bridge import JvmBridge
 
 RESOURCES = Path(__file__).resolve().parents[1] / "jvm-bridge" / "src" / "main" / "resources"
 SCHEMA_FILE = RESOURCES / SNAPSHOT_SCHEMA

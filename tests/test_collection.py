@@ -19,6 +19,7 @@ from sparkscale_listener.collect.backlog import offset_difference, query_backlog
 from sparkscale_listener.collect.batches import BatchRecords
 from sparkscale_listener.collect.collector import MetricCollector, SparkMetricCollector
 from sparkscale_listener.collect.progress import MAX_BATCH_IDS, BatchProgress, ProgressRecorder
+from sparkscale_listener.collect.snapshot import BatchTasks, BridgeSnapshot
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
 from sparkscale_listener.metrics import (
@@ -29,7 +30,6 @@ from sparkscale_listener.metrics import (
     MetricSample,
     SourceBacklog,
 )
-from sparkscale_listener.spark.bridge import BatchTasks, BridgeSnapshot
 from sparkscale_listener.testing.source import ArrivalClock, _parse_control
 
 QID = "76067d42-123f-41a8-8582-9c401264d7c2"

@@ -4,7 +4,7 @@ next tick runs as usual (the user's query must never suffer for a bug of ours)."
 from __future__ import annotations
 
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.testing.sim import SimQuery, Simulation
+from sparkscale_listener.sim import SimQuery, Simulation
 
 
 class FlakyEvaluator:

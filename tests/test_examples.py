@@ -15,7 +15,7 @@ from sparkscale_listener.config.options import ConfigError
 from sparkscale_listener.config.plugins import PluginContext, construct, load_class
 from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
 from sparkscale_listener.realize.realizer import ScalingRealizer
-from sparkscale_listener.testing.sim import SimCluster, SimQuery, Simulation
+from sparkscale_listener.sim import SimCluster, SimQuery, Simulation
 
 
 def test_external_backlog_from_a_file_drives_the_evaluator(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from sparkscale_listener import __version__
 from sparkscale_listener.config.core import CORE_OPTIONS
 from sparkscale_listener.config.options import PREFIX, Boolean, Option, ValueType
-from sparkscale_listener.config.reference import PAGES, markdown_rows, module_options, rewrite
+from sparkscale_listener.reference import PAGES, markdown_rows, module_options, rewrite
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -19,7 +19,7 @@ def test_generated_tables_are_current() -> None:
         text = (REPO / page).read_text(encoding="utf-8")
         assert f"<!-- {name}:start" in text, f"{page} lacks the {name} table"
         assert rewrite(text) == text, \
-            f"{page}: its tables are stale: run `python -m sparkscale_listener.config.reference`"
+            f"{page}: its tables are stale: run `python -m sparkscale_listener.reference`"
 
 
 def test_every_key_is_documented() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sparkscale_listener.realize.realizer import ExecutorRealizer
-from sparkscale_listener.testing.sim import SimCluster
+from sparkscale_listener.sim import SimCluster
 
 
 def cluster(executors: int) -> SimCluster:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from harness import LoopHarness, cfg, sample
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.realize.realizer import ClusterBackend, ExecutorRealizer
-from sparkscale_listener.testing.sim import SimCluster, SimQuery, Simulation, step_load
+from sparkscale_listener.sim import SimCluster, SimQuery, Simulation, step_load
 
 UNAVAILABLE = "cluster-manager-unavailable"
 AVAILABLE = "cluster-manager-available"

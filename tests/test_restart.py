@@ -12,8 +12,8 @@ from test_sim_rollback import CORES, FAULT_AT, _query
 
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.policy import ScalingPolicy, _Block
+from sparkscale_listener.sim import Simulation
 from sparkscale_listener.state.store import SqliteStateStore
-from sparkscale_listener.testing.sim import Simulation
 
 
 def load(t: float) -> float:

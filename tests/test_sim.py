@@ -11,8 +11,7 @@ import pytest
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.metrics import BatchRecord
 from sparkscale_listener.realize.realizer import ExecutorRealizer
-from sparkscale_listener.state.store import InMemoryStateStore
-from sparkscale_listener.testing.sim import (
+from sparkscale_listener.sim import (
     SimCluster,
     SimQuery,
     SimResult,
@@ -20,6 +19,7 @@ from sparkscale_listener.testing.sim import (
     smallest_sufficient_executors,
     step_load,
 )
+from sparkscale_listener.state.store import InMemoryStateStore
 
 CORES = 4
 STEP_AT = 600.0

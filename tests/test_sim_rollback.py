@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.testing.sim import SimQuery, SimResult, Simulation, step_load
+from sparkscale_listener.sim import SimQuery, SimResult, Simulation, step_load
 
 CORES = 4
 FAULT_AT = 1500.0

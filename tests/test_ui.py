@@ -17,7 +17,7 @@ from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import Decision, Evaluation, QueryEvaluation
 from sparkscale_listener.metrics import MetricSample
 from sparkscale_listener.observe.ui import UiPublisher
-from sparkscale_listener.testing.sim import SimQuery, Simulation
+from sparkscale_listener.sim import SimQuery, Simulation
 
 DAY = 86_400.0
 T0 = 1_767_225_600.0  # epoch seconds, as the control loop's clock gives them

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from sparkscale_listener.config import AutoscalerConfig
-from sparkscale_listener.testing.sim import SimQuery, Simulation, step_load
+from sparkscale_listener.sim import SimQuery, Simulation, step_load
 from sparkscale_listener.views import DecisionList, DecisionView, Status
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..metrics import BatchRecord, ExecutorTimeline
-from ..spark.bridge import BatchTasks
 from .progress import BatchProgress
+from .snapshot import BatchTasks
 
 
 def _record(b: BatchProgress, previous: BatchProgress | None, tasks: BatchTasks | None,

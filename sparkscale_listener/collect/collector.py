@@ -4,7 +4,7 @@
 implementation. It merges two sources that are each cheap to read from the control-loop thread:
 
 * the JVM listener's aggregate snapshot (``JvmBridge.poll()``, a typed
-  :class:`~sparkscale_listener.spark.bridge.BridgeSnapshot`): executors, task time, per-query and
+  :class:`~sparkscale_listener.collect.snapshot.BridgeSnapshot`): executors, task time, per-query and
   per-batch task figures, attributed through the job property ``sql.streaming.queryId``;
 * the :class:`~sparkscale_listener.collect.progress.ProgressRecorder`: batches, rows, durations and
   backlog from the streaming progress events.
@@ -46,9 +46,9 @@ from ..metrics import (
     executor_id_order,
     finite_float,
 )
-from ..spark.bridge import BatchTasks, BridgeSnapshot, ExecutorSnapshot, QuerySnapshot, SourceOffsets
 from .batches import BatchRecords
 from .progress import ProgressRecorder, QueryProgress
+from .snapshot import BatchTasks, BridgeSnapshot, ExecutorSnapshot, QuerySnapshot, SourceOffsets
 
 log = logging.getLogger("sparkscale")
 

@@ -39,13 +39,12 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from ..config.core import AutoscalerConfig
 from ..decisions import Decision, Evaluation
 from ..metrics import MetricSample
-
-if TYPE_CHECKING:
-    from ..control_loop import Autoscaler
+from ..views import Status
 
 log = logging.getLogger("sparkscale")
 
@@ -54,6 +53,15 @@ MAX_COUNTERS = 512
 # Reasons and notes are cut to this many characters (scaling events keep theirs whole).
 MAX_REASON = 160
 MAX_NOTE = 120
+
+
+class Observed(Protocol):
+    """What the publisher reads of the :class:`~sparkscale_listener.control_loop.Autoscaler` that
+    calls it each tick (the loop sits above this module and hands itself in)."""
+
+    config: AutoscalerConfig
+
+    def status(self, brief: bool = False) -> Status: ...
 
 
 class TickSink(Protocol):
@@ -136,11 +144,11 @@ class UiPublisher:
         self._last_error: str | None = None  # the last failure's message (logged once)
         self.posted = 0  # summaries posted, logged or not (for tests and diagnostics)
 
-    def __call__(self, autoscaler: Autoscaler, sample: MetricSample | None,
+    def __call__(self, autoscaler: Observed, sample: MetricSample | None,
                  decisions: Sequence[Decision]) -> None:
         self.observe(autoscaler, sample, decisions)
 
-    def observe(self, autoscaler: Autoscaler, sample: MetricSample | None,
+    def observe(self, autoscaler: Observed, sample: MetricSample | None,
                 decisions: Sequence[Decision] = ()) -> None:
         """Record this tick (its sample and every decision it made, a rollback included) and post
         its summary. ``sample`` may be None (a tick that failed): its decisions still count."""
@@ -154,7 +162,7 @@ class UiPublisher:
                             message, exc_info=True)
                 self._last_error = message
 
-    def _observe(self, autoscaler: Autoscaler, sample: MetricSample | None,
+    def _observe(self, autoscaler: Observed, sample: MetricSample | None,
                  decisions: Sequence[Decision]) -> None:
         config = autoscaler.config
         if self.summaries is None:

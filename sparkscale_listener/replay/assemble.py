@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from ..metrics import ExecutorTimeline
+from .assembled import JobEvents, QueryRun
 from .batches import TaskSums, epoch_seconds, frozen
 from .records import (
     ExecutorRecord,
@@ -33,28 +33,6 @@ JOB_GROUP_KEY = "spark.jobGroup.id"  # a streaming query's jobs run in the group
 DRIVER = "driver"
 
 
-@dataclass
-class _Run:
-    query_id: str
-    run_id: str
-    name: str | None = None
-    start_time: float | None = None
-    end_time: float | None = None
-    exception: str | None = None
-    progress: list[dict[str, Any]] = field(default_factory=list)
-    idle_times: list[float] = field(default_factory=list)
-
-
-@dataclass
-class _Job:
-    job_id: int
-    tag: tuple[str, str | None, int | None] | None  # (query id, run id, batch id) of a streaming job
-    description: str | None
-    submission_time: float | None
-    completion_time: float | None = None
-    succeeded: bool | None = None
-
-
 class Assembler:
     """The state built from the events read so far: one method per needed event type (called by
     :mod:`.eventlog`), and :meth:`build` for the records once the log is read."""
@@ -65,10 +43,10 @@ class Assembler:
         self.app: dict[str, Any] = {}
         self.conf: dict[str, str] | None = None
         self.executors: dict[str, dict[str, Any]] = {}
-        self.jobs: dict[int, _Job] = {}
+        self.jobs: dict[int, JobEvents] = {}
         self.stage_job: dict[int, int] = {}
         self.tasks: dict[Any, TaskSums] = {}  # (query, run, batch) | (query, run) | job id | None
-        self.runs: dict[str, _Run] = {}
+        self.runs: dict[str, QueryRun] = {}
         self.scalings: list[RecordedScaling] = []
         self.autoscaler_events: list[RecordedAutoscalerEvent] = []
         self.ticks: list[RecordedTick] = []
@@ -96,11 +74,11 @@ class Assembler:
         self.clock = max(self.clock, t)
         return t
 
-    def _run(self, event: Mapping[str, Any]) -> _Run:
+    def _run(self, event: Mapping[str, Any]) -> QueryRun:
         run_id = str(event["runId"])
         run = self.runs.get(run_id)
         if run is None:
-            run = self.runs[run_id] = _Run(str(event["id"]), run_id)
+            run = self.runs[run_id] = QueryRun(str(event["id"]), run_id)
         return run
 
     # ------------------------------------------------------------------ application and executors
@@ -145,7 +123,7 @@ class Assembler:
             batch = properties.get(BATCH_ID_KEY)
             tag = (str(query_id), properties.get(JOB_GROUP_KEY), int(batch) if batch is not None else None)
         description = properties.get("spark.job.description") or properties.get(JOB_GROUP_KEY)
-        self.jobs[job_id] = _Job(job_id, tag, description, self._at(event.get("Submission Time")))
+        self.jobs[job_id] = JobEvents(job_id, tag, description, self._at(event.get("Submission Time")))
         for stage_id in event.get("Stage IDs") or ():
             self.stage_job[int(stage_id)] = job_id
 

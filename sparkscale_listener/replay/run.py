@@ -3,7 +3,7 @@
 :func:`replay` builds one simulated query per recorded query from :mod:`.history` (its arrivals,
 its fitted cost, each batch's deviation from it) and runs the real
 :class:`~sparkscale_listener.control_loop.Autoscaler` (collector, checkers, evaluator, policy,
-realizer) over it in :class:`~sparkscale_listener.testing.sim.Simulation`, on executors of the
+realizer) over it in :class:`~sparkscale_listener.sim.Simulation`, on executors of the
 recorded size with the provisioning time the log shows. Settings: the recorded run's
 ``spark.sparkscale.*`` keys overridden by the given ones, validated as at startup.
 :func:`compare` runs several settings on one history. :class:`Agreement` measures how well a replay
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from ..config.core import AutoscalerConfig
 from ..config.options import PREFIX
-from ..testing.sim import SimQuery, Simulation
+from ..sim import SimQuery, Simulation
 from .history import Action, ApplicationHistory, QueryHistory, build_history, flaps
 from .records import RecordedApplication
 
@@ -38,7 +38,7 @@ MAX_SAMPLES = 5000  # of the recorded run's series
 class Series:
     """A run over time, sampled at the control ticks: live executors, the total arrival rate and
     the lag: how long the oldest row no completed batch had read had waited, seconds, the worst
-    query's (the simulator's :attr:`~..testing.sim.QueryPoint.lag_s`, :meth:`.QueryHistory.lag`)."""
+    query's (the simulator's :attr:`~..sim.QueryPoint.lag_s`, :meth:`.QueryHistory.lag`)."""
 
     t: tuple[float, ...]  # epoch seconds
     executors: tuple[float, ...]

@@ -12,19 +12,16 @@ import statistics
 from collections import deque
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
+from .assembled import Assembled, QueryRun
 from .batches import batch_record, epoch_seconds, input_rows, merged, source_records
 from .records import BatchRecord, QueryRecord, TaskTime
-
-if TYPE_CHECKING:
-    from .assemble import Assembler, _Run
 
 # Fewer waited gaps than this between batches say nothing reliable about the trigger.
 MIN_GAPS = 3
 
 
-def build_queries(a: Assembler) -> tuple[QueryRecord, ...]:
+def build_queries(a: Assembled) -> tuple[QueryRecord, ...]:
     samples: dict[str, dict[str, deque[tuple[float, float]]]] = {}
     seen: dict[str, set[int]] = {}
     records = []
@@ -63,13 +60,13 @@ def build_queries(a: Assembler) -> tuple[QueryRecord, ...]:
     return tuple(records)
 
 
-def _run_order(run: _Run) -> float:
+def _run_order(run: QueryRun) -> float:
     if run.start_time is not None:
         return run.start_time
     return epoch_seconds(run.progress[0]["timestamp"]) if run.progress else float("inf")
 
 
-def _tasks(a: Assembler, *keys: object) -> TaskTime | None:
+def _tasks(a: Assembled, *keys: object) -> TaskTime | None:
     for key in keys:
         sums = a.tasks.get(key)
         if sums is not None:
@@ -77,7 +74,7 @@ def _tasks(a: Assembler, *keys: object) -> TaskTime | None:
     return None
 
 
-def _other_tasks(a: Assembler, run: _Run, batch_ids: set[int]) -> TaskTime | None:
+def _other_tasks(a: Assembled, run: QueryRun, batch_ids: set[int]) -> TaskTime | None:
     """Tasks of the run's jobs outside its recorded batches: jobs without a batch id, and batches
     that have no progress event (stopped or cut mid-batch)."""
     parts = [sums for key, sums in a.tasks.items()
@@ -102,11 +99,11 @@ def infer_trigger_interval(batches: Sequence[BatchRecord]) -> float | None:
     return round(interval, 1) if interval >= 1.0 else round(interval, 2)
 
 
-def _label(run: _Run) -> str:
+def _label(run: QueryRun) -> str:
     return f"query {run.name!r}" if run.name else f"query {run.query_id}"
 
 
-def query_assumptions(a: Assembler, run: _Run, record: QueryRecord) -> list[str]:
+def query_assumptions(a: Assembled, run: QueryRun, record: QueryRecord) -> list[str]:
     label = _label(run)
     out = []
     if run.start_time is None:
@@ -151,7 +148,7 @@ def query_assumptions(a: Assembler, run: _Run, record: QueryRecord) -> list[str]
     return out
 
 
-def application_assumptions(a: Assembler, in_progress: bool, queries: Sequence[QueryRecord]) -> list[str]:
+def application_assumptions(a: Assembled, in_progress: bool, queries: Sequence[QueryRecord]) -> list[str]:
     out = []
     if a.app.get("end_time") is None:
         when = _iso(a.clock) if a.clock > 0 else "unknown"

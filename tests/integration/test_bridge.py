@@ -22,16 +22,10 @@ from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 from spark_cluster import QUICK_REMOVAL
 
+from sparkscale_listener.collect.snapshot import BridgeSnapshot, ExecutorSnapshot, record_fields
 from sparkscale_listener.spark import bridge as bridge_module
 from sparkscale_listener.spark import jars as bridge_jars
-from sparkscale_listener.spark.bridge import (
-    PLUGIN_CLASS,
-    BridgeNotInstalledError,
-    BridgeSnapshot,
-    ExecutorSnapshot,
-    JvmBridge,
-    record_fields,
-)
+from sparkscale_listener.spark.bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
 
 pytestmark = pytest.mark.spark
 

@@ -31,10 +31,10 @@ import pytest
 from spark_cluster import TEST_JVM_OPTIONS, applied, fast_conf, free_port, rollbacks
 
 from sparkscale_listener import autoscaler
+from sparkscale_listener.sim import RecordingEventHandler
 from sparkscale_listener.spark.bridge import JvmBridge
 from sparkscale_listener.testing.demo import StreamingJob, build_session, exactly_once, wait_for
 from sparkscale_listener.testing.demo import wait_for_autoscaler as wait
-from sparkscale_listener.testing.sim import RecordingEventHandler
 
 logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, shown on failure
 pytestmark = pytest.mark.spark

@@ -33,7 +33,8 @@ from spark_lines import REPO
 from examples.kafka_job import enrich, read_topic, start_query
 from sparkscale_listener import stop_autoscaler
 from sparkscale_listener.collect.backlog import kafka_lag
-from sparkscale_listener.spark.bridge import JvmBridge, SourceOffsets
+from sparkscale_listener.collect.snapshot import SourceOffsets
+from sparkscale_listener.spark.bridge import JvmBridge
 from sparkscale_listener.spark.jars import installed_versions
 from sparkscale_listener.testing.demo import cost_learned, wait_for, wait_for_autoscaler
 

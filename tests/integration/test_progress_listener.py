@@ -17,9 +17,10 @@ import pytest
 
 from sparkscale_listener.collect.collector import SparkMetricCollector
 from sparkscale_listener.collect.progress import ProgressRecorder, QueryProgress
+from sparkscale_listener.collect.snapshot import BridgeSnapshot
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.plugins import PluginContext
-from sparkscale_listener.spark.bridge import BridgeSnapshot, JvmBridge
+from sparkscale_listener.spark.bridge import JvmBridge
 from sparkscale_listener.testing.source import register, set_rate
 
 pytestmark = pytest.mark.spark

@@ -59,15 +59,15 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..check.checker import ScalingChecker
-from ..check.guard import RollbackGuard
-from ..check.loading import build_checkers
-from ..collect.collector import MetricCollector
-from ..config.core import AutoscalerConfig
-from ..control_loop import Autoscaler
-from ..decisions import Decision, ScalingRecord
-from ..evaluator import MetricEvaluator, MicroBatchEvaluator
-from ..metrics import (
+from .check.checker import ScalingChecker
+from .check.guard import RollbackGuard
+from .check.loading import build_checkers
+from .collect.collector import MetricCollector
+from .config.core import AutoscalerConfig
+from .control_loop import Autoscaler
+from .decisions import Decision, ScalingRecord
+from .evaluator import MetricEvaluator, MicroBatchEvaluator
+from .metrics import (
     BatchRecord,
     ClusterMetrics,
     ExecutorInfo,
@@ -76,10 +76,10 @@ from ..metrics import (
     MetricSample,
     QueryMetrics,
 )
-from ..observe.events import AutoscalerEvent, EventDispatcher, EventHandler
-from ..policy import ScalingPolicy
-from ..realize.realizer import ClusterBackend, ExecutorRealizer, ScalingRealizer
-from ..state.store import InMemoryStateStore, StateStore
+from .observe.events import AutoscalerEvent, EventDispatcher, EventHandler
+from .policy import ScalingPolicy
+from .realize.realizer import ClusterBackend, ExecutorRealizer, ScalingRealizer
+from .state.store import InMemoryStateStore, StateStore
 
 _EPS = 1e-9
 RECENT_BATCHES = 64  # completed batches a query's metrics carry, as the collector keeps them

@@ -1,9 +1,9 @@
 """The configuration and metrics reference (``docs/configuration.md``, ``docs/observability.md``),
 generated from the key and gauge declarations so it cannot drift. A tool, not part of the running
-autoscaler: it is the one module that reads the declarations of every layer (checkers, event
-handlers, state stores, gauges), so nothing imports it.
+autoscaler: it reads the declarations of every layer (checkers, event handlers, state stores,
+gauges), so it sits above them all, beside the package's entry points, and nothing imports it.
 
-``python -m sparkscale_listener.config.reference`` rewrites the tables between the
+``python -m sparkscale_listener.reference`` rewrites the tables between the
 ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers of those pages; a test checks they are
 current.
 """
@@ -14,14 +14,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..check.builtin import BUILTIN_CHECKER_CLASSES
-from ..check.loading import KEYS_PREFIX as CHECKER_KEYS
-from ..observe.events import KEYS_PREFIX as EVENT_HANDLER_KEYS
-from ..observe.events import JsonLinesEventHandler
-from ..observe.gauges import metrics_table
-from ..state.store import STATE_STORE_OPTIONS
-from .core import CORE_OPTIONS
-from .options import PREFIX, Option
+from .check.builtin import BUILTIN_CHECKER_CLASSES
+from .check.loading import KEYS_PREFIX as CHECKER_KEYS
+from .config.core import CORE_OPTIONS
+from .config.options import PREFIX, Option
+from .observe.events import KEYS_PREFIX as EVENT_HANDLER_KEYS
+from .observe.events import JsonLinesEventHandler
+from .observe.gauges import metrics_table
+from .state.store import STATE_STORE_OPTIONS
 
 # Spark's configuration page (Property Name | Default | Meaning | Since Version), with the type and the
 # accepted values in columns of their own: the doc cell is the declaration's own sentences, nothing
