@@ -23,7 +23,7 @@ import bisect
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Any
@@ -40,6 +40,8 @@ from .model import (
     BatchCost,
     BatchCostLearner,
     Concurrent,
+    CostColumns,
+    CostFormulas,
     Size,
     executors_for,
     fit_all,
@@ -221,7 +223,6 @@ class MicroBatchEvaluator(MetricEvaluator):
         self._batches: dict[str, dict[int, Alongside]] = {}  # the last batches, with concurrency
         self._given: dict[str, Given] = {}  # the batches they were made of
         self._columns = BatchColumns()
-        self._workspace = _Workspace()  # the scan's matrices
         self._measured: float | None = None  # the time of the change whose outcome was returned
         # Per query, the rows every batch it read came in multiples of (a file source's file; 1 for
         # rows one by one): the greatest common divisor of all its batches' rows so far.
@@ -682,8 +683,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             # limit follow one another that often (at the period, a query whose limit binds read
             # as using a fraction of the slots it kept busy: a backlog grew behind it, in the band).
             arrive = min(allowed, rows / d.sized_rate) if d.sized_rate > 0 else allowed
-            period = xp.maximum(arrive, cost.batch_time(rows, executors))
-            return cost.task_time(rows, executors) / period
+            return _busy_fraction(cost, executors, rows, arrive)
         period = cost.steady_batch_time(d.sized_rate, executors, None)
         unbounded = xp.isinf(period)
         finite = xp.where(unbounded, 1.0, period)
@@ -735,7 +735,7 @@ class MicroBatchEvaluator(MetricEvaluator):
                    for i, (d, c) in enumerate(known))
         shared = executors_for(busy / target + other, spe)
         sizes = np.arange(1.0, max(live, min(MAX_SCANNED, max(useful, shared, live) + 1)) + 1)
-        scan = _Scan(scan_queries, sizes, [c.efficiency_upto(len(sizes)) for _, c in known], self._workspace)
+        scan = _Scan(scan_queries, sizes, [c.efficiency_upto(len(sizes)) for _, c in known])
 
         # Spark starts the batches of queries with one trigger interval together: each one's batch
         # shares the slots with the others' (their task time at each size).
@@ -785,7 +785,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         if known:
             app = np.maximum(app, own.max(axis=0))
         required, capped = _fewest(app, target, cfg.utilization_max)
-        recommended = min(max(required, cfg.min_executors), cfg.max_executors)
+        recommended = cfg.bounded(required)
         now_util = float(app[judged_at - 1])
 
         each = dict(zip(per_query, _fewest_each(own, target, cfg.utilization_max), strict=True))
@@ -999,25 +999,34 @@ def _source_rates(history: Sequence[MetricSample], q: QueryMetrics, since: float
     return rates
 
 
-def _fraction_of_period(cost: BatchCost, executors: Size, rows: float, period: float,
-                        trigger_s: float | None, target: float, concurrent: Concurrent) -> Size:
+def _fraction_of_period(cost: CostFormulas, executors: Size, rows: Size, period: Size,
+                        trigger_s: Size | None, target: float, concurrent: Concurrent) -> Size:
     """How much of ``period`` a batch of ``rows`` takes beyond its part that no rows pay, over what
     is left of the period beside that part, on the scale of ``target``: at ``target`` the batch ends
     exactly within the period (within driver time / ``target`` when the driver alone takes
     longer). Where not even a batch without rows ends within it, sizes rank above every size where
     one does, by their batch time. Other queries' batches beside it (``concurrent``, at the trigger)
-    are taken as running at that period too."""
-    if trigger_s and period > trigger_s:
-        concurrent = Concurrent(concurrent.task_s * (period / trigger_s), concurrent.tasks)
-    allowed = max(period, cost.driver_s / target)
+    are taken as running at that period too. One query (numbers) or many (columns: the scan)."""
+    trigger = 0.0 if trigger_s is None else trigger_s
+    xp = ops(executors, rows, period, trigger)
+    stretch = xp.where((trigger > 0) & (period > trigger), period / xp.maximum(trigger, _EPS), 1.0)
+    concurrent = Concurrent(concurrent.task_s * stretch, concurrent.tasks)
+    allowed = xp.maximum(period, cost.driver_s / target)
     # Batch time is a fixed part plus a part per row: the rows a batch can take within ``allowed``
     # follow from two points, its time with none and with ``rows``.
-    xp = ops(executors)
     fixed = cost.batch_time(0.0, executors, concurrent)
     loaded = cost.batch_time(rows, executors, concurrent)
     spare = allowed - fixed
     fits = xp.minimum(target * (loaded - fixed) / xp.maximum(spare, _EPS), MAX_UTILIZATION)
     return xp.where(spare > _EPS, fits, MAX_UTILIZATION * loaded / allowed)
+
+
+def _busy_fraction(cost: CostFormulas, executors: Size, rows: Size, arrive: Size) -> Size:
+    """Slots a query's batches of ``rows`` keep busy on average when their rows come ``arrive``
+    seconds apart: their task time over the longer of that and their batch time. One query or
+    many, as :func:`_fraction_of_period`."""
+    period = ops(executors, arrive).maximum(arrive, cost.batch_time(rows, executors))
+    return cost.task_time(rows, executors) / period
 
 
 def _limit_binds_unseen(batches: Sequence[BatchRecord], recent: Sequence[BatchRecord],
@@ -1175,35 +1184,10 @@ def _fraction(value: float) -> str:
     return f">{MAX_UTILIZATION:g}" if value >= MAX_UTILIZATION else f"{value:.2f}"
 
 
-class _Workspace:
-    """The scan's matrices, kept from tick to tick and written in place. At 100 queries x 1,000
-    sizes each is 0.8 MB: made afresh for every operation, freeing a tick's dozens of them gave the
-    memory back to the system and taking them again faulted its pages in, a fifth of the tick.
-    Kept up to :data:`KEPT_MATRIX_BYTES` each (16 of them: a scan of thousands of queries is made
-    afresh each tick rather than hold hundreds of MB in the driver between ticks)."""
-
-    KEPT_MATRIX_BYTES = 4 << 20
-
-    def __init__(self) -> None:
-        self._flat: dict[str, np.ndarray] = {}
-
-    def __call__(self, name: str, shape: tuple[int, int], dtype: type = float) -> np.ndarray:
-        """A matrix of ``shape`` to write (its values are the last use's: write all of them)."""
-        size = shape[0] * shape[1]
-        if size * np.dtype(dtype).itemsize > self.KEPT_MATRIX_BYTES:
-            self._flat.pop(name, None)
-            return np.empty(shape, dtype=dtype)
-        flat = self._flat.get(name)
-        if flat is None or flat.size < size or flat.dtype != np.dtype(dtype):
-            # An eighth to spare: the scan's width follows the load by a few sizes each tick.
-            flat = self._flat[name] = np.empty(size + size // 8, dtype=dtype)
-        return flat[:size].reshape(shape)
-
-
 class _ScanQueries:
     """The per-query figures a :class:`_Scan` reads: the rows of a period, its period, its trigger
-    (placeholders off the scan's path) and the costs' figures as columns, one row per query (made
-    once a tick: two scans read them)."""
+    (placeholders off the scan's path) and its cost, one per query (made once a tick: two scans
+    read them)."""
 
     def __init__(self, known: Sequence[tuple[_Demand, BatchCost]], target: float) -> None:
         self.target = target
@@ -1232,140 +1216,82 @@ class _ScanQueries:
             self.arrive.append(min(self.period[-1], self.rows[-1] / d.sized_rate)
                                if common and d.sized_rate > 0 else self.period[-1])
         self.has_fresh = np.array([r > 0 for r in self.fresh_rows], dtype=bool).reshape(-1, 1)
-        costs = [c for _, c in known]
-        self.per_row = [c.per_row_s for c in costs]
-        self.joint_tasks = [c.tasks for c in costs]
-        # One array: a pass over the queries.
-        table = np.array([(c.fixed_task_s, c.per_executor_s, c.driver_s, max(1, c.tasks), c.cores,
-                           max(1, c.widest), max(1, c.tasks) / max(1, c.widest),
-                           executors_for(c.widest, c.cores), max(p, c.driver_s / target),
-                           max(f, c.driver_s / target))
-                          for c, p, f in zip(costs, self.period, self.fresh_period, strict=True)],
-                         dtype=float).reshape(-1, 10)
-        (self.fixed, self.per_executor, self.driver, self.tasks, self.cores, self.widest, self.lead,
-         self.most, self.allowed, self.fresh_allowed) = table.T[:, :, None]
+        self.costs = [c for _, c in known]
+
+
+def _column(values: Iterable[float]) -> np.ndarray:
+    return np.array(list(values), dtype=float).reshape(-1, 1)
+
+
+# The scan computes this many figures (queries x sizes) at a time: a block's matrices, at most 128
+# KB each, are reused by the C library from one operation to the next. The whole scan's at once
+# (0.8 MB each at 100 queries x 1,000 sizes) were given back to the system as each was freed and
+# faulted in again at the next, and the scan took three times as long.
+BLOCK_FIGURES = 16384
 
 
 class _Scan:
     """:meth:`MicroBatchEvaluator._utilization` and :meth:`~MicroBatchEvaluator._busy_slots` of
-    many queries at every size at once, on their common path (a trigger, rows to read, no
-    binding read limit): one row per query, one column per size. The same operations in the same
-    order as the model's one-query formulas (:class:`~.model.BatchCost`), so the same figures; one
-    query at a time, a tick at 100 queries spent most of its time in numpy's per-call overhead.
-    Rows off that path (:attr:`common` false) hold placeholders: the evaluator computes them one
-    by one. With a :class:`_Workspace`, a matrix it returns is the workspace's: valid until the
-    next call that writes it (the next scan's, or this scan's same method)."""
+    many queries at every size at once, on their common path (a period, rows to read, no binding
+    read limit): one row per query, one column per size, through the same functions on the
+    queries' :class:`~.model.CostColumns`, a block of queries at a time. Rows off that path
+    (:attr:`_ScanQueries.common` false) hold placeholders: the evaluator computes them one by
+    one."""
 
     def __init__(self, queries: _ScanQueries, executors: np.ndarray,
-                 efficiency: Sequence[Sequence[float] | np.ndarray],
-                 workspace: _Workspace | None = None) -> None:
+                 efficiency: Sequence[Sequence[float] | np.ndarray]) -> None:
         self.queries = q = queries
-        self.shape = (len(q.common), executors.size)
-        self._workspace = workspace
-        sizes = executors.reshape(1, -1)
-        self.efficiency = self._matrix("efficiency")
-        if len(q.common):
-            np.stack([np.asarray(e, dtype=float) for e in efficiency], out=self.efficiency)
-        # base = fixed + per_executor * max(1, min(sizes, most))
-        self.base = np.minimum(sizes, q.most, out=self._matrix("base"))
-        np.maximum(1, self.base, out=self.base)
-        np.multiply(q.per_executor, self.base, out=self.base)
-        np.add(q.fixed, self.base, out=self.base)
-        self.slots = np.multiply(np.maximum(1, sizes), q.cores, out=self._matrix("slots"))
-        # waves = lead * ceil(widest / max(1, min(slots, widest)) - eps)
-        self.waves = np.minimum(self.slots, q.widest, out=self._matrix("waves"))
-        np.maximum(1, self.waves, out=self.waves)
-        np.divide(q.widest, self.waves, out=self.waves)
-        np.subtract(self.waves, _EPS, out=self.waves)
-        np.ceil(self.waves, out=self.waves)
-        np.multiply(q.lead, self.waves, out=self.waves)
+        self.shape = (len(q.costs), executors.size)
+        step = max(1, BLOCK_FIGURES // max(1, executors.size))
+        self.blocks = [(slice(i, i + step),
+                        CostColumns(q.costs[i:i + step], executors, efficiency[i:i + step]))
+                       for i in range(0, len(q.costs), step)]
+        self.headroom_rows = _column(r / q.target for r in q.rows)
+        self.rows, self.period, self.trigger = _column(q.rows), _column(q.period), _column(q.trigger)
+        self.fresh_rows, self.fresh_period = _column(q.fresh_rows), _column(q.fresh_period)
+        self.arrive = _column(q.arrive)
 
-    def _matrix(self, name: str, dtype: type = float) -> np.ndarray:
-        """A matrix of the scan's shape to write: the workspace's, or a new one."""
-        if self._workspace is None:
-            return np.empty(self.shape, dtype=dtype)
-        return self._workspace(name, self.shape, dtype)
+    def _each(self, block_figures: Callable[[slice, CostColumns], np.ndarray]) -> np.ndarray:
+        """A matrix of the scan's shape, its rows computed block by block."""
+        figures = np.empty(self.shape)
+        for rows, costs in self.blocks:
+            figures[rows] = block_figures(rows, costs)
+        return figures
 
-    def task_time(self, rows: Sequence[float], name: str = "work") -> np.ndarray:
-        """:meth:`BatchCost.task_time` of each query's ``rows``."""
-        column = np.array([pr * max(0.0, r) for pr, r in zip(self.queries.per_row, rows, strict=True)],
-                          dtype=float).reshape(-1, 1)
-        return np.add(self.base, column, out=self._matrix(name))
-
-    def _batch_time(self, work: np.ndarray,
-                    beside: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-        """:meth:`BatchCost.batch_time` for the task time ``work`` (:func:`~.model.ideal_task_phase`),
-        written over ``work``; ``beside``: the concurrent task time, the slots shared with it,
-        where there is any."""
-        ideal = np.multiply(self.waves, work, out=self._matrix("ideal"))
-        np.divide(ideal, self.queries.tasks, out=ideal)
-        if beside is not None:
-            concurrent_s, shared_slots, running = beside
-            spread = np.add(work, concurrent_s, out=work)
-            np.divide(spread, shared_slots, out=spread)
-            np.maximum(ideal, spread, out=ideal, where=running)
-        np.multiply(self.efficiency, ideal, out=work)
-        return np.add(self.queries.driver, work, out=work)
+    def task_time(self, rows: Sequence[float]) -> np.ndarray:
+        """:meth:`~.model.CostFormulas.task_time` of each query's ``rows`` at every size."""
+        column = _column(rows)
+        return self._each(lambda b, costs: costs.task_time(column[b], costs.sizes))
 
     def steady_batch_time(self, rates: Sequence[float], triggers: Sequence[float | None],
                           column: int) -> list[float]:
-        """:meth:`BatchCost.steady_batch_time` of each query at ``rates`` on the size of ``column``,
-        alone on the executors: the same operations, one array pass."""
-        efficiency, waves, base = self.efficiency[:, column], self.waves[:, column], self.base[:, column]
-        q = self.queries
-        per_row, tasks, driver = np.array(q.per_row, dtype=float), q.tasks[:, 0], q.driver[:, 0]
-        rate = np.array(rates, dtype=float)
-        busy = efficiency * waves * per_row / tasks * rate
-        empty = driver + efficiency * (waves * (base + per_row * 0.0) / tasks)  # (a batch of no rows)
-        back_to_back = np.where(busy >= 1.0 - _EPS, math.inf, empty / np.maximum(1.0 - busy, _EPS))
-        trigger = np.array([t or 0.0 for t in triggers], dtype=float)
-        within = driver + efficiency * (waves * (base + per_row * np.maximum(0.0, rate * trigger)) / tasks)
-        return np.where((trigger > 0) & (within <= trigger), within, back_to_back).tolist()
+        """:meth:`~.model.CostFormulas.steady_batch_time` of each query at ``rates`` on the size of
+        ``column``, alone on the executors."""
+        rate, trigger = _column(rates), _column(t or 0.0 for t in triggers)
+        times: list[float] = []
+        for b, costs in self.blocks:
+            at = costs.at(column)
+            times.extend(at.steady_batch_time(rate[b], at.sizes, trigger[b]).ravel().tolist())
+        return times
 
     def utilization(self, beside_s: np.ndarray, beside_tasks: np.ndarray) -> np.ndarray:
         """:meth:`MicroBatchEvaluator._utilization`, other batches running alongside: their task
         time (a row per query, a column per size) and tasks (one per query). The higher of the
         headroom's rows over the period and, where a fresh period applies, the arrivals over it."""
-        q = self.queries
-        utilization = self._fraction([r / q.target for r in q.rows], q.period, q.allowed, beside_s,
-                                     beside_tasks, "")
-        if q.has_fresh.any():
-            fresh = self._fraction(q.fresh_rows, q.fresh_period, q.fresh_allowed, beside_s, beside_tasks,
-                                   "fresh_")
-            np.maximum(utilization, fresh, out=utilization, where=q.has_fresh)
-        return utilization
+        target, has_fresh, tasks = self.queries.target, self.queries.has_fresh, _column(beside_tasks)
 
-    def _fraction(self, rows: Sequence[float], periods: Sequence[float], allowed: np.ndarray,
-                  beside_s: np.ndarray, beside_tasks: np.ndarray, name: str) -> np.ndarray:
-        """:func:`_fraction_of_period` of each query's ``rows`` over its period, at every size (its
-        matrices named with the prefix ``name``: two of these read at once)."""
-        q = self.queries
-        period, trigger = np.array(periods, dtype=float), np.array(q.trigger, dtype=float)
-        # Scaled to the period where it is longer than the trigger (x * 1.0 is x exactly).
-        concurrent_s = np.multiply(beside_s, np.where(period > trigger, period / trigger, 1.0)[:, None],
-                                   out=self._matrix(name + "concurrent"))
-        concurrent_tasks = (np.array(q.joint_tasks, dtype=float) + beside_tasks).reshape(-1, 1)
-        shared_slots = np.minimum(self.slots, concurrent_tasks, out=self._matrix(name + "shared"))
-        np.maximum(1, shared_slots, out=shared_slots)
-        beside = (concurrent_s, shared_slots,
-                  np.greater(concurrent_s, 0, out=self._matrix(name + "running", bool)))
-        fixed = self._batch_time(self.task_time([0.0] * len(rows), name + "fixed"), beside)
-        loaded = self._batch_time(self.task_time(rows, name + "loaded"), beside)
-        spare = np.subtract(allowed, fixed, out=self._matrix(name + "spare"))
-        # fits = min(target * (loaded - fixed) / max(spare, eps), MAX_UTILIZATION)
-        fits = np.subtract(loaded, fixed, out=fixed)
-        np.multiply(q.target, fits, out=fits)
-        np.divide(fits, np.maximum(spare, _EPS, out=self._matrix(name + "spare_floor")), out=fits)
-        np.minimum(fits, MAX_UTILIZATION, out=fits)
-        # Where not even a batch without rows fits: MAX_UTILIZATION * loaded / allowed.
-        fraction = np.multiply(MAX_UTILIZATION, loaded, out=loaded)
-        np.divide(fraction, allowed, out=fraction)
-        np.copyto(fraction, fits, where=np.greater(spare, _EPS, out=self._matrix(name + "fit", bool)))
-        return fraction
+        def block(b: slice, costs: CostColumns) -> np.ndarray:
+            concurrent = Concurrent(beside_s[b], tasks[b])
+            utilization = _fraction_of_period(costs, costs.sizes, self.headroom_rows[b], self.period[b],
+                                              self.trigger[b], target, concurrent)
+            if has_fresh[b].any():
+                fresh = _fraction_of_period(costs, costs.sizes, self.fresh_rows[b], self.fresh_period[b],
+                                            self.trigger[b], target, concurrent)
+                utilization = np.where(has_fresh[b], np.maximum(utilization, fresh), utilization)
+            return utilization
+
+        return self._each(block)
 
     def busy_slots(self) -> np.ndarray:
         """:meth:`MicroBatchEvaluator._busy_slots`."""
-        work = self.task_time(self.queries.rows, "busy")
-        period = self._batch_time(self.task_time(self.queries.rows, "period"))
-        np.maximum(np.array(self.queries.arrive, dtype=float).reshape(-1, 1), period, out=period)
-        return np.divide(work, period, out=work)
+        return self._each(lambda b, costs: _busy_fraction(costs, costs.sizes, self.rows[b], self.arrive[b]))

@@ -169,7 +169,7 @@ class ScalingExecutor:
             if not settled and waited < config.provisioning_timeout_s:
                 return False
             wanted = live
-        base = live if recommend else min(max(wanted, config.min_executors), config.max_executors)
+        base = live if recommend else config.bounded(wanted)
         first = max(base, min(live, config.max_executors))
         result = None if recommend else self.requests.request(now, f"baseline of {first} executors",
                                                               lambda: self.realizer.baseline(first))

@@ -74,3 +74,8 @@ def test_a_number_accepts_exactly_the_range_it_describes() -> None:
     assert share.parse("k", "1") == 1.0
     with pytest.raises(ConfigError, match="out of range"):
         share.parse("k", "0")
+
+
+def test_a_target_is_bounded_by_min_and_max_executors_in_one_place() -> None:
+    config = AutoscalerConfig(min_executors=2, max_executors=5)
+    assert [config.bounded(n) for n in (0, 2, 3, 5, 9)] == [2, 2, 3, 5, 5]

@@ -22,7 +22,6 @@ from sparkscale_listener.evaluator import (
     _Scan,
     _ScanQueries,
     _task_spread,
-    _Workspace,
 )
 from sparkscale_listener.metrics import (
     BatchRecord,
@@ -1186,15 +1185,17 @@ def test_a_trigger_longer_than_the_window_holds_no_decision_after_a_change() -> 
     assert not waiting.ready and "query a" in waiting.headline  # the fast one still confirms
 
 
-def test_the_size_scan_computes_each_querys_figures_as_its_model_does() -> None:
-    # The scan computes every query's figures at every size in one array pass; the model and the
-    # evaluator's one-query methods compute one query's. The same operations in the same order:
-    # the same figures, exactly, with and without a trigger, keeping up or not; in a workspace
-    # reused from scan to scan (its matrices hold the last scan's values) as without one.
+def test_the_size_scan_reads_each_querys_figures_as_the_one_query_path_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The formulas are written once (model.CostFormulas, _fraction_of_period, _busy_fraction) and
+    # the scan applies them to columns of all queries; what is left to hold is the scan's columns:
+    # each query's rows, periods, trigger and arrivals as the one-query path reads them from its
+    # demand. The same figures, exactly, with and without a trigger, a fresh period, batches beside,
+    # in blocks of a few queries (a block's rows are not all of the scan's).
+    monkeypatch.setattr("sparkscale_listener.evaluator.BLOCK_FIGURES", 37)
     rng = random.Random(11)
-    workspace, tiny = _Workspace(), _Workspace()
-    tiny.KEPT_MATRIX_BYTES = 8 * 40  # (kept up to 40 figures)
     evaluator = MicroBatchEvaluator()
+    compared = 0
     for _ in range(40):
         costs = []
         for _ in range(rng.randint(1, 6)):
@@ -1205,32 +1206,25 @@ def test_the_size_scan_computes_each_querys_figures_as_its_model_does() -> None:
                                    rng.choice([1, 2, 4]), rng.uniform(1, 1.6), 0.1, 20, True, tuple(seen),
                                    {k: rng.uniform(1, 2) for k in seen}))
         demands = [SimpleNamespace(idle=False, target=rng.uniform(0, 5000), limit_binds=False,
-                                   sized_rate=rng.choice([0.0, 2.0, 50.0]),
+                                   read_limit=None, sized_rate=rng.choice([0.0, 2.0, 50.0, 800.0]),
                                    trigger_s=rng.choice([None, 0.0, 1.0, 10.0]),
                                    period_s=rng.choice([None, 30.0]), fresh_period_s=rng.choice([None, 15.0]),
                                    rows_per_period=lambda: 100.0, rows_per_fresh_period=lambda: 60.0)
                    for _ in costs]
         sizes = np.arange(1.0, rng.randint(1, 80) + 1.0)
         queries = _ScanQueries(list(zip(demands, costs, strict=True)), 0.7)  # type: ignore[arg-type]
-        efficiency = [c.efficiency_upto(len(sizes)) for c in costs]
-        scan = _Scan(queries, sizes, efficiency, workspace)
-        alone = np.zeros((len(costs), len(sizes)))
-        # (Copies: a matrix the scan returns is its workspace's, written again by its next call.)
-        utilization, busy = scan.utilization(alone, np.zeros(len(costs))).copy(), scan.busy_slots().copy()
+        scan = _Scan(queries, sizes, [c.efficiency_upto(len(sizes)) for c in costs])
+        utilization = scan.utilization(np.zeros((len(costs), len(sizes))), np.zeros(len(costs)))
+        busy = scan.busy_slots()
         for column in (0, len(sizes) // 2, len(sizes) - 1):
             got = scan.steady_batch_time([d.target for d in demands], [d.trigger_s for d in demands], column)
             assert got == [c.steady_batch_time(d.target, column + 1, d.trigger_s)
                            for d, c in zip(demands, costs, strict=True)]
-        fresh = _Scan(queries, sizes, efficiency)
-        assert np.array_equal(fresh.utilization(alone, np.zeros(len(costs))), utilization)
-        assert np.array_equal(fresh.busy_slots(), busy)
-        small = _Scan(queries, sizes, efficiency, tiny)  # its larger matrices made afresh
-        assert np.array_equal(small.utilization(alone, np.zeros(len(costs))), utilization)
-        assert np.array_equal(small.busy_slots(), busy)
         # Other queries' batches alongside (their task time at each size, none at some sizes).
         beside = np.array([[rng.choice([0.0, rng.uniform(0, 50)]) for _ in sizes] for _ in costs])
         beside_tasks = np.array([float(rng.randint(0, 100)) for _ in costs])
         shared = scan.utilization(beside, beside_tasks)
+        compared += sum(queries.common)
         for i, (d, c) in enumerate(zip(demands, costs, strict=True)):
             if queries.common[i]:
                 assert np.array_equal(evaluator._utilization(d, c, sizes, 0.7), utilization[i])  # type: ignore[arg-type]
@@ -1238,6 +1232,7 @@ def test_the_size_scan_computes_each_querys_figures_as_its_model_does() -> None:
                 alongside = Concurrent(beside[i], int(beside_tasks[i]))
                 assert np.array_equal(evaluator._utilization(d, c, sizes, 0.7, alongside),  # type: ignore[arg-type]
                                       shared[i])
+    assert compared > 40
 
 
 def test_a_query_alone_gets_its_unchanged_batches_back_as_the_same_objects() -> None:

@@ -242,7 +242,7 @@ class RollbackGuard:
                 target = self._undo_target
             elif self.healthy_target is not None:
                 target = self.healthy_target
-        return min(max(target, self.config.min_executors), self.config.max_executors)
+        return self.config.bounded(target)
 
     # --- persistence ----------------------------------------------------------------------------
 

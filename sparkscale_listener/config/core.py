@@ -217,6 +217,10 @@ class AutoscalerConfig:
         if problems:
             raise ConfigError("\n".join(problems))
 
+    def bounded(self, executors: int) -> int:
+        """``executors`` within minExecutors and maxExecutors: the one clamp every target passes."""
+        return min(max(executors, self.min_executors), self.max_executors)
+
     def module(self, prefix: str) -> ModuleConfig:
         """The keys under ``prefix`` (e.g. ``"checkers.taskFailures."``), for a module to read."""
         return ModuleConfig(prefix, {k[len(prefix):]: v for k, v in self.raw.items()

@@ -188,7 +188,7 @@ def with_start_target(config: AutoscalerConfig, conf: Mapping[str, str]) -> Auto
         return config  # unset (or Spark refused it already)
     if asked < 1:
         return config
-    return replace(config, initial_executors=min(max(asked, config.min_executors), config.max_executors))
+    return replace(config, initial_executors=config.bounded(asked))
 
 
 def _append_csv(existing: str | None, item: str) -> str:
