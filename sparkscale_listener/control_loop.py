@@ -21,7 +21,7 @@ from dataclasses import asdict, replace
 from .check.checker import CheckContext
 from .check.guard import RollbackGuard
 from .collect.collector import MetricCollector
-from .config import AutoscalerConfig
+from .config.core import AutoscalerConfig, Mode
 from .decisions import Decision, Evaluation, ScalingContext, decision_to_dict
 from .evaluator import MetricEvaluator
 from .executor import ScalingExecutor
@@ -156,7 +156,7 @@ class Autoscaler:
         and the target follows the executors that run: on ``local[*]`` none does (the driver runs
         the tasks), and a target of 0, below minExecutors, read as a decision to run on nothing."""
         current = self.executor.targets.current
-        return max(current, self.config.min_executors) if self.config.mode == "recommend" else current
+        return max(current, self.config.min_executors) if self.config.mode is Mode.RECOMMEND else current
 
     def decisions(self, applied_only: bool = False) -> DecisionList:
         """Every decision so far (the last 1000), oldest first, as dicts that print a line each; with

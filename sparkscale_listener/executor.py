@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .check.guard import GuardOutcome, RollbackGuard
-from .config import AutoscalerConfig
+from .config.core import AutoscalerConfig, Mode
 from .decisions import Decision, ScalingContext, ScalingRecord
 from .metrics import MetricSample
 from .observe.events import AutoscalerEvent, EventDispatcher
@@ -84,9 +84,9 @@ class ScalingExecutor:
         settled = self.provisioning.settle(now, live, t.current, sample.cluster.executors)
         if settled is not None:
             t.window_start = settled.window_start
-            if settled.shortfall is not None and self.config.mode != "recommend":
+            if settled.shortfall is not None and self.config.mode is not Mode.RECOMMEND:
                 self._hold_at_capacity(now, settled.shortfall)
-        if self.config.mode == "recommend":
+        if self.config.mode is Mode.RECOMMEND:
             t.current = live  # nothing is ever requested: the executors that run are the target
         elif self.requests.failure is not None:
             # No removal while the cluster manager fails requests: Spark marks executors it was
@@ -117,7 +117,7 @@ class ScalingExecutor:
     def reassert_after_losses(self, sample: MetricSample) -> None:
         """Reactive mode asks for its full target again after executor losses."""
         t = self.targets
-        if (self.config.mode == "reactive" and sample.cluster.live_executors < t.current
+        if (self.config.mode is Mode.REACTIVE and sample.cluster.live_executors < t.current
                 and not self.provisioning.waiting and self.requests.failure is None):
             self.requests.request(sample.time, f"re-request {t.current} executors",
                                   lambda: self.realizer.baseline(t.current))
@@ -150,9 +150,9 @@ class ScalingExecutor:
         t = self.targets
         config = self.config
         # Recommend mode never touches the cluster: its target is whatever runs.
-        recommend = config.mode == "recommend"
+        recommend = config.mode is Mode.RECOMMEND
         restored = self.guard.healthy_target if t.restored and not recommend else None
-        if config.mode == "reactive":
+        if config.mode is Mode.REACTIVE:
             wanted: int | None = config.max_executors
         elif restored is not None:
             wanted = restored
@@ -195,8 +195,8 @@ class ScalingExecutor:
         mode, excluded periods, a scaling rolled back before a restart); the decision as applied."""
         t = self.targets
         config = self.config
-        if config.mode == "recommend" or in_excluded_period(config, now):
-            why = "recommend mode" if config.mode == "recommend" else "excluded period"
+        if config.mode is Mode.RECOMMEND or in_excluded_period(config, now):
+            why = "recommend mode" if config.mode is Mode.RECOMMEND else "excluded period"
             self.events.emit(AutoscalerEvent(now, "recommendation", f"{decision.reason} (not applied: {why})",
                                              situation=f"recommendation-{decision.action}",
                                              action=decision.action, from_executors=decision.from_executors,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import readable
-from .config.core import AutoscalerConfig
+from .config.core import AutoscalerConfig, Mode
 from .decisions import (
     Decision,
     Evaluation,
@@ -256,7 +256,7 @@ class ScalingPolicy:
         """The decision: ``reason`` a short headline (what and why), ``details`` the figures."""
         self._notes = []
         cfg = context.config
-        if cfg.mode == "reactive":
+        if cfg.mode is Mode.REACTIVE:
             return self._reactive(evaluation, context)
         cur = context.current_target
         if not evaluation.ready:

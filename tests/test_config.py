@@ -79,3 +79,12 @@ def test_a_number_accepts_exactly_the_range_it_describes() -> None:
 def test_a_target_is_bounded_by_min_and_max_executors_in_one_place() -> None:
     config = AutoscalerConfig(min_executors=2, max_executors=5)
     assert [config.bounded(n) for n in (0, 2, 3, 5, 9)] == [2, 2, 3, 5, 5]
+
+
+def test_the_mode_is_parsed_once_into_a_member_that_still_reads_as_its_key_value() -> None:
+    from sparkscale_listener.config.core import Mode
+
+    config = AutoscalerConfig.from_keys({"mode": "recommend"})
+    assert config.mode is Mode.RECOMMEND and f"{config.mode}" == "recommend" == config.mode
+    assert AutoscalerConfig().mode is Mode.AUTOSCALE
+    assert AutoscalerConfig(mode="reactive").mode is Mode.REACTIVE  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from enum import Enum
 
 from .options import (
     PREFIX,
@@ -55,6 +56,21 @@ BUILTIN_CHECKERS = (
 )
 
 
+class Mode(str, Enum):
+    """What the autoscaler does with its decisions (``spark.sparkscale.mode``). A string too: it
+    prints, logs and serializes as the key's value (enum.StrEnum, which does that, needs 3.11)."""
+
+    AUTOSCALE = "autoscale"  # apply them
+    RECOMMEND = "recommend"  # compute and publish them, never apply; the target follows what runs
+    REACTIVE = "reactive"  # take every executor the cluster gives, up to maxExecutors
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
 @dataclass(frozen=True)
 class AutoscalerConfig:
     """The core keys. Constructed from Spark's conf (:meth:`from_spark_conf`) or directly (tests,
@@ -62,7 +78,7 @@ class AutoscalerConfig:
 
     enabled: bool = option("enabled", Boolean(), True,
                            "Master switch. false: the session starts without the autoscaler.")
-    mode: str = option("mode", Choice("autoscale", "recommend", "reactive"), "autoscale",
+    mode: Mode = option("mode", Choice(*Mode), Mode.AUTOSCALE,  # noqa: RUF009 (a field, made once)
                        "autoscale: apply decisions. recommend: compute and publish them, never apply. "
                        "reactive: take every executor the cluster gives, up to maxExecutors (FLIP-159).")
     min_executors: int = option("minExecutors", Integer(minimum=1), 1,
@@ -216,6 +232,7 @@ class AutoscalerConfig:
         problems = problems or self._relation_problems()
         if problems:
             raise ConfigError("\n".join(problems))
+        object.__setattr__(self, "mode", Mode(self.mode))  # the key's text, parsed once
 
     def bounded(self, executors: int) -> int:
         """``executors`` within minExecutors and maxExecutors: the one clamp every target passes."""

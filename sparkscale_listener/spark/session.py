@@ -24,7 +24,7 @@ from ..check.guard import RollbackGuard
 from ..check.loading import build_checkers
 from ..collect.collector import MetricCollector, SparkMetricCollector
 from ..collect.progress import ProgressRecorder
-from ..config.core import AutoscalerConfig, misspelt_prefix_warning
+from ..config.core import AutoscalerConfig, Mode, misspelt_prefix_warning
 from ..config.options import PREFIX, ConfigError
 from ..config.plugins import PluginContext, construct, load_class
 from ..control_loop import Autoscaler, ControlLoop
@@ -180,7 +180,7 @@ def with_start_target(config: AutoscalerConfig, conf: Mapping[str, str]) -> Auto
     once their number settled took the first wave where executors come in waves (Kubernetes pods
     waiting for new nodes, a YARN queue freeing containers), and the baseline request then cancelled
     the rest. Without the key (local-cluster, standalone), the settled count stays the start."""
-    if config.initial_executors is not None or config.mode != "autoscale":
+    if config.initial_executors is not None or config.mode is not Mode.AUTOSCALE:
         return config
     try:
         asked = int(str(conf.get("spark.executor.instances", "")).strip())
@@ -245,10 +245,11 @@ def _attach(spark: SparkSession, asked: AutoscalerConfig | None = None) -> Spark
 
     master = sc.master or ""
     fallback_note = None
-    if master.startswith("local") and not master.startswith("local-cluster") and config.mode != "recommend":
+    local = master.startswith("local") and not master.startswith("local-cluster")
+    if local and config.mode is not Mode.RECOMMEND:
         fallback_note = (f"master {master} cannot add or remove executors; falling back to recommend "
                          f"mode (decisions are published, never applied)")
-        config = replace(config, mode="recommend")
+        config = replace(config, mode=Mode.RECOMMEND)
 
     scaler, recorder = build_autoscaler(spark, config, bridge)
     if fallback_note:

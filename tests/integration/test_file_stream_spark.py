@@ -30,7 +30,7 @@ CLUSTER = {"workers": 4}
 
 QUIET_FILES_PER_S = 0.3  # 60 rows/s: a fraction of one executor
 HEAVY_FILES_PER_S = 1.5  # 300 rows/s: more than one executor does at the target
-HEAVY_HOLD_S = 40.0  # the heavy phase, once its scale-up has registered
+HEAVY_HOLD_S = 30.0  # the heavy phase, once its scale-up has registered
 
 
 def busy_slots(cluster: SharedCluster, since_ms: float, until_ms: float) -> float:
@@ -79,7 +79,7 @@ def test_a_quiet_stateful_file_stream_gives_executors_back_and_a_heavy_one_gets_
         wait_for(lambda: cost_learned(scaler), 180, what="the model of the query's batch cost")
         wait_for_autoscaler(scaler, lambda: live(scaler) <= 2 and applied(scaler, "scale_down"), 180,
                             what="the quiet load's scale-down from 4")
-        held = held_over(scaler, 20.0, "20 s more of the quiet load")
+        held = held_over(scaler, 10.0, "10 s more of the quiet load")
         assert max(held) <= 2, f"the quiet phase held {max(held)} executors"
         assert not applied(scaler, "scale_up"), "no scale-up under the quiet load"
 
