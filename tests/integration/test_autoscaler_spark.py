@@ -46,7 +46,7 @@ CLUSTER = {"workers": 3}
     ("key", "value", "expected"),
     [
         ("spark.sparkscale.minExecutors", "two", "not an integer"),
-        ("spark.sparkscale.utilization.target", "1.5", "(0, 1]"),
+        ("spark.sparkscale.utilization.target", "1.5", "0 < x <= 1"),
         ("spark.sparkscale.interval", "10 parsecs", "not a valid duration"),
         ("spark.sparkscale.mode", "turbo", "autoscale, recommend, reactive"),
         ("spark.sparkscale.maxExecuters", "4", "not a known key"),
