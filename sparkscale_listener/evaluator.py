@@ -187,8 +187,7 @@ class _Demand:
     def rows_per_period(self) -> float | None:
         """Rows a batch reads at :attr:`sized_rate` when batches run :attr:`period_s` apart."""
         if self.period_s and self.period_s > (self.trigger_s or 0.0):
-            rows = self.sized_rate * self.period_s
-            return min(rows, self.read_limit) if self.read_limit else rows
+            return self._capped(self.sized_rate * self.period_s)
         return self._per_trigger(self.sized_rate)
 
     def rows_per_fresh_period(self) -> float:
@@ -196,7 +195,15 @@ class _Demand:
         :attr:`fresh_period_s` apart (0 without one)."""
         if not self.fresh_period_s:
             return 0.0
-        rows = self.target * self.fresh_period_s
+        return self._capped(self.target * self.fresh_period_s)
+
+    def arrival_span(self, rows: float, period: float) -> float:
+        """Seconds ``rows`` take to arrive at :attr:`sized_rate`, at most ``period``: sooner than the
+        period where a read limit caps a batch's rows, and batches of the limit follow one another
+        that often."""
+        return min(period, rows / self.sized_rate) if self.sized_rate > 0 else period
+
+    def _capped(self, rows: float) -> float:
         return min(rows, self.read_limit) if self.read_limit else rows
 
     def _per_trigger(self, rate: float) -> float | None:
@@ -682,8 +689,7 @@ class MicroBatchEvaluator(MetricEvaluator):
             # Where a read limit caps a batch's rows, those rows come sooner, and batches of the
             # limit follow one another that often (at the period, a query whose limit binds read
             # as using a fraction of the slots it kept busy: a backlog grew behind it, in the band).
-            arrive = min(allowed, rows / d.sized_rate) if d.sized_rate > 0 else allowed
-            return _busy_fraction(cost, executors, rows, arrive)
+            return _busy_fraction(cost, executors, rows, d.arrival_span(rows, allowed))
         period = cost.steady_batch_time(d.sized_rate, executors, None)
         unbounded = xp.isinf(period)
         finite = xp.where(unbounded, 1.0, period)
@@ -1213,8 +1219,7 @@ class _ScanQueries:
             self.fresh_rows.append(d.rows_per_fresh_period() if fresh else 0.0)
             self.fresh_period.append((d.fresh_period_s or 1.0) if fresh else 1.0)
             # How soon a period's rows come (sooner where a read limit caps them): see _busy_slots.
-            self.arrive.append(min(self.period[-1], self.rows[-1] / d.sized_rate)
-                               if common and d.sized_rate > 0 else self.period[-1])
+            self.arrive.append(d.arrival_span(self.rows[-1], self.period[-1]) if common else self.period[-1])
         self.has_fresh = np.array([r > 0 for r in self.fresh_rows], dtype=bool).reshape(-1, 1)
         self.costs = [c for _, c in known]
 

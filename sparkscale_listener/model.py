@@ -24,6 +24,7 @@ what a size would do: batch time, throughput, time to drain a backlog.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -346,8 +347,7 @@ class CostColumns(CostFormulas):
 
     def at(self, column: int) -> CostColumns:
         """The same queries at the size of ``column`` alone."""
-        one = object.__new__(CostColumns)
-        one.__dict__.update(self.__dict__)
+        one = copy.copy(self)
         one.sizes = self.sizes[:, column:column + 1]
         one.efficiency = self.efficiency[:, column:column + 1]
         one._at_sizes = {}

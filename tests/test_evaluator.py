@@ -7,7 +7,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
+from types import MethodType, SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ from sparkscale_listener.decisions import Evaluation, Prediction, ScalingRecord
 from sparkscale_listener.evaluator import (
     MetricEvaluator,
     MicroBatchEvaluator,
+    _Demand,
     _in_flight_rate,
     _Scan,
     _ScanQueries,
@@ -1211,6 +1212,8 @@ def test_the_size_scan_reads_each_querys_figures_as_the_one_query_path_does(
                                    period_s=rng.choice([None, 30.0]), fresh_period_s=rng.choice([None, 15.0]),
                                    rows_per_period=lambda: 100.0, rows_per_fresh_period=lambda: 60.0)
                    for _ in costs]
+        for d in demands:
+            d.arrival_span = MethodType(_Demand.arrival_span, d)  # the demand's own rule
         sizes = np.arange(1.0, rng.randint(1, 80) + 1.0)
         queries = _ScanQueries(list(zip(demands, costs, strict=True)), 0.7)  # type: ignore[arg-type]
         scan = _Scan(queries, sizes, [c.efficiency_upto(len(sizes)) for c in costs])
