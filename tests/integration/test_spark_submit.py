@@ -11,6 +11,7 @@ Every wait is a condition with a deadline.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -87,11 +88,18 @@ class Standalone:
     web_url: str
 
 
-def _wait_for_worker(web_url: str) -> bool:
+def _worker_registered(web_url: str, daemons: dict[str, tuple[subprocess.Popen[bytes], Path]]) -> bool:
+    """True once the Master's status lists a live Worker. A daemon that exited fails the wait at once,
+    with its log's tail; a status page that is not whole yet (the Master starting) reads as not yet."""
+    for name, (process, log) in daemons.items():
+        if process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the {name} exited with {process.returncode} before a Worker registered:\n"
+                               f"{tail}")
     try:
         with urllib.request.urlopen(f"{web_url}/json/", timeout=5) as response:
             return json.load(response).get("aliveworkers", 0) >= 1
-    except OSError:
+    except (OSError, ValueError, http.client.HTTPException):
         return False
 
 
@@ -113,7 +121,9 @@ def standalone(wheel_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> It
                               env=env, stdout=logs[1], stderr=subprocess.STDOUT)
     web_url = f"http://127.0.0.1:{web}"
     try:
-        wait_for(lambda: _wait_for_worker(web_url), 120, what="the Worker to register with the Master")
+        daemons = {"Master": (master, work / "master.log"), "Worker": (worker, work / "worker.log")}
+        wait_for(lambda: _worker_registered(web_url, daemons), 120,
+                 what="the Worker to register with the Master")
         yield Standalone(f"spark://127.0.0.1:{port}", web_url)
     finally:
         for process in (worker, master):
