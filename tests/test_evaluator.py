@@ -15,15 +15,9 @@ import pytest
 from harness import CFG, CORES, scaling_context
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import Evaluation, Prediction, ScalingRecord
-from sparkscale_listener.evaluator import (
-    MetricEvaluator,
-    MicroBatchEvaluator,
-    _Demand,
-    _in_flight_rate,
-    _Scan,
-    _ScanQueries,
-    _task_spread,
-)
+from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
+from sparkscale_listener.evaluator.demand import Demand, _in_flight_rate, _task_spread
+from sparkscale_listener.evaluator.utilization import Scan, ScanQueries, query_busy_slots, query_utilization
 from sparkscale_listener.metrics import (
     BatchRecord,
     ClusterMetrics,
@@ -1030,7 +1024,7 @@ def test_arrivals_kept_between_ticks_are_what_reading_every_batch_gives() -> Non
 def test_the_queries_figures_are_added_row_after_row_whatever_their_number() -> None:
     # One order of addition, so the same figures at every number of queries and sizes (numpy
     # sums a single column pairwise).
-    from sparkscale_listener.evaluator import _sum_rows
+    from sparkscale_listener.evaluator.sizing import _sum_rows
 
     rng = np.random.default_rng(5)
     for rows, columns in ((0, 3), (1, 1), (9, 1), (40, 1), (40, 2), (100, 7)):
@@ -1046,8 +1040,8 @@ def test_fewest_of_every_query_at_once_is_each_query_s_own(monkeypatch: pytest.M
     size before the fewest within the target is within the quarter band, and rows none fits."""
     import numpy as np
 
-    from sparkscale_listener import evaluator as evaluator_module
-    from sparkscale_listener.evaluator import _fewest, _fewest_each
+    from sparkscale_listener.evaluator import sizing
+    from sparkscale_listener.evaluator.sizing import _fewest, _fewest_each
 
     rng = np.random.default_rng(7)
     rows = [np.sort(rng.uniform(0.1, 3.0, 40))[::-1] for _ in range(30)]
@@ -1064,7 +1058,7 @@ def test_fewest_of_every_query_at_once_is_each_query_s_own(monkeypatch: pytest.M
     # (Some rows get a size before their fewest within the target.)
     sooner = [size < int(np.argmax(r <= 0.7)) + 1 for r, (size, _) in zip(utilization, each, strict=True)]
     assert sum(sooner) > 5
-    monkeypatch.setattr(evaluator_module, "_CANDIDATES_AT_ONCE", 3)  # in blocks of a few candidates
+    monkeypatch.setattr(sizing, "_CANDIDATES_AT_ONCE", 3)  # in blocks of a few candidates
     assert _fewest_each(utilization, 0.7, 0.75) == each
     # At a hundred executors a size within the band asks for the next one that helps when that
     # is only a size or two away: what the target asks for is then nearer it.
@@ -1078,7 +1072,7 @@ def test_fewest_of_every_query_at_once_is_each_query_s_own(monkeypatch: pytest.M
     wide_each = [_fewest(r, 0.7, 0.75) for r in wide]
     assert len(set(wide_each)) > 10
     for per_row in (0, 10**6):  # every row through _fewest, every row in the array passes
-        monkeypatch.setattr(evaluator_module, "_CANDIDATES_PER_ROW", per_row)
+        monkeypatch.setattr(sizing, "_CANDIDATES_PER_ROW", per_row)
         assert _fewest_each(utilization, 0.7, 0.75) == each
         assert _fewest_each(np.array(wide), 0.7, 0.75) == wide_each
     assert _fewest_each(np.empty((0, 5)), 0.7, 0.75) == []
@@ -1193,9 +1187,8 @@ def test_the_size_scan_reads_each_querys_figures_as_the_one_query_path_does(
     # each query's rows, periods, trigger and arrivals as the one-query path reads them from its
     # demand. The same figures, exactly, with and without a trigger, a fresh period, batches beside,
     # in blocks of a few queries (a block's rows are not all of the scan's).
-    monkeypatch.setattr("sparkscale_listener.evaluator.BLOCK_FIGURES", 37)
+    monkeypatch.setattr("sparkscale_listener.evaluator.utilization.BLOCK_FIGURES", 37)
     rng = random.Random(11)
-    evaluator = MicroBatchEvaluator()
     compared = 0
     for _ in range(40):
         costs = []
@@ -1213,10 +1206,10 @@ def test_the_size_scan_reads_each_querys_figures_as_the_one_query_path_does(
                                    rows_per_period=lambda: 100.0, rows_per_fresh_period=lambda: 60.0)
                    for _ in costs]
         for d in demands:
-            d.arrival_span = MethodType(_Demand.arrival_span, d)  # the demand's own rule
+            d.arrival_span = MethodType(Demand.arrival_span, d)  # the demand's own rule
         sizes = np.arange(1.0, rng.randint(1, 80) + 1.0)
-        queries = _ScanQueries(list(zip(demands, costs, strict=True)), 0.7)  # type: ignore[arg-type]
-        scan = _Scan(queries, sizes, [c.efficiency_upto(len(sizes)) for c in costs])
+        queries = ScanQueries(list(zip(demands, costs, strict=True)), 0.7)  # type: ignore[arg-type]
+        scan = Scan(queries, sizes, [c.efficiency_upto(len(sizes)) for c in costs])
         utilization = scan.utilization(np.zeros((len(costs), len(sizes))), np.zeros(len(costs)))
         busy = scan.busy_slots()
         for column in (0, len(sizes) // 2, len(sizes) - 1):
@@ -1230,10 +1223,10 @@ def test_the_size_scan_reads_each_querys_figures_as_the_one_query_path_does(
         compared += sum(queries.common)
         for i, (d, c) in enumerate(zip(demands, costs, strict=True)):
             if queries.common[i]:
-                assert np.array_equal(evaluator._utilization(d, c, sizes, 0.7), utilization[i])  # type: ignore[arg-type]
-                assert np.array_equal(evaluator._busy_slots(d, c, sizes), busy[i])  # type: ignore[arg-type]
+                assert np.array_equal(query_utilization(d, c, sizes, 0.7), utilization[i])  # type: ignore[arg-type]
+                assert np.array_equal(query_busy_slots(d, c, sizes), busy[i])  # type: ignore[arg-type]
                 alongside = Concurrent(beside[i], int(beside_tasks[i]))
-                assert np.array_equal(evaluator._utilization(d, c, sizes, 0.7, alongside),  # type: ignore[arg-type]
+                assert np.array_equal(query_utilization(d, c, sizes, 0.7, alongside),  # type: ignore[arg-type]
                                       shared[i])
     assert compared > 40
 
