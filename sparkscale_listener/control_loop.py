@@ -238,8 +238,7 @@ class Autoscaler:
         self._events_lost = lost
         if before is None or lost <= before:
             return
-        t = self.executor.targets
-        t.window_start = max(t.window_start, now)
+        self.executor.measure_afresh(now)
         self._lost_at = now
         self.events.emit(events_lost_event(now, lost, lost - before))
 

@@ -52,6 +52,25 @@ class Targets:
     restored: bool = False  # the guard's state came from the state store
 
 
+def scaling_details(config: AutoscalerConfig, app_name: str,
+                    decision: Decision | None = None) -> dict[str, Any]:
+    """The figures an event carries beside its message: the mode, the application and, of a decision,
+    each query's load, what limited it, its explanation and predictions."""
+    details: dict[str, Any] = {"mode": config.mode, "app": app_name}
+    if decision is not None and decision.evaluation is not None:
+        details["queries"] = {
+            q: {"name": e.name, "inputRate": round(e.input_rate, 3), "backlog": e.backlog,
+                "requiredSlots": round(e.required_slots, 3),
+                "utilization": None if e.utilization is None else round(e.utilization, 4)}
+            for q, e in decision.evaluation.queries.items()}
+        details["limitedBy"] = decision.limited_by
+    if decision is not None and decision.details:
+        details["explanation"] = decision.details
+    if decision is not None and decision.predictions:
+        details["predictions"] = {q: p.summary() for q, p in decision.predictions.items()}
+    return details
+
+
 class ScalingExecutor:
     """Carries decisions out and keeps the executor targets (:class:`Targets`) they lead to."""
 
@@ -327,19 +346,11 @@ class ScalingExecutor:
             from_executors=before, to_executors=held, severity="warning", details=self.details()))
 
     def details(self, decision: Decision | None = None) -> dict[str, Any]:
-        details: dict[str, Any] = {"mode": self.config.mode, "app": self.app_name}
-        if decision is not None and decision.evaluation is not None:
-            details["queries"] = {
-                q: {"name": e.name, "inputRate": round(e.input_rate, 3), "backlog": e.backlog,
-                    "requiredSlots": round(e.required_slots, 3),
-                    "utilization": None if e.utilization is None else round(e.utilization, 4)}
-                for q, e in decision.evaluation.queries.items()}
-            details["limitedBy"] = decision.limited_by
-        if decision is not None and decision.details:
-            details["explanation"] = decision.details
-        if decision is not None and decision.predictions:
-            details["predictions"] = {q: p.summary() for q, p in decision.predictions.items()}
-        return details
+        return scaling_details(self.config, self.app_name, decision)
+
+    def measure_afresh(self, now: float) -> None:
+        """Measure from ``now``: what was counted before misses work (lost listener events)."""
+        self.targets.window_start = max(self.targets.window_start, now)
 
     # ------------------------------------------------------------------ persistence
     def restore(self) -> None:

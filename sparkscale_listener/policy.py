@@ -189,6 +189,80 @@ def _label(q: QueryEvaluation | None, qid: str) -> str:
     return f"'{q.name}'" if q is not None and q.name else qid
 
 
+class ScaleUpBlocks:
+    """The ineffective-scale-up rule: a scale-up whose new executors' warm batches gained less than
+    ``ineffectiveScaleUp.threshold`` of what the model expected (its
+    :class:`~sparkscale_listener.decisions.Outcome`) blocks further scale-ups of the queries it did
+    not help, until a query's target rate moves by more than :data:`UNBLOCK_LOAD_CHANGE` or the
+    query stops. A blocked query may keep the current size but not ask for more."""
+
+    def __init__(self) -> None:
+        self.blocked: dict[str, _Block] = {}
+        self._checked_record: tuple[float, int, int] | None = None
+
+    def to_state(self) -> dict[str, Any]:
+        return {"blocked": {qid: {"reason": b.reason, "targetRate": b.target_rate, "since": b.since}
+                            for qid, b in self.blocked.items()},
+                "checked": list(self._checked_record) if self._checked_record else None}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`to_state` produced (in the policy's state); malformed entries are skipped."""
+        blocked = state.get("blocked")
+        for qid, b in (blocked.items() if isinstance(blocked, dict) else ()):
+            try:
+                self.blocked[str(qid)] = _Block(str(b["reason"]), float(b["targetRate"]),
+                                                float(b["since"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+        checked = state.get("checked")
+        if isinstance(checked, list) and len(checked) == 3:
+            try:
+                self._checked_record = (float(checked[0]), int(checked[1]), int(checked[2]))
+            except (TypeError, ValueError):
+                self._checked_record = None
+
+    def update(self, ev: Evaluation, ctx: ScalingContext, notes: list[tuple[str, str]]) -> None:
+        """Judge the last scale-up once, on its outcome; unblock the queries whose load moved or
+        that stopped. Each block and unblock is a (situation, text) note appended to ``notes``."""
+        rec = ctx.last_scaling
+        if rec is not None and rec.action == "scale_up" and ev.outcomes:
+            key = (rec.time, rec.from_executors, rec.to_executors)
+            # Judged once, on its outcome: the new executors' warm batches against the prediction.
+            if key != self._checked_record:
+                self._checked_record = key
+                if ctx.config.ineffective_scale_up_threshold > 0:
+                    self._judge(rec, ev, ctx, notes)
+        for qid, block in list(self.blocked.items()):
+            q = ev.queries.get(qid)
+            if q is None:
+                del self.blocked[qid]
+                notes.append((f"scale-up-unblocked:{qid}",
+                              f"unblocked scale-up for query {qid}: query no longer active"))
+                continue
+            ref = block.target_rate
+            moved = abs(q.target_rate - ref) > UNBLOCK_LOAD_CHANGE * ref if ref > 0 else q.target_rate > 0
+            if moved:
+                del self.blocked[qid]
+                notes.append((
+                    f"scale-up-unblocked:{qid}",
+                    f"unblocked scale-up for query {_label(q, qid)}: target rate moved from "
+                    f"{ref:.1f} to {q.target_rate:.1f} rows/s (more than {UNBLOCK_LOAD_CHANGE:.0%})"))
+
+    def _judge(self, rec: ScalingRecord, ev: Evaluation, ctx: ScalingContext,
+               notes: list[tuple[str, str]]) -> None:
+        """Block further scale-ups of the queries the scale-up did not help (see
+        :class:`~sparkscale_listener.decisions.Outcome`)."""
+        for qid, outcome in ev.outcomes.items():
+            q = ev.queries.get(qid)
+            if q is None or outcome.effective:
+                continue
+            reason = (f"scale-up {rec.from_executors} -> {rec.to_executors} was ineffective: "
+                      f"{outcome.verdict}")
+            self.blocked[qid] = _Block(reason, q.target_rate, ctx.now)
+            notes.append((f"scale-up-blocked:{qid}",
+                          f"blocked scale-up for query {_label(q, qid)}: {reason}"))
+
+
 class ScalingPolicy:
     """Decides, each tick, whether and how far to scale; remembers delays and blocks.
 
@@ -198,15 +272,14 @@ class ScalingPolicy:
     def __init__(self) -> None:
         self._window = ScaleDownWindow()
         self._issued_from: int | None = None  # the target the last scale-down decided left
-        self._blocked: dict[str, _Block] = {}
-        self._checked_record: tuple[float, int, int] | None = None
+        self._blocks = ScaleUpBlocks()
         self._notes: list[tuple[str, str]] = []  # (situation, text)
 
     # -- memory, for the control loop / state store -----------------------------------------------
 
     def blocked_queries(self) -> dict[str, str]:
         """Queries whose scale-ups are blocked (ineffective scale-up), with the reason."""
-        return {qid: b.reason for qid, b in self._blocked.items()}
+        return {qid: b.reason for qid, b in self._blocks.blocked.items()}
 
     def pending_scale_down(self, current: int) -> tuple[float, int] | None:
         """(since, target) of the scale-down waiting for scaleDownInterval, if any."""
@@ -225,9 +298,7 @@ class ScalingPolicy:
         on) and the blocked scale-ups (an ineffective scale-up is not tried again)."""
         return {
             "scaleDownWishes": self._window.to_state(),
-            "blocked": {qid: {"reason": b.reason, "targetRate": b.target_rate, "since": b.since}
-                        for qid, b in self._blocked.items()},
-            "checked": list(self._checked_record) if self._checked_record else None,
+            **self._blocks.to_state(),
             "scaleDownDueSince": self._window.due_since,
         }
 
@@ -236,19 +307,7 @@ class ScalingPolicy:
         self._window.load_state(state.get("scaleDownWishes"))
         due_since = state.get("scaleDownDueSince")
         self._window.due_since = float(due_since) if isinstance(due_since, (int, float)) else None
-        blocked = state.get("blocked")
-        for qid, b in (blocked.items() if isinstance(blocked, dict) else ()):
-            try:
-                self._blocked[str(qid)] = _Block(str(b["reason"]), float(b["targetRate"]),
-                                                 float(b["since"]))
-            except (KeyError, TypeError, ValueError):
-                continue
-        checked = state.get("checked")
-        if isinstance(checked, list) and len(checked) == 3:
-            try:
-                self._checked_record = (float(checked[0]), int(checked[1]), int(checked[2]))
-            except (TypeError, ValueError):
-                self._checked_record = None
+        self._blocks.load_state(state)
 
     # -- the decision -------------------------------------------------------------------------
 
@@ -263,7 +322,7 @@ class ScalingPolicy:
             # Neither continues nor breaks a pending scale-down: there is no new information.
             return self._none(evaluation, context, evaluation.headline or evaluation.reason or "not ready")
 
-        self._update_blocks(evaluation, context)
+        self._blocks.update(evaluation, context, self._notes)
 
         # Bring a target outside the configured bounds back inside, whatever the load.
         if cur < cfg.min_executors:
@@ -340,12 +399,13 @@ class ScalingPolicy:
         cores = ctx.slots_per_executor
         blocked_notes: list[str] = []
         raw = max(ev.recommended_executors, executors_for(ev.required_slots, cores))
-        if self._blocked and ev.queries:
+        blocked = self._blocks.blocked
+        if blocked and ev.queries:
             # A blocked query may keep the current size but not ask for more; the others may.
             wanted = [cur]
             for qid, q in ev.queries.items():
-                if qid in self._blocked and q.required_executors > cur:
-                    blocked_notes.append(f"{_label(q, qid)} ({self._blocked[qid].reason})")
+                if qid in blocked and q.required_executors > cur:
+                    blocked_notes.append(f"{_label(q, qid)} ({blocked[qid].reason})")
                 else:
                     wanted.append(q.required_executors)
             raw = min(raw, max(wanted))
@@ -474,46 +534,6 @@ class ScalingPolicy:
         return Decision(time=ctx.now, action="none", from_executors=cur, to_executors=cur,
                         reason=f"reactive mode: holding {cur} executors (maxExecutors={target}); "
                                "never scaling down by choice", evaluation=ev)
-
-    # -- ineffective scale-up -------------------------------------------------------------------
-
-    def _update_blocks(self, ev: Evaluation, ctx: ScalingContext) -> None:
-        rec = ctx.last_scaling
-        if rec is not None and rec.action == "scale_up" and ev.outcomes:
-            key = (rec.time, rec.from_executors, rec.to_executors)
-            # Judged once, on its outcome: the new executors' warm batches against the prediction.
-            if key != self._checked_record:
-                self._checked_record = key
-                if ctx.config.ineffective_scale_up_threshold > 0:
-                    self._judge(rec, ev, ctx)
-        for qid, block in list(self._blocked.items()):
-            q = ev.queries.get(qid)
-            if q is None:
-                del self._blocked[qid]
-                self._notes.append((f"scale-up-unblocked:{qid}",
-                                    f"unblocked scale-up for query {qid}: query no longer active"))
-                continue
-            ref = block.target_rate
-            moved = abs(q.target_rate - ref) > UNBLOCK_LOAD_CHANGE * ref if ref > 0 else q.target_rate > 0
-            if moved:
-                del self._blocked[qid]
-                self._notes.append((
-                    f"scale-up-unblocked:{qid}",
-                    f"unblocked scale-up for query {_label(q, qid)}: target rate moved from "
-                    f"{ref:.1f} to {q.target_rate:.1f} rows/s (more than {UNBLOCK_LOAD_CHANGE:.0%})"))
-
-    def _judge(self, rec: ScalingRecord, ev: Evaluation, ctx: ScalingContext) -> None:
-        """Block further scale-ups of the queries the scale-up did not help (see
-        :class:`~sparkscale_listener.decisions.Outcome`)."""
-        for qid, outcome in ev.outcomes.items():
-            q = ev.queries.get(qid)
-            if q is None or outcome.effective:
-                continue
-            reason = (f"scale-up {rec.from_executors} -> {rec.to_executors} was ineffective: "
-                      f"{outcome.verdict}")
-            self._blocked[qid] = _Block(reason, q.target_rate, ctx.now)
-            self._notes.append((f"scale-up-blocked:{qid}",
-                                f"blocked scale-up for query {_label(q, qid)}: {reason}"))
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -108,7 +108,7 @@ def test_a_pending_scale_down_keeps_its_wait_across_a_restart(tmp_path: Path) ->
 
 def test_ineffective_scale_up_blocks_survive_a_restart() -> None:
     policy = ScalingPolicy()
-    policy._blocked["q1"] = _Block("scale-up 2 -> 4 promised 100 -> 200 rows/s but delivered 101",
+    policy._blocks.blocked["q1"] = _Block("scale-up 2 -> 4 promised 100 -> 200 rows/s but delivered 101",
                                    target_rate=150.0, since=1000.0)
     restored = ScalingPolicy()
     restored.load_state(json.loads(json.dumps(policy.to_state())))
