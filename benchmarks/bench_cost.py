@@ -385,13 +385,18 @@ def _tick_arm(package: str, executors: int) -> tuple[Any, Feed, CountingSink]:
     sink, feed = CountingSink(), Feed()
     events = m("observe.events")
     handler = type("IgnoringHandler", (events.EventHandler,), {"handle": lambda self, event: None})()
-    autoscaler = m("control_loop").Autoscaler(
-        config, feed, m("evaluator").MicroBatchEvaluator(), m("policy").ScalingPolicy(),
-        RecordingRealizer(),
+    dispatcher = events.EventDispatcher([handler])
+    publishers: dict[str, Any] = dict(clock=lambda: feed.time, run_id="bench-run",
+                                      gauges=m("observe.gauges").GaugePublisher(sink),
+                                      observers=[m("observe.ui").UiPublisher(sink)])
+    loop = m("control_loop")
+    if hasattr(loop, "wire"):
+        return loop.wire(config, feed, RecordingRealizer(), dispatcher, "bench", **publishers), feed, sink
+    # A commit from before control_loop.wire (for --against): the same parts, assembled by hand.
+    autoscaler = loop.Autoscaler(
+        config, feed, m("evaluator").MicroBatchEvaluator(), m("policy").ScalingPolicy(), RecordingRealizer(),
         m("check.guard").RollbackGuard(config, m("check.loading").build_checkers(config)),
-        events.EventDispatcher([handler]), m("state.store").InMemoryStateStore(), "bench",
-        clock=lambda: feed.time, gauges=m("observe.gauges").GaugePublisher(sink),
-        observers=[m("observe.ui").UiPublisher(sink)], run_id="bench-run")
+        dispatcher, m("state.store").InMemoryStateStore(), "bench", **publishers)
     return autoscaler, feed, sink
 
 

@@ -18,12 +18,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 
-from .check.checker import CheckContext
+from .check.checker import CheckContext, ScalingChecker
 from .check.guard import RollbackGuard
+from .check.loading import build_checkers
 from .collect.collector import MetricCollector
 from .config.core import AutoscalerConfig, Mode
 from .decisions import Decision, Evaluation, ScalingContext, decision_to_dict
-from .evaluator import MetricEvaluator
+from .evaluator import MetricEvaluator, MicroBatchEvaluator
 from .executor import ScalingExecutor
 from .metrics import MetricSample, processed_rates
 from .observe.errors import ErrorReporter
@@ -39,7 +40,7 @@ from .observe.gauges import GaugePublisher
 from .policy import ScalingPolicy
 from .realize.provisioning import ProvisioningTracker
 from .realize.realizer import ScalingRealizer
-from .state import AutoscalerState, StateStore
+from .state import AutoscalerState, InMemoryStateStore, StateStore
 from .views import DecisionList, DecisionView, Status
 
 log = logging.getLogger("sparkscale")
@@ -383,3 +384,20 @@ class ControlLoop:
                 break
             self._wakeup.wait(max(0.0, due - time.monotonic()))
         self.autoscaler.close()
+
+
+def wire(config: AutoscalerConfig, collector: MetricCollector, realizer: ScalingRealizer,
+         events: EventDispatcher, app_name: str, *, evaluator: MetricEvaluator | None = None,
+         policy: ScalingPolicy | None = None, checkers: Sequence[ScalingChecker] | None = None,
+         state_store: StateStore | None = None, clock: Callable[[], float] = time.time,
+         gauges: GaugePublisher | None = None, observers: Sequence[Observer] = (), task_cpus: int = 1,
+         run_id: str | None = None, application_ended: Callable[[], bool] = lambda: False) -> Autoscaler:
+    """The one assembly of an :class:`Autoscaler` (the session's, the simulator's, the tests'): what
+    is not given is the default, the micro-batch evaluator, the policy, the checkers the
+    configuration names and an in-memory state store."""
+    guard = RollbackGuard(config, build_checkers(config) if checkers is None else list(checkers))
+    store = InMemoryStateStore() if state_store is None else state_store
+    return Autoscaler(config, collector, evaluator or MicroBatchEvaluator(), policy or ScalingPolicy(),
+                      realizer, guard, events, store, app_name,
+                      clock=clock, gauges=gauges, observers=observers, task_cpus=task_cpus, run_id=run_id,
+                      application_ended=application_ended)

@@ -13,16 +13,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkscale_listener.check.checker import CheckContext, CheckResult, ScalingChecker
-from sparkscale_listener.check.guard import RollbackGuard
 from sparkscale_listener.collect.collector import MetricCollector
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.control_loop import Autoscaler
+from sparkscale_listener.control_loop import wire
 from sparkscale_listener.decisions import ScalingContext, ScalingRecord
 from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
 from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, ExecutorInfo, MetricSample, QueryMetrics
 from sparkscale_listener.model import WARMUP_BATCHES
 from sparkscale_listener.observe.events import EventDispatcher
-from sparkscale_listener.policy import ScalingPolicy
 from sparkscale_listener.realize.realizer import RealizationResult, ScalingRealizer
 from sparkscale_listener.sim import RecordingEventHandler
 from sparkscale_listener.state.store import InMemoryStateStore, StateStore
@@ -344,10 +342,11 @@ class LoopHarness:
         self.collector = ScriptedCollector()
         self.realizer = RecordingRealizer()
         self.recorded = RecordingEventHandler()
-        self.guard = RollbackGuard(self.config, list(self.checkers))
-        self.autoscaler = Autoscaler(
-            self.config, self.collector, self.evaluator, ScalingPolicy(), self.realizer, self.guard,
-            EventDispatcher([self.recorded], throttle_s=0), self.state_store, "app", clock=self.clock)
+        events = EventDispatcher([self.recorded], throttle_s=0)
+        self.autoscaler = wire(self.config, self.collector, self.realizer, events, "app",
+                               evaluator=self.evaluator, checkers=self.checkers, state_store=self.state_store,
+                               clock=self.clock)
+        self.guard = self.autoscaler.guard
 
     def tick(self, sample_: MetricSample | Exception | None = None, dt: float | None = None) -> list:
         if sample_ is not None:

@@ -8,18 +8,16 @@ import random
 from collections.abc import Callable, Sequence
 
 from ..check.checker import ScalingChecker
-from ..check.guard import RollbackGuard
-from ..check.loading import build_checkers
 from ..collect.collector import MetricCollector
 from ..config.core import AutoscalerConfig
-from ..control_loop import Autoscaler
+from ..control_loop import wire
 from ..decisions import ScalingRecord
-from ..evaluator import MetricEvaluator, MicroBatchEvaluator
+from ..evaluator import MetricEvaluator
 from ..metrics import ClusterMetrics, MetricSample
 from ..observe.events import AutoscalerEvent, EventDispatcher, EventHandler
 from ..policy import ScalingPolicy
 from ..realize.realizer import ExecutorRealizer, ScalingRealizer
-from ..state.store import InMemoryStateStore, StateStore
+from ..state.store import StateStore
 from .cluster import SimCluster
 from .query_state import _QueryState
 from .results import BatchView, QueryPoint, SimResult, TimelinePoint
@@ -108,8 +106,6 @@ class Simulation:
             slow_speed=slow_new_executors if slow_new_executors is not None else 1.0)
         self.on_step = on_step
         self.now = start_time
-        self.evaluator = evaluator or MicroBatchEvaluator()
-        self.policy = policy or ScalingPolicy()
         if realizer is None:
             self.realizer: ScalingRealizer = ExecutorRealizer(self.cluster, config.min_executors,
                                                               decommission=config.decommission)
@@ -117,14 +113,14 @@ class Simulation:
             self.realizer = realizer
         else:
             self.realizer = realizer(self.cluster)
-        self.guard = RollbackGuard(config, build_checkers(config) if checkers is None else checkers)
         self.recorder = RecordingEventHandler()
         self.events = EventDispatcher([self.recorder], throttle_s=config.event_throttle_s,
                                       clock=lambda: self.now)
-        self.autoscaler = Autoscaler(config, SimCollector(self), self.evaluator, self.policy,
-                                     self.realizer, self.guard, self.events,
-                                     state_store if state_store is not None else InMemoryStateStore(),
-                                     app_name, clock=lambda: self.now, run_id=run_id)
+        self.autoscaler = wire(config, SimCollector(self), self.realizer, self.events, app_name,
+                               evaluator=evaluator, policy=policy, checkers=checkers, state_store=state_store,
+                               clock=lambda: self.now, run_id=run_id)
+        self.evaluator, self.policy, self.guard = (self.autoscaler.evaluator, self.autoscaler.policy,
+                                                   self.autoscaler.guard)
         self._states = [_QueryState(q, random.Random(f"{seed}:{i}:{q.name}"), start_time,
                                     cores_per_executor)
                         for i, q in enumerate(self.queries)]

@@ -20,14 +20,13 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ..check.guard import RollbackGuard
 from ..check.loading import build_checkers
 from ..collect.collector import MetricCollector, SparkMetricCollector
 from ..collect.progress import ProgressRecorder
 from ..config.core import AutoscalerConfig, Mode, misspelt_prefix_warning
 from ..config.options import PREFIX, ConfigError
 from ..config.plugins import PluginContext, construct, load_class
-from ..control_loop import Autoscaler, ControlLoop
+from ..control_loop import Autoscaler, ControlLoop, wire
 from ..evaluator import MetricEvaluator, MicroBatchEvaluator
 from ..observe.events import (
     AutoscalerEvent,
@@ -39,7 +38,6 @@ from ..observe.events import (
 from ..observe.gauges import GaugePublisher
 from ..observe.logs import LOGGER_NAME, show_lines_until_configured
 from ..observe.ui import UiPublisher
-from ..policy import ScalingPolicy
 from ..realize.realizer import ExecutorRealizer, ScalingRealizer
 from ..state.store import build_state_store, state_store_choice
 from . import jars as bridge_jars
@@ -335,7 +333,6 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig,
                        lambda _: MicroBatchEvaluator())
     realizer = plugin("realizer", config.realizer_class, ScalingRealizer, ("realize", "baseline"),
                       lambda _: ExecutorRealizer(backend, config.min_executors, config.decommission))
-    guard = RollbackGuard(config, build_checkers(config))
     events = EventDispatcher(build_event_handlers(config, bridge), config.event_throttle_s)
 
     def store_fell_back(why: str) -> None:
@@ -345,9 +342,9 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig,
                                     details={"mode": config.mode}))
 
     store = build_state_store(config, on_fallback=store_fell_back)
-    scaler = Autoscaler(config, collector, evaluator, ScalingPolicy(), realizer, guard, events,
-                        store, sc.appName, gauges=GaugePublisher(bridge),
-                        observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],
-                        task_cpus=task_cpus(sc.getConf().get("spark.task.cpus", "1")),
-                        run_id=sc.applicationId, application_ended=bridge.context_stopped)
+    scaler = wire(config, collector, realizer, events, sc.appName, evaluator=evaluator, state_store=store,
+                  gauges=GaugePublisher(bridge),
+                  observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],
+                  task_cpus=task_cpus(sc.getConf().get("spark.task.cpus", "1")), run_id=sc.applicationId,
+                  application_ended=bridge.context_stopped)
     return scaler, recorder
