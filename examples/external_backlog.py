@@ -18,9 +18,7 @@ import json
 import logging
 from pathlib import Path
 
-from sparkscale_listener.collect.collector import SparkMetricCollector
-from sparkscale_listener.config.options import Option, Text
-from sparkscale_listener.config.plugins import PluginContext
+from sparkscale_listener.plugins import Option, PluginContext, SparkMetricCollector, Text
 
 log = logging.getLogger("sparkscale")
 
@@ -46,7 +44,7 @@ class FileBacklogCollector(SparkMetricCollector):
     def __init__(self, context: PluginContext) -> None:
         self.backlog_file = context.options.read(self.options)["backlogFile"]
         if not self.backlog_file:
-            from sparkscale_listener.config.options import ConfigError
+            from sparkscale_listener.plugins import ConfigError
 
             raise ConfigError("spark.sparkscale.collector.backlogFile is empty; expected the path of "
                               "a JSON file {query name: backlog}")

@@ -16,12 +16,20 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from sparkscale_listener.config.options import DailyWindows, Integer, Option
-from sparkscale_listener.config.plugins import PluginContext
-from sparkscale_listener.decisions import Evaluation, ScalingContext
-from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
-from sparkscale_listener.metrics import MetricSample
-from sparkscale_listener.realize.realizer import ExecutorRealizer, RealizationResult, ScalingRealizer
+from sparkscale_listener.plugins import (
+    DailyWindows,
+    Evaluation,
+    ExecutorRealizer,
+    Integer,
+    MetricEvaluator,
+    MetricSample,
+    MicroBatchEvaluator,
+    Option,
+    PluginContext,
+    RealizationResult,
+    ScalingContext,
+    ScalingRealizer,
+)
 
 
 class BusinessHoursFloorEvaluator(MetricEvaluator):

@@ -27,7 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"realize"},
     {"executor"},
     {"control_loop"},
-    {"sim", "spark", "reference"},  # the whole loop wired: simulated, in a session, documented
+    {"sim", "spark", "reference", "plugins"},  # the loop wired: simulated, in a session, documented, plugins
     {"replay", "__init__"},
     {"__main__", "testing"},
 ))
@@ -176,3 +176,4 @@ def test_type_only_and_function_level_imports_count(tmp_path: Path) -> None:
                      "    from .control_loop import Autoscaler\n\n\n"
                      f"def f():\n    import {PACKAGE}.config\n    from . import sim\n", encoding="utf-8")
     assert imports_of(probe, root) == {f"{PACKAGE}.control_loop", f"{PACKAGE}.config", f"{PACKAGE}.sim"}
+

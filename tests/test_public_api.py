@@ -65,3 +65,30 @@ def test_a_bridge_that_does_not_load_is_a_clear_error_not_a_jvm_stack_trace() ->
 
     with pytest.raises(RuntimeError, match="no master"):
         _start_session(Unrelated(), "/x/j.jar")
+
+
+def test_plugin_authors_import_every_interface_from_one_module() -> None:
+    """``sparkscale_listener.plugins`` re-exports the very classes the configuration checks a plugin
+    against, and the examples and docs/plugins.md import from it alone (an import from the inside
+    breaks when the inside moves)."""
+    import re
+    from pathlib import Path
+
+    from sparkscale_listener import plugins
+    from sparkscale_listener.check.checker import ScalingChecker
+    from sparkscale_listener.collect.collector import MetricCollector
+    from sparkscale_listener.config.plugins import PluginContext
+    from sparkscale_listener.evaluator.base import MetricEvaluator
+    from sparkscale_listener.observe.events import EventHandler
+    from sparkscale_listener.realize.realizer import ScalingRealizer
+    from sparkscale_listener.state.store import StateStore
+
+    for cls in (MetricCollector, MetricEvaluator, ScalingRealizer, ScalingChecker, StateStore, EventHandler,
+                PluginContext):
+        assert getattr(plugins, cls.__name__) is cls, cls
+    assert all(hasattr(plugins, name) for name in plugins.__all__)
+    root = Path(__file__).resolve().parent.parent
+    for path in (root / "examples" / "plugins.py", root / "examples" / "external_backlog.py",
+                 root / "docs" / "plugins.md"):
+        inside = re.findall(r"from sparkscale_listener\.(?!plugins\b)[\w.]+ import", path.read_text())
+        assert not inside, (path.name, inside)
