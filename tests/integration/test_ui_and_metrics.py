@@ -5,12 +5,13 @@ streaming job whose load steps up until the autoscaler scales up; then the tests
 document the page carries, checked against the tab's schema), scrape
 ``/metrics/prometheus`` (Spark's servlet) and ``/autoscaler/metrics`` (ours, checked with ``promtool check
 metrics``), open the page in headless Chromium (dumped DOM, a screenshot, and a page driven over the DevTools
-protocol that must refresh itself), stop the query (its gauges must go), and stop the session (the open page
-must say it stopped refreshing). The last test checks that a session without a UI gets no tab and keeps
-working.
+protocol that must refresh itself), start a second query with a hostile name (escaped everywhere), stop the
+query (its gauges must go), and stop the session (the open page must say it stopped refreshing). The last test
+checks that a session without a UI gets no tab and keeps working.
 
 Every wait is a condition with a deadline. ``SPARKSCALE_UI_SCREENSHOT=docs/autoscaler-tab.png`` keeps the
-screenshot (that is how the README's picture is made). The tick summaries' own tests (no Spark) are in
+screenshot (that is how the README's picture is made; it is taken before the hostile query starts, so the
+picture shows the job alone). The tick summaries' own tests (no Spark) are in
 tests/test_ui.py, the document builder's in jvm-bridge/src/test (JUnit), the gauges' in tests/test_gauges.py;
 the History Server's tab is in test_history_server.py.
 """
@@ -43,7 +44,7 @@ GAUGE_PREFIX = "driver_plugin_io_sparkscale_bridge_SparkscalePlugin_"
 PROMETHEUS_SERVLET = "org.apache.spark.metrics.sink.PrometheusServlet"
 QUERY = "demo"
 # A second, quiet query whose name would break out of HTML, a <script> block, JSON or a metric name if
-# any of them took it raw.
+# any of them took it raw (started by its own test, after the screenshot).
 HOSTILE = """q<script>alert("x'1")</script>&amp;.a,b:c=d"""
 
 
@@ -116,15 +117,13 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
     })
     spark = build_session("it-ui", conf)
-    job = hostile = None
+    job = None
     try:
         scaler = autoscaler(spark)
         bridge = JvmBridge(spark.sparkContext)
         _assert_publisher_wired(scaler)
         port = int(str(spark.sparkContext.uiWebUrl).rsplit(":", 1)[1])
         job = StreamingJob(spark, workdir, rows_per_second=30).start()
-        hostile = StreamingJob(spark, workdir, name="hostile", query_name=HOSTILE, rows_per_second=2,
-                               partitions=1).start()
         # Only the baseline: a cold start (slow first batches) may already scale up, which is fine here.
         wait_for(lambda: scaler.status()["initial_executors"] is not None, 120, what="the executor baseline")
         # Learnt at the low rate's short batches (on 1 executor the high rate's take ~4 s each).
@@ -138,10 +137,25 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                  what="the tab's document with the new executors")
         yield Env(spark, scaler, bridge, job, f"http://127.0.0.1:{port}", workdir, ups[0])
     finally:
-        for j in (job, hostile):
-            if j is not None:
-                j.stop()
+        if job is not None:
+            job.stop()
         spark.stop()
+
+
+@pytest.fixture(scope="module")
+def hostile(env: Env) -> Iterator[StreamingJob]:
+    """The hostile-named query, running and in the tab's document."""
+    job = StreamingJob(env.spark, env.workdir, name="hostile", query_name=HOSTILE, rows_per_second=2,
+                       partitions=1).start()
+    try:
+        def listed() -> bool:
+            document = json.loads(env.bridge.tab_document() or "{}")
+            return HOSTILE in [q["name"] for q in document.get("queries", [])]
+
+        wait_for(listed, 90, what="the hostile query in the tab's document")
+        yield job
+    finally:
+        job.stop()
 
 
 @pytest.mark.spark
@@ -213,26 +227,6 @@ def test_the_autoscaler_metrics_endpoint_passes_promtool(env: Env) -> None:
 
 
 @pytest.mark.spark
-def test_a_hostile_query_name_is_escaped_in_the_page_and_the_metrics(env: Env, tmp_path: Path) -> None:
-    page = _get(f"{env.base_url}/autoscaler/")
-    assert "<script>alert(" not in page and HOSTILE not in page, "the query name reached the page raw"
-    names = [q["name"] for q in embedded_document(page)["queries"]]
-    assert HOSTILE in names, "the query is not in the document"
-    # Rendered by the page's script: as text, not as an element.
-    dom = dump_dom(tmp_path / "profile", f"{env.base_url}/autoscaler/")
-    table = re.search(r'<table[^>]*id="sparkscale-queries".*?</table>', dom, re.S)
-    assert table and "<script>alert(" not in table.group(0) and HOSTILE in html.unescape(table.group(0))
-    label = HOSTILE.replace("\\", "\\\\").replace('"', '\\"')  # Prometheus label escaping
-    wait_for(lambda: f'{{query="{label}"}}' in _metrics(env)[1], 60,
-             what="the hostile query's labelled series")
-    # Our name in Spark's metrics system holds letters, digits, _ and - only (JMX and Graphite
-    # take it as it is); Spark's servlet then makes everything but letters and digits _.
-    spark_text = _get(f"{env.base_url}/metrics/prometheus")
-    per_query = {name for name in spark_gauge_names(HOSTILE) if name.startswith("query_")}
-    assert any(f"{GAUGE_PREFIX}{name}_" in spark_text for name in per_query), per_query
-
-
-@pytest.mark.spark
 def test_page_renders_in_chromium(env: Env, tmp_path: Path) -> None:
     jobs_dom = dump_dom(tmp_path / "profile", f"{env.base_url}/jobs/")
     assert re.search(r'href="[^"]*/autoscaler/"[^>]*>Autoscaler</a>', jobs_dom), "no tab in the nav bar"
@@ -273,17 +267,39 @@ def test_the_open_page_refreshes_itself_and_shows_the_last_tick(env: Env, tmp_pa
         assert int(age.split()[0]) < 60, age
         assert env.scale_up["reason"] in html.unescape(page.evaluate("document.body.innerHTML"))
 
-        # The picture in the README: the page down to the end of the queries table, at a width the
-        # README shows without shrinking the text much (Spark's scroll buttons hidden: they float over it).
+        # The picture in the README: the page down to the end of the decisions table (the scale-up among
+        # them), at a width the README shows without shrinking the text much (Spark's scroll buttons
+        # hidden: they float over it).
         page.screenshot(tmp_path / "autoscaler.png", 1000, 900)  # lay the page out at that width
         page.evaluate("document.querySelectorAll('.scroll-btn-container').forEach(e => e.remove())")
-        bottom = page.evaluate("Math.ceil(document.getElementById('sparkscale-queries')"
+        bottom = page.evaluate("Math.ceil(document.getElementById('sparkscale-decisions')"
                                ".getBoundingClientRect().bottom + window.scrollY) + 12")
         shot = page.screenshot(tmp_path / "autoscaler.png", 1000, int(bottom))
         assert shot[:8] == b"\x89PNG\r\n\x1a\n" and len(shot) > 10_000
         keep = os.environ.get("SPARKSCALE_UI_SCREENSHOT")
         if keep:
             shutil.copyfile(tmp_path / "autoscaler.png", keep)
+
+
+@pytest.mark.spark
+def test_a_hostile_query_name_is_escaped_in_the_page_and_the_metrics(env: Env, hostile: StreamingJob,
+                                                                     tmp_path: Path) -> None:
+    page = _get(f"{env.base_url}/autoscaler/")
+    assert "<script>alert(" not in page and HOSTILE not in page, "the query name reached the page raw"
+    names = [q["name"] for q in embedded_document(page)["queries"]]
+    assert HOSTILE in names, "the query is not in the document"
+    # Rendered by the page's script: as text, not as an element.
+    dom = dump_dom(tmp_path / "profile", f"{env.base_url}/autoscaler/")
+    table = re.search(r'<table[^>]*id="sparkscale-queries".*?</table>', dom, re.S)
+    assert table and "<script>alert(" not in table.group(0) and HOSTILE in html.unescape(table.group(0))
+    label = HOSTILE.replace("\\", "\\\\").replace('"', '\\"')  # Prometheus label escaping
+    wait_for(lambda: f'{{query="{label}"}}' in _metrics(env)[1], 60,
+             what="the hostile query's labelled series")
+    # Our name in Spark's metrics system holds letters, digits, _ and - only (JMX and Graphite
+    # take it as it is); Spark's servlet then makes everything but letters and digits _.
+    per_query = {name for name in spark_gauge_names(HOSTILE) if name.startswith("query_")}
+    wait_for(lambda: any(f"{GAUGE_PREFIX}{name}_" in _get(f"{env.base_url}/metrics/prometheus")
+                         for name in per_query), 60, what=f"one of {per_query} on /metrics/prometheus")
 
 
 @pytest.mark.spark

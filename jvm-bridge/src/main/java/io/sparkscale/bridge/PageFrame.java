@@ -7,6 +7,10 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.nio.charset.StandardCharsets;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 
 import org.apache.spark.ui.SparkUITab;
 import org.apache.spark.ui.UIUtils;
@@ -31,6 +35,15 @@ import scala.xml.Unparsed;
 final class PageFrame {
   static final String TITLE = "Autoscaler";
   private static final int FIXED_PARAMS = 4;
+
+  /**
+   * The page's script, one file per concern (in the jar under io/sparkscale/bridge/tab/), in the order they run:
+   * each adds what it offers to {@code window.sparkscaleTab} and takes what it needs from the files before it, so
+   * the page needs no bundler and no network. The last one renders the page.
+   */
+  static final List<String> SCRIPT_MODULES = List.of(
+      "format.js", "dom.js", "d3-compat.js", "chart-panel.js", "charts.js", "summary.js", "queries-table.js",
+      "decisions-table.js", "events-table.js", "render-and-refresh.js");
 
   /** The resolved method and its trailing arguments; looked up once per class loader, on the first page view. */
   private record Header(Method method, Object[] defaults) {
@@ -75,12 +88,19 @@ final class PageFrame {
    * The page's own part: its stylesheet, an empty {@code #sparkscale-page} the script fills, the document as JSON
    * data (never executed, and with {@code <}, {@code >} and {@code &} escaped, so no text in it can close the
    * element), d3 from Spark's own static files (3.x in Spark 3.5, 7.x in Spark 4: the script takes either), and
-   * the script. The live page's script fetches this page again once per control interval and renders the new
-   * document in place. Scripts carry the request's CSP nonce where Spark sets one (4.3 and later).
+   * the script's modules, one inline script element each, in order. The live page's script fetches this page again
+   * once per control interval and renders the new document in place. Scripts carry the request's CSP nonce where
+   * Spark sets one (4.3 and later).
    */
   static String body(AutoscalerTab.Content content, String d3Uri, String nonce, long nowMs) {
     String json = content.json();
     String nonceAttribute = nonce == null ? "" : " nonce=\"" + escape(nonce) + "\"";
+    StringBuilder scripts = new StringBuilder();
+    for (Map.Entry<String, String> module : Assets.SCRIPTS.entrySet()) {
+      // sourceURL: the browser's console and debugger name the module a message comes from, not the page.
+      scripts.append("<script").append(nonceAttribute).append(">").append(module.getValue())
+          .append("\n//# sourceURL=sparkscale-tab/").append(module.getKey()).append("\n</script>");
+    }
     return "<style>" + Assets.CSS + "</style>"
         + "<div id=\"sparkscale-page\" data-source=\"" + (content.live() ? "live" : "event-log")
         + "\" data-server-ms=\"" + nowMs + "\"><noscript>The Autoscaler page needs JavaScript.</noscript></div>"
@@ -88,7 +108,7 @@ final class PageFrame {
         + "<script type=\"application/json\" id=\"sparkscale-document\">" + (json == null ? "null" : jsonData(json))
         + "</script>"
         + "<script src=\"" + escape(d3Uri) + "\"" + nonceAttribute + "></script>"
-        + "<script" + nonceAttribute + ">" + Assets.SCRIPT + "</script>";
+        + scripts;
   }
 
   /** JSON text safe inside a script element: {@code <}, {@code >} and {@code &} as \\u escapes (JSON reads them
@@ -106,10 +126,18 @@ final class PageFrame {
         .replace("'", "&#39;");
   }
 
-  /** The page's stylesheet and script, from the jar's resources (io/sparkscale/bridge/tab/), read once. */
+  /** The page's stylesheet and script modules (by name, in order), from the jar's resources, read once. */
   static final class Assets {
     static final String CSS = read("autoscaler-tab.css");
-    static final String SCRIPT = read("autoscaler-tab.js");
+    static final Map<String, String> SCRIPTS = readAll(SCRIPT_MODULES);
+
+    private static Map<String, String> readAll(List<String> names) {
+      Map<String, String> texts = new LinkedHashMap<>();
+      for (String name : names) {
+        texts.put(name, read(name));
+      }
+      return Collections.unmodifiableMap(texts);
+    }
 
     private static String read(String name) {
       try (InputStream in = PageFrame.class.getResourceAsStream("tab/" + name)) {

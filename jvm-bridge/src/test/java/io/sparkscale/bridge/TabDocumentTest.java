@@ -6,10 +6,16 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -238,8 +244,40 @@ class TabDocumentTest {
     assertEquals(hostile, readTree(data).path("queries").get(0).path("name").asText());
     assertTrue(html.contains("<script src=\"/static/d3.min.js\" nonce=\"n0nce\"></script>"));
     assertTrue(html.contains("data-source=\"live\" data-server-ms=\"1000\""));
-    // The script and the stylesheet go inline: nothing in them may close their element.
-    assertFalse(PageFrame.Assets.SCRIPT.contains("</") || PageFrame.Assets.CSS.contains("</"));
+    // The script's modules and the stylesheet go inline: nothing in them may close their element.
+    assertFalse(PageFrame.Assets.CSS.contains("</"));
+    PageFrame.Assets.SCRIPTS.forEach((name, text) -> assertFalse(text.contains("</") || text.contains("<!--"), name));
+  }
+
+  @Test
+  void thePageInlinesEveryScriptModuleInItsDeclaredOrder() throws Exception {
+    AutoscalerTab.Content content = new AutoscalerTab.Content() {
+      @Override
+      public String json() {
+        return null;
+      }
+
+      @Override
+      public boolean live() {
+        return false;
+      }
+    };
+    String html = PageFrame.body(content, "/static/d3.min.js", "n0nce", 1000);
+    int at = html.indexOf("<script src=\"/static/d3.min.js\"");
+    for (String name : PageFrame.SCRIPT_MODULES) {
+      // After d3 and the module before it, each in its own element with the nonce.
+      int next = html.indexOf("<script nonce=\"n0nce\">" + PageFrame.Assets.SCRIPTS.get(name), at);
+      assertTrue(next > at, name);
+      at = next;
+    }
+    assertEquals(PageFrame.SCRIPT_MODULES.size(), html.split("<script nonce=\"n0nce\">", -1).length - 1);
+    // A script file beside them that the list leaves out would never reach the page.
+    Path folder = Path.of(PageFrame.class.getResource("tab/format.js").toURI()).getParent();
+    try (Stream<Path> files = Files.list(folder)) {
+      Set<String> scripts = files.map((f) -> f.getFileName().toString()).filter((f) -> f.endsWith(".js"))
+          .collect(Collectors.toCollection(TreeSet::new));
+      assertEquals(new TreeSet<>(PageFrame.SCRIPT_MODULES), scripts);
+    }
   }
 
   private static JsonNode readTree(String json) {
