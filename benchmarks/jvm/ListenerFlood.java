@@ -16,6 +16,7 @@ import java.util.concurrent.locks.LockSupport;
 import com.codahale.metrics.Counter;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
+import io.sparkscale.bridge.SnapshotWriter;
 import io.sparkscale.bridge.SparkscaleBridge;
 import io.sparkscale.bridge.SparkscaleListener;
 
@@ -425,9 +426,9 @@ public final class ListenerFlood {
     int chars = 0;
     for (int k = 0; k < n; k++) {
       long t0 = System.nanoTime();
-      SparkscaleListener.State state = l.capture(System.currentTimeMillis(), -1);
+      SnapshotWriter.State state = l.capture(System.currentTimeMillis(), -1);
       long t1 = System.nanoTime();
-      Map<String, Object> snap = SparkscaleListener.view(state, appId, 0L);
+      Map<String, Object> snap = SnapshotWriter.write(state, appId, 0L);
       String text = SparkscaleBridge.snapshotJson();
       long t2 = System.nanoTime();
       locked[k] = (t1 - t0) / 1e6;
@@ -449,13 +450,9 @@ public final class ListenerFlood {
 
   // ------------------------------------------------------------------ helpers
 
-  /** Read from the private map: the executors' runningTasks counters count the flood's replayed task ids twice. */
-  private static int runningTasks(SparkscaleListener l) throws ReflectiveOperationException {
-    java.lang.reflect.Field running = SparkscaleListener.class.getDeclaredField("running");
-    running.setAccessible(true);
-    synchronized (l) {
-      return ((Map<?, ?>) running.get(l)).size();
-    }
+  /** The listener's own count: the executors' runningTasks counters count the flood's replayed task ids twice. */
+  private static int runningTasks(SparkscaleListener l) {
+    return l.runningTasks();
   }
 
   private static Map<String, Object> result(String target, long ends, long events, double elapsed) {

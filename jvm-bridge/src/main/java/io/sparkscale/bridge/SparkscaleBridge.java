@@ -1,11 +1,8 @@
 package io.sparkscale.bridge;
 
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 
-import com.codahale.metrics.Gauge;
 import com.codahale.metrics.MetricRegistry;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.json.JsonReadFeature;
@@ -22,9 +19,6 @@ import org.slf4j.LoggerFactory;
 
 import scala.Option;
 import scala.Tuple2;
-import scala.collection.Iterator;
-import scala.collection.immutable.List;
-import scala.collection.immutable.List$;
 
 /**
  * Static entry points for Python (py4j). Everything is safe to call when the plugin is not installed or the
@@ -45,13 +39,7 @@ public final class SparkscaleBridge {
 
   private static volatile SparkContext sc;
   private static volatile SparkscaleListener listener;
-  private static volatile MetricRegistry registry;
-  // Values outlive registration so a gauge set before the plugin starts still reports it.
-  private static final ConcurrentHashMap<String, Double> GAUGE_VALUES = new ConcurrentHashMap<>();
-  private static final ConcurrentHashMap<String, Boolean> REGISTERED = new ConcurrentHashMap<>();
   private static volatile AutoscalerTab tab;
-  // The gauges in the Prometheus text format, as Python rendered them last; served at /autoscaler/metrics.
-  private static volatile String metricsText = "";
   private static volatile MetricsEndpoint metricsEndpoint;
   private static volatile SourceOffsets sourceOffsets;
   private static volatile IdleRemovals idleRemovals;
@@ -64,22 +52,16 @@ public final class SparkscaleBridge {
   static synchronized void install(SparkContext context, SparkscaleListener l, MetricRegistry metrics) {
     sc = context;
     listener = l;
-    registry = metrics;
-    l.countDroppedEventsWith(() -> droppedListenerEvents(context));
+    l.countDroppedEventsWith(() -> SparkContextViews.droppedListenerEvents(context));
     SourceOffsets offsets = new SourceOffsets();
     sourceOffsets = offsets;
     l.readSourceOffsetsWith(offsets::readings);
-    l.listExecutorsWith(() -> listedExecutors(context));
-    l.listActiveStagesWith(() -> activeStages(context));
+    l.listExecutorsWith(() -> SparkContextViews.listedExecutors(context));
+    l.listActiveStagesWith(() -> SparkContextViews.activeStages(context));
     IdleRemovals removals = new IdleRemovals(ids -> killIdle(ids, false), l::liveExecutorsExcept, l::live);
     idleRemovals = removals;
     l.reportIdleExecutorsTo(removals::executorIdle);
-    GAUGE_VALUES.clear();
-    REGISTERED.clear();
-    metricsText = "";
-    for (String name : DEFAULT_GAUGES) {
-      register(name);
-    }
+    Gauges.install(metrics, DEFAULT_GAUGES);
     try {
       tab = AutoscalerTab.attachTo(context);
     } catch (RuntimeException | LinkageError e) {
@@ -124,8 +106,7 @@ public final class SparkscaleBridge {
       }
       sc = null;
       listener = null;
-      registry = null;
-      REGISTERED.clear();
+      Gauges.uninstall();
     }
   }
 
@@ -160,7 +141,7 @@ public final class SparkscaleBridge {
     if (l == null || c == null) {
       return "{}";
     }
-    l.forgetOtherStages(jobId -> jobStatus(c, jobId), System.currentTimeMillis());
+    l.forgetOtherStages(jobId -> SparkContextViews.jobStatus(c, jobId), System.currentTimeMillis());
     return toJson(l.snapshot(c.applicationId(), System.currentTimeMillis(), batchesSince));
   }
 
@@ -174,61 +155,6 @@ public final class SparkscaleBridge {
     if (offsets != null && streamingQuery != null) {
       offsets.watch(queryId, streamingQuery);
     }
-  }
-
-  /**
-   * Events Spark's listener bus dropped so far (its queues were full), summed over every queue's
-   * {@code numDroppedEvents} counter. Snapshots carry it, so Python reads it without a round trip of its own.
-   */
-  static long droppedListenerEvents(SparkContext c) {
-    long dropped = 0L;
-    for (Map.Entry<String, com.codahale.metrics.Counter> e
-        : c.listenerBus().metrics().metricRegistry().getCounters().entrySet()) {
-      if (e.getKey().endsWith(".numDroppedEvents")) {
-        dropped += e.getValue().getCount();
-      }
-    }
-    return dropped;
-  }
-
-  /**
-   * The executors the scheduler backend lists, null without one that lists them (local mode) or once stopped. The
-   * backend drops an executor before it posts its removal: it is ahead of the listener. Called outside the listener's
-   * lock (the backend's getExecutorIds takes the backend's).
-   */
-  static java.util.Set<String> listedExecutors(SparkContext c) {
-    SchedulerBackend backend = c.isStopped() ? null : c.schedulerBackend();
-    if (!(backend instanceof ExecutorAllocationClient)) {
-      return null;
-    }
-    // scala.collection.Seq: Scala 2.12 builds return it, 2.13 ones its subtype immutable.Seq.
-    scala.collection.Seq<String> ids = ((ExecutorAllocationClient) backend).getExecutorIds();
-    java.util.HashSet<String> out = new java.util.HashSet<>();
-    for (Iterator<String> it = ids.iterator(); it.hasNext(); ) {
-      out.add(it.next());
-    }
-    return out;
-  }
-
-  /** The stages the status store lists as active, null once stopped. */
-  static java.util.Set<Integer> activeStages(SparkContext c) {
-    if (c.isStopped()) {
-      return null;
-    }
-    java.util.HashSet<Integer> out = new java.util.HashSet<>();
-    for (int id : c.statusTracker().getActiveStageIds()) {
-      out.add(id);
-    }
-    return out;
-  }
-
-  /**
-   * The status store's word on a job, null when it does not know it: not yet (its queue lags the listener's) or no
-   * longer (it keeps spark.ui.retainedJobs). {@link SparkscaleListener#jobEnded} tells which.
-   */
-  private static org.apache.spark.JobExecutionStatus jobStatus(SparkContext c, int jobId) {
-    Option<org.apache.spark.SparkJobInfo> job = c.statusTracker().getJobInfo(jobId);
-    return job.isDefined() ? job.get().status() : null;
   }
 
   static String toJson(Map<String, Object> snapshot) {
@@ -251,7 +177,7 @@ public final class SparkscaleBridge {
 
   /** The latest Prometheus text given to {@link #publishGauges} ("" before the first). */
   public static String latestMetrics() {
-    return metricsText;
+    return Gauges.text();
   }
 
   /**
@@ -273,17 +199,7 @@ public final class SparkscaleBridge {
    * sparkscale_listener/observe/gauges.py).
    */
   public static void publishGauges(String valuesJson, String removedJson, String text) {
-    try {
-      for (String name : MAPPER.readValue(removedJson, String[].class)) {
-        removeGauge(name);
-      }
-      Map<String, Double> values = MAPPER.readValue(valuesJson,
-          new com.fasterxml.jackson.core.type.TypeReference<LinkedHashMap<String, Double>>() { });
-      values.forEach(SparkscaleBridge::setGauge);
-    } catch (JsonProcessingException e) {
-      throw new IllegalArgumentException("gauges: not the JSON publishGauges takes: " + e.getOriginalMessage(), e);
-    }
-    metricsText = text == null ? "" : text;
+    Gauges.publish(valuesJson, removedJson, text);
   }
 
   /**
@@ -305,7 +221,7 @@ public final class SparkscaleBridge {
     if (c == null || ids == null || ids.length == 0) {
       return NONE;
     }
-    boolean ok = c.killExecutors(scalaList(ids));
+    boolean ok = c.killExecutors(ScalaSeqs.scalaList(ids));
     return ok ? ids.clone() : NONE;
   }
 
@@ -348,8 +264,8 @@ public final class SparkscaleBridge {
     }
     // (ids, adjustTargetNumExecutors, countFailures, force)
     scala.collection.Seq<String> killed = ((ExecutorAllocationClient) c.schedulerBackend())
-        .killExecutors(scalaList(free), adjustTarget, false, false);
-    return toArray(killed);
+        .killExecutors(ScalaSeqs.scalaList(free), adjustTarget, false, false);
+    return ScalaSeqs.toArray(killed);
   }
 
   /** Executors holding shuffle output of a running job (see {@link #killIdleExecutors}); none without the plugin. */
@@ -359,7 +275,11 @@ public final class SparkscaleBridge {
     if (c == null || l == null) {
       return NONE;
     }
-    return l.shuffleHolders(jobId -> jobStatus(c, jobId), System.currentTimeMillis()).toArray(NONE);
+    return runningJobsShuffleHolders(c, l).toArray(NONE);
+  }
+
+  private static java.util.Set<String> runningJobsShuffleHolders(SparkContext c, SparkscaleListener l) {
+    return l.shuffleHolders(jobId -> SparkContextViews.jobStatus(c, jobId), System.currentTimeMillis());
   }
 
   private static String[] withoutShuffleHolders(SparkContext c, String[] ids) {
@@ -367,16 +287,8 @@ public final class SparkscaleBridge {
     if (l == null) {
       return ids.clone();
     }
-    java.util.Set<String> holders = l.shuffleHolders(jobId -> jobStatus(c, jobId), System.currentTimeMillis());
+    java.util.Set<String> holders = runningJobsShuffleHolders(c, l);
     return java.util.Arrays.stream(ids).filter(id -> !holders.contains(id)).toArray(String[]::new);
-  }
-
-  private static String[] toArray(scala.collection.Seq<String> seq) {
-    ArrayList<String> out = new ArrayList<>(seq.size());
-    for (Iterator<String> it = seq.iterator(); it.hasNext(); ) {
-      out.add(it.next());
-    }
-    return out.toArray(NONE);
   }
 
   /**
@@ -409,7 +321,7 @@ public final class SparkscaleBridge {
       pairs[i] = new Tuple2<>(chosen[i], info);
     }
     // scala.collection.Seq: what Scala 2.12 builds return, and a supertype of 2.13's immutable.Seq.
-    return toArray(((ExecutorAllocationClient) backend).decommissionExecutors(pairs, false, false));
+    return ScalaSeqs.toArray(((ExecutorAllocationClient) backend).decommissionExecutors(pairs, false, false));
   }
 
   public static void postScalingEvent(String action, int fromExecutors, int toExecutors, String reason,
@@ -447,30 +359,6 @@ public final class SparkscaleBridge {
         System.currentTimeMillis(), !logged));
   }
 
-  private static void setGauge(String name, double value) {
-    if (name == null || name.isEmpty()) {
-      return;
-    }
-    GAUGE_VALUES.put(name, value);
-    if (!REGISTERED.containsKey(name)) {
-      register(name);
-    }
-  }
-
-  /** Unknown names are ignored. */
-  private static synchronized void removeGauge(String name) {
-    if (name == null) {
-      return;
-    }
-    GAUGE_VALUES.remove(name);
-    if (REGISTERED.remove(name) != null) {
-      MetricRegistry r = registry;
-      if (r != null) {
-        r.remove(name);
-      }
-    }
-  }
-
   // ---------------------------------------------------------------- helpers
 
   @SuppressWarnings("unchecked")
@@ -483,40 +371,9 @@ public final class SparkscaleBridge {
     return value instanceof java.util.List ? (java.util.List<Map<String, Object>>) value : null;
   }
 
-  /**
-   * A Scala List, built without Scala's collection converters (their Java API differs between Scala 2.12 and
-   * 2.13). A List is a {@code scala.collection.Seq} (what 2.12 builds of Spark take) and a
-   * {@code scala.collection.immutable.Seq} (2.13), so one source compiles and links against both.
-   */
-  static List<String> scalaList(String[] items) {
-    List<String> out = List$.MODULE$.empty();
-    for (int i = items.length - 1; i >= 0; i--) {
-      out = out.$colon$colon(items[i]);
-    }
-    return out;
-  }
-
   private static SparkContext activeContext() {
     SparkContext c = sc;
     return c != null && !c.isStopped() ? c : null;
-  }
-
-  /**
-   * Registered in the plugin's own registry: Spark nests it under "plugin.&lt;class&gt;" in the metrics system, and
-   * Dropwizard forwards later additions to a child registry to its parent, so lazy gauges reach the sinks too.
-   */
-  private static synchronized void register(String name) {
-    MetricRegistry r = registry;
-    if (r == null || REGISTERED.containsKey(name)) {
-      return;
-    }
-    Gauge<Double> gauge = () -> GAUGE_VALUES.getOrDefault(name, Double.NaN);
-    try {
-      r.register(name, gauge);
-    } catch (IllegalArgumentException alreadyThere) {
-      // Someone registered the name first; ours would be a duplicate.
-    }
-    REGISTERED.put(name, Boolean.TRUE);
   }
 
   /** Keeps details a JSON object in the event log; anything that is not one is kept as {"raw": text}. */

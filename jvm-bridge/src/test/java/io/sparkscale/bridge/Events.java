@@ -35,8 +35,8 @@ import scala.collection.immutable.List$;
  * ExecutorAllocationManagerSuite does) and delivered straight to a listener: no SparkContext, no queue.
  */
 final class Events {
-  static final String QUERY_ID = SparkscaleListener.QUERY_ID_KEY;
-  static final String BATCH_ID = SparkscaleListener.BATCH_ID_KEY;
+  static final String QUERY_ID = Tag.QUERY_ID_KEY;
+  static final String BATCH_ID = Tag.BATCH_ID_KEY;
 
   private final SparkscaleListener listener;
 
