@@ -23,7 +23,7 @@ from .check.guard import RollbackGuard
 from .check.loading import build_checkers
 from .collect.collector import MetricCollector
 from .config.core import AutoscalerConfig, Mode
-from .decisions import Decision, Evaluation, ScalingContext, decision_to_dict
+from .decisions import Decision, Evaluation, ScalingContext, decision_to_dict, not_ready
 from .evaluator import MetricEvaluator, MicroBatchEvaluator
 from .executor import ScalingExecutor
 from .metrics import MetricSample, processed_rates
@@ -205,7 +205,8 @@ class Autoscaler:
         if pause.active(now):
             decisions.append(Decision(now, "none", current, current, f"paused: {pause.reason(now)}"))
         elif (measuring := self._measuring_afresh(now)) is not None:
-            decisions.append(Decision(now, "none", current, current, measuring))
+            waiting = not_ready(now, current, [measuring])
+            decisions.append(Decision(now, "none", current, current, waiting.headline, evaluation=waiting))
             executor.reassert_after_losses(sample)  # lost executors are replaced all the same
         else:
             decisions.append(self._decide_and_apply(now, sample))
@@ -253,7 +254,7 @@ class Autoscaler:
         if left <= 0:
             self._lost_at = None
             return None
-        return (f"not ready: listener events were lost {now - self._lost_at:.0f}s ago; measuring a fresh "
+        return (f"listener events were lost {now - self._lost_at:.0f}s ago; measuring a fresh "
                 f"{self.config.metrics_window_s:.0f}s metrics window ({left:.0f}s left)")
 
     def _check_last_scaling(self, now: float) -> list[Decision]:

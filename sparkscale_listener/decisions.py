@@ -8,6 +8,7 @@ excluded periods. Every decision, "none" included, carries a reason a person can
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -173,6 +174,20 @@ class Evaluation:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     # What the load needs, in one line ("query 'orders': arrivals 500 rows/s need 4 executors").
     headline: str = ""
+    # The queries still learning their cost, as reasons name them: the others are sized, and the
+    # policy keeps the current size meanwhile (policy.held_while_learning).
+    still_learning: tuple[str, ...] = ()
+
+
+def not_ready(time: float, current_executors: int, whys: Sequence[str]) -> Evaluation:
+    """The one form of "no decision yet" (an evaluator's, or the control loop's after lost listener
+    events): the current size recommended, the first reason (and how many more) in the headline,
+    all of them in the details."""
+    more = f" (and {len(whys) - 1} more)" if len(whys) > 1 else ""
+    return Evaluation(time=time, ready=False, current_executors=current_executors,
+                      recommended_executors=current_executors, required_slots=0.0, utilization=None,
+                      backlog_mode=False, headline=f"not ready: {whys[0]}{more}",
+                      reason="; ".join(whys) if len(whys) > 1 else "")
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from .decisions import (
     QueryEvaluation,
     ScalingContext,
     ScalingRecord,
+    not_ready,
 )
 from .evaluator import MetricEvaluator, MicroBatchEvaluator
 from .metrics import (
@@ -58,5 +59,5 @@ __all__ = [
     "MicroBatchEvaluator", "ModuleConfig", "Names", "Number", "Option", "Outcome", "PluginContext",
     "Prediction", "QueryEvaluation", "QueryMetrics", "RealizationResult", "ScalingChecker",
     "ScalingContext", "ScalingRealizer", "ScalingRecord", "SourceBacklog", "SparkMetricCollector",
-    "StateStore", "Text",
+    "StateStore", "Text", "not_ready",
 ]

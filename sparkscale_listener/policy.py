@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time as _time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import readable
@@ -189,6 +189,17 @@ def _label(q: QueryEvaluation | None, qid: str) -> str:
     return f"'{q.name}'" if q is not None and q.name else qid
 
 
+def held_while_learning(ev: Evaluation, ctx: ScalingContext) -> Evaluation:
+    """While a query still learns its cost, the others are sized and the size never falls below
+    the current one. (A query still learning blocked every decision before, for the
+    application's life when it never could learn.)"""
+    if not ev.still_learning or ev.recommended_executors >= ctx.current_target:
+        return ev
+    names = ", ".join(ev.still_learning)
+    return replace(ev, recommended_executors=ctx.current_target,
+                   headline=f"{ev.headline}; held at {ctx.current_target}: {names} still learning")
+
+
 class ScaleUpBlocks:
     """The ineffective-scale-up rule: a scale-up whose new executors' warm batches gained less than
     ``ineffectiveScaleUp.threshold`` of what the model expected (its
@@ -315,6 +326,7 @@ class ScalingPolicy:
         """The decision: ``reason`` a short headline (what and why), ``details`` the figures."""
         self._notes = []
         cfg = context.config
+        evaluation = held_while_learning(evaluation, context)
         if cfg.mode is Mode.REACTIVE:
             return self._reactive(evaluation, context)
         cur = context.current_target

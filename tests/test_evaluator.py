@@ -1138,7 +1138,9 @@ def test_other_jobs_tasks_are_sized_while_every_query_still_learns_its_cost() ->
     assert beside.ready and beside.recommended_executors == 6, beside.headline
     assert "1 query still learning and other jobs' 18 pending or running tasks" in beside.headline
     quiet = evaluate([learning], until=35.0, target=8, live=8, other_tasks=1)
-    assert quiet.ready and quiet.recommended_executors == 8, quiet.headline  # held while a learns
+    assert quiet.ready and quiet.recommended_executors == 2 and quiet.still_learning == ("query a",)
+    held = ScalingPolicy().decide(quiet, scaling_context(35.0, target=8, live=8))  # held while a learns
+    assert held.action == "none" and held.reason.endswith("held at 8: query a still learning"), held.reason
 
 
 def test_a_query_still_learning_holds_no_decision_of_the_others_only_their_scale_down() -> None:
@@ -1157,8 +1159,9 @@ def test_a_query_still_learning_holds_no_decision_of_the_others_only_their_scale
     assert short.ready and short.recommended_executors == 2
     assert "1 query still learning" in short.headline
     ample = unmeasured_b(4)
-    assert ample.ready and ample.recommended_executors == 4
-    assert ample.headline.endswith("held at 4: query b still learning")
+    assert ample.ready and ample.recommended_executors == 2 and ample.still_learning == ("query b",)
+    held = ScalingPolicy().decide(ample, scaling_context(300.0, target=4, live=4))  # the policy holds
+    assert held.action == "none" and held.reason.endswith("held at 4: query b still learning"), held.reason
 
 
 def test_a_trigger_longer_than_the_window_holds_no_decision_after_a_change() -> None:

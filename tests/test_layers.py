@@ -177,3 +177,24 @@ def test_type_only_and_function_level_imports_count(tmp_path: Path) -> None:
                      f"def f():\n    import {PACKAGE}.config\n    from . import sim\n", encoding="utf-8")
     assert imports_of(probe, root) == {f"{PACKAGE}.control_loop", f"{PACKAGE}.config", f"{PACKAGE}.sim"}
 
+
+# What a reader can hold at once: a module, a class, a Java file (its own tests included).
+MAX_MODULE_LINES, MAX_CLASS_LINES, MAX_JAVA_LINES = 600, 300, 400
+
+
+def test_no_module_class_or_java_file_outgrows_a_reading() -> None:
+    too_long = []
+    for path in sorted(ROOT.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{module_name(path)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_CLASS_LINES:
+                    too_long.append(f"{module_name(path)}.{node.name}: {lines} lines")
+    for path in sorted((ROOT.parent / "jvm-bridge").rglob("src/**/*.java")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_JAVA_LINES:
+            too_long.append(f"{path.relative_to(ROOT.parent)}: {lines} lines")
+    assert not too_long, too_long

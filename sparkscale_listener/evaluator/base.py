@@ -33,12 +33,13 @@ class MetricEvaluator(ABC):
       :class:`~sparkscale_listener.metrics.ClusterMetrics` are cumulative: take rates as
       ``(last - first) / (t_last - t_first)``. Gauges (backlog, live executors) are instants.
       ``sample.external`` carries extra metrics from a custom collector.
-    * Return ``ready=False`` (with a reason, ``recommended_executors`` = ``context.current_target``)
+    * Return ``not_ready(context.now, context.current_target, [reason, ...])`` (``ready=False``)
       when there is not enough data; the policy then does nothing. Otherwise set
       ``recommended_executors`` within ``[config.min_executors, config.max_executors]`` and
       ``utilization`` = how busy the current executors are against the target (1 = all of the
       time the target allows); the policy applies the utilization band, the scale-up/down factors,
-      the delayed scale-down and the ineffective-scale-up blocks. A recommendation above what
+      the delayed scale-down, the ineffective-scale-up blocks and, for the queries named in
+      ``still_learning``, no scale-down while they learn. A recommendation above what
       ``required_slots`` explain is applied even inside the band (a floor, a forecast).
     * Fill ``queries`` for every active query when you can: the policy uses each query's
       ``input_rate`` (processed rows/s), ``target_rate``, ``catch_up_rate``, ``required_slots``,

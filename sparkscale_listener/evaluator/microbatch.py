@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from .. import readable
 from ..concurrency import Alongside, Given, Swept, with_concurrency
-from ..decisions import Evaluation, Outcome, ScalingContext
+from ..decisions import Evaluation, Outcome, ScalingContext, not_ready
 from ..metrics import MetricSample
 from ..model import MIN_BATCHES, BatchCost, BatchCostLearner, fit_all
 from .base import MetricEvaluator
@@ -88,7 +88,7 @@ class MicroBatchEvaluator(MetricEvaluator):
         # while a query beside it learnt (its batches waiting behind the job's tasks).
         others = held or other_tasks(history, context.config.metrics_window_s) > 0
         if len(learning) == sum(not d.idle for d in demands) and learning and not others:
-            return self._not_ready(context, waiting)
+            return not_ready(context.now, context.current_target, waiting)
         if stabilizing or math.isinf(context.window_start):
             # The new size is not measured yet; but arrivals do not depend on it: when two batches
             # confirm more than the last change was sized for, the model sizes for them now.
@@ -97,18 +97,14 @@ class MicroBatchEvaluator(MetricEvaluator):
                             if context.live_executors > context.current_target
                             else "waiting for the requested executors to register")
                 whys = [settling] if math.isinf(context.window_start) else stabilizing
-                return self._not_ready(context, whys)
+                return not_ready(context.now, context.current_target, whys)
         if not active:
             return size([], {}, history, context, "" if held else "no active streaming query", held)
         evaluation = size(demands, {qid: c for qid, c in costs.items() if qid not in learning},
-                                history, context, "", held, learning)
-        if learning and evaluation.recommended_executors < context.current_target:
-            # A query still learning its cost blocked every decision before (for the application's
-            # life when it never could learn): the others are sized, never below the current size.
-            names = ", ".join(readable.query(last.queries[q].name, q) for q in learning)
-            evaluation = replace(evaluation, recommended_executors=context.current_target,
-                                 headline=f"{evaluation.headline}; held at {context.current_target}: "
-                                          f"{names} still learning")
+                          history, context, "", held, learning)
+        if learning:
+            evaluation = replace(evaluation, still_learning=tuple(readable.query(last.queries[q].name, q)
+                                                                  for q in learning))
         outcomes = self._outcomes(last, context, concurrent)
         return replace(evaluation, outcomes=outcomes) if outcomes else evaluation
 
@@ -172,13 +168,3 @@ class MicroBatchEvaluator(MetricEvaluator):
             self._batches.pop(qid, None)
             self._given.pop(qid, None)
             self._demands.forget(qid)
-
-    @staticmethod
-    def _not_ready(context: ScalingContext, whys: Sequence[str]) -> Evaluation:
-        """Not ready, for the first reason (and how many more) in the headline, all in the details."""
-        current = context.current_target
-        more = f" (and {len(whys) - 1} more)" if len(whys) > 1 else ""
-        return Evaluation(time=context.now, ready=False, current_executors=current,
-                          recommended_executors=current, required_slots=0.0, utilization=None,
-                          backlog_mode=False, headline=f"not ready: {whys[0]}{more}",
-                          reason="; ".join(whys) if len(whys) > 1 else "")
