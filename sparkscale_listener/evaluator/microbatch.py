@@ -19,7 +19,7 @@ from .sizing import size
 
 
 class MicroBatchEvaluator(MetricEvaluator):
-    """The default evaluator: sizes each query on its performance model (see the module docstring)."""
+    """The default evaluator: sizes each query on its performance model (see the package docstring)."""
 
     def __init__(self) -> None:
         self._learners: dict[str, BatchCostLearner] = {}

@@ -92,7 +92,7 @@ def waves(tasks: Size, widest: Size, slots: Size) -> Size:
 
 
 class CostFormulas:
-    """The batch-cost formulas, written once (see the module docstring). Their figures are numbers
+    """The batch-cost formulas, written once (see the package docstring). Their figures are numbers
     for one query (:class:`BatchCost`) or columns, one row per query (:class:`CostColumns`), and a
     size is one executor count or an array of them: numpy broadcasts the columns against a row of
     sizes, and :func:`ops` gives Python's own functions where everything is a number. One query or
@@ -175,7 +175,7 @@ class CostFormulas:
 
 @dataclass(frozen=True)
 class BatchCost(CostFormulas):
-    """The fitted cost of one query's batches (see the module docstring). Its methods
+    """The fitted cost of one query's batches (see the package docstring). Its methods
     (:class:`CostFormulas`) take one executor count or an array of them."""
 
     driver_s: float
