@@ -72,7 +72,7 @@ BIG_CAPACITY = 200_000  # events: ~100 ms of buffer at 2 M events/s (Spark's def
 
 
 # ---------------------------------------------------------------------------------------------
-# Figures (pure; tests/test_bench_cost.py checks them)
+# Figures (pure; tests/unit/benchmarks/test_bench_cost.py checks them)
 # ---------------------------------------------------------------------------------------------
 
 

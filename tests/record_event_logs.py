@@ -1,4 +1,5 @@
-"""Records the real Spark event logs under ``tests/data/eventlogs/`` that ``tests/test_eventlog.py`` reads.
+"""Records the real Spark event logs under ``tests/data/eventlogs/`` that
+``tests/unit/replay/test_eventlog.py`` reads.
 
 Each recording is a small streaming application on ``local-cluster`` (real executor JVMs), run in a
 process of its own with the pyspark it names, its event log copied here under a name that says

@@ -5,7 +5,8 @@ kept between polls.
 (:class:`ExecutorSnapshot`, :class:`ListenerTotals`, :class:`QuerySnapshot`, :class:`BatchTasks`,
 :class:`SourceOffsets`). Their objects, fields, types and meanings are declared once, in
 ``jvm-bridge/src/main/resources/io/sparkscale/bridge/snapshot-schema.json`` (packaged in every bridge
-jar); a JUnit test holds the JVM's JSON to it and ``tests/test_bridge_snapshot.py`` these records.
+jar); a JUnit test holds the JVM's JSON to it and ``tests/unit/collect/test_bridge_snapshot.py`` these
+records.
 A record's attribute is the JSON field in snake case (``busyMs`` -> ``busy_ms``). The executors come as a
 table, a row of values in the declared order each (the field names were most of a poll at 1,000
 executors); a map of objects by id parses the same (the tests' fakes write that). A poll carries only

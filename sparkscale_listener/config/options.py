@@ -202,7 +202,7 @@ class ValueType:
 
     def describe(self) -> Description:
         """The kind and the accepted values, for the reference. A type that leaves them empty cannot
-        be documented: tests/test_readme.py refuses every key of such a type."""
+        be documented: tests/unit/project/test_readme.py refuses every key of such a type."""
         return Description("", "")
 
     def parse(self, key: str, text: str) -> Any:

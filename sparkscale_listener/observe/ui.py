@@ -12,12 +12,13 @@ only" (the JVM event's ``logEvent`` is false), so the event log grows by about 1
 the control interval.
 
 A summary's fields are declared once, as ``$defs/tick`` in
-``jvm-bridge/src/main/resources/io/sparkscale/bridge/tab/autoscaler-tab.schema.json`` (tests/test_ui.py
-checks every summary posted against it). In short: ``point`` (the chart's point: time, executors,
-rates, backlog, utilization), ``queries`` (the queries table), ``status`` (mode, pending executors,
-pause, errors; members that are false or empty left out), ``decision`` (the decisions to do nothing
-since the previous logged summary: how many, their first and latest time, the latest reason; actions
-are ScalingEvents of their own) and ``config`` (the settings the tab shows, in the first summary).
+``jvm-bridge/src/main/resources/io/sparkscale/bridge/tab/autoscaler-tab.schema.json``
+(tests/unit/observe/test_ui.py checks every summary posted against it). In short: ``point`` (the
+chart's point: time, executors, rates, backlog, utilization), ``queries`` (the queries table),
+``status`` (mode, pending executors, pause, errors; members that are false or empty left out),
+``decision`` (the decisions to do nothing since the previous logged summary: how many, their first
+and latest time, the latest reason; actions are ScalingEvents of their own) and ``config`` (the
+settings the tab shows, in the first summary).
 
 In ``queries``, ``input_rate`` and ``processed_rate`` are Spark's own (the last progress event); in
 ``point``, ``processed_rate`` is rows completed per second from the cumulative counters over the

@@ -3,7 +3,7 @@ cluster: the first driver (its own process, see tests/restart_driver.py) scales 
 is killed with SIGKILL, no clean stop; the second driver of the same application takes the state
 over once the first one's heartbeat has gone stale, starts at the target the first one left
 healthy (not at initialExecutors), and the query resumes from its checkpoint with every row
-written once. (A pause and a rolled-back scaling surviving a restart: tests/test_restart.py.)
+written once. (A pause and a rolled-back scaling surviving a restart: tests/unit/sim/test_restart.py.)
 
 Every wait is a condition with a generous deadline.
 """

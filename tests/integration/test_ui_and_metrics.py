@@ -12,7 +12,8 @@ checks that a session without a UI gets no tab and keeps working.
 Every wait is a condition with a deadline. ``SPARKSCALE_UI_SCREENSHOT=docs/autoscaler-tab.png`` keeps the
 screenshot (that is how the README's picture is made; it is taken before the hostile query starts, so the
 picture shows the job alone). The tick summaries' own tests (no Spark) are in
-tests/test_ui.py, the document builder's in jvm-bridge/src/test (JUnit), the gauges' in tests/test_gauges.py;
+tests/unit/observe/test_ui.py, the document builder's in jvm-bridge/src/test (JUnit), the gauges' in
+tests/unit/observe/test_gauges.py;
 the History Server's tab is in test_history_server.py.
 """
 

@@ -1,5 +1,6 @@
 """Record what the autoscaler sees of a stateful query over a file source: every control tick's
-figures of the query and every batch, for the evaluator's unit tests (tests/test_file_stream_series.py).
+figures of the query and every batch, for the evaluator's unit tests
+(tests/unit/evaluator/test_file_stream_series.py).
 
 Run on purpose (through the machine's heavy-run lock), never by pytest:
 

@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
 /**
  * The JVM's side of the snapshot contract: the JSON Python receives has exactly the objects and fields that
  * snapshot-schema.json (packaged in the jar) declares, each of its declared type. Python's side is
- * tests/test_bridge_snapshot.py.
+ * tests/unit/collect/test_bridge_snapshot.py.
  */
 class SnapshotContractTest {
   static final long T0 = 1_700_000_000_000L;

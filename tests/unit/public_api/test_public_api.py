@@ -87,7 +87,7 @@ def test_plugin_authors_import_every_interface_from_one_module() -> None:
                 PluginContext):
         assert getattr(plugins, cls.__name__) is cls, cls
     assert all(hasattr(plugins, name) for name in plugins.__all__)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
     for path in (root / "examples" / "plugins.py", root / "examples" / "external_backlog.py",
                  root / "docs" / "plugins.md"):
         inside = re.findall(r"from sparkscale_listener\.(?!plugins\b)[\w.]+ import", path.read_text())

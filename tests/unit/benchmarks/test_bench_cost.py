@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_cost.py"
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_cost.py"
 
 
 def _load() -> ModuleType:

@@ -18,7 +18,7 @@ import zstandard
 from sparkscale_listener.replay import EventLogError, QueryRecord, RecordedApplication, read_event_log
 from sparkscale_listener.replay.codecs import decompressed_chunks, find_log_files, lzf_decompress
 
-DATA = Path(__file__).resolve().parent / "data" / "eventlogs"
+DATA = Path(__file__).resolve().parents[2] / "data" / "eventlogs"
 TINY = DATA / "spark4-tiny"  # plain JSON lines
 TINY_LZF = DATA / "spark4-tiny-lzf.lzf"
 ROLLING = DATA / "spark4-sparkscale-rolling"  # a rolling folder, zstd

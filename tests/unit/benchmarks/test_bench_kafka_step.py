@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_kafka_step.py"
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_kafka_step.py"
 
 
 def _load():

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-FIXTURE = Path(__file__).resolve().parent / "data" / "bench_real_eventlog.jsonl"
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "bench_real_eventlog.jsonl"
 
 
 def _load_bench():

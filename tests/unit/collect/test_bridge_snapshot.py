@@ -31,7 +31,7 @@ from sparkscale_listener.collect.snapshot import (
 )
 from sparkscale_listener.spark.bridge import JvmBridge
 
-RESOURCES = Path(__file__).resolve().parents[1] / "jvm-bridge" / "src" / "main" / "resources"
+RESOURCES = Path(__file__).resolve().parents[3] / "jvm-bridge" / "src" / "main" / "resources"
 SCHEMA_FILE = RESOURCES / SNAPSHOT_SCHEMA
 RECORDS = {r.__name__: r for r in (BridgeSnapshot, ExecutorSnapshot, ListenerTotals, QuerySnapshot,
                                    BatchTasks, SourceOffsets)}

@@ -22,7 +22,7 @@ from sparkscale_listener.spark.jars import (
     scala_binary_version,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def touch(path: Path) -> Path:

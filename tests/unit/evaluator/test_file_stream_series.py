@@ -22,7 +22,7 @@ from sparkscale_listener.decisions import Evaluation, ScalingContext, ScalingRec
 from sparkscale_listener.evaluator import MicroBatchEvaluator
 from sparkscale_listener.metrics import BatchRecord, ClusterMetrics, InFlightBatch, MetricSample, QueryMetrics
 
-SERIES = Path(__file__).resolve().parent / "data" / "file_stream" / "series.json"
+SERIES = Path(__file__).resolve().parents[2] / "data" / "file_stream" / "series.json"
 QUERY = "files"
 
 

@@ -9,7 +9,7 @@ from sparkscale_listener.config.core import CORE_OPTIONS
 from sparkscale_listener.config.options import PREFIX, Boolean, Option, ValueType
 from sparkscale_listener.reference import PAGES, markdown_rows, module_options, rewrite
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 CONFIGURATION = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
 

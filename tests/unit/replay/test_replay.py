@@ -24,7 +24,7 @@ from sparkscale_listener.replay.records import QueryRecord, RecordedScaling
 from sparkscale_listener.replay.report import LAG_COLUMNS, markdown, to_json
 from sparkscale_listener.replay.run import MAX_STEP_S, _sim_query, agreement, compare, replay
 
-LOGS = Path(__file__).resolve().parent / "data" / "eventlogs"
+LOGS = Path(__file__).resolve().parents[2] / "data" / "eventlogs"
 STATIC = LOGS / "spark4-static.lz4"
 ROLLING = LOGS / "spark4-sparkscale-rolling"
 SPARK35 = LOGS / "spark35-sparkscale.zstd"

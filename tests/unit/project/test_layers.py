@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 PACKAGE = "sparkscale_listener"
-ROOT = Path(__file__).resolve().parent.parent / PACKAGE
+ROOT = Path(__file__).resolve().parents[3] / PACKAGE
 
 # Each layer's parts (a subpackage or a top-level module), lowest first.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
@@ -79,7 +79,8 @@ def violations(graph: Mapping[str, set[str]], layers: Sequence[frozenset[str]]) 
     for module, imported in sorted(graph.items()):
         here = part_of(module)
         if here not in level:
-            problems.append(f"{module}: its part {here!r} is in no layer of tests/test_layers.py")
+            problems.append(f"{module}: its part {here!r} is in no layer of "
+                            "tests/unit/project/test_layers.py")
             continue
         for target in sorted(imported):
             there = part_of(target)
@@ -162,7 +163,7 @@ def test_an_upward_import_a_sideways_one_and_a_cycle_are_each_named() -> None:
     assert violations(graph, layers) == [
         f"{PACKAGE}.collect.batches imports {PACKAGE}.model, a part beside it (layer 1 from layer 1)",
         f"{PACKAGE}.collect.collector imports {PACKAGE}.spark.bridge, a part above it (layer 2 from layer 1)",
-        f"{PACKAGE}.extra: its part 'extra' is in no layer of tests/test_layers.py",
+        f"{PACKAGE}.extra: its part 'extra' is in no layer of tests/unit/project/test_layers.py",
     ]
     assert cycles(graph) == [[f"{PACKAGE}.collect.collector", f"{PACKAGE}.spark.bridge"]]
 

@@ -10,7 +10,7 @@ import pytest
 
 import sparkscale_listener
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+; on 3.10 the rest of the suite still runs
 
 
