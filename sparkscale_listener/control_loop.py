@@ -270,8 +270,9 @@ class Autoscaler:
     def _decide_and_apply(self, now: float, sample: MetricSample) -> Decision:
         context = self._context(now, sample)
         evaluation = self.evaluator.evaluate(list(self._history), context)
-        self._report_outcomes(now, evaluation)
         decision = self.policy.decide(evaluation, context)
+        # The outcomes as the policy judged them (its verdict on the last scale-up).
+        self._report_outcomes(now, decision.evaluation or evaluation)
         for situation, note in self.policy.last_notes():
             self.events.emit(AutoscalerEvent(now, "blocked", note, situation=situation, severity="warning",
                                              details=self.executor.details()))

@@ -54,8 +54,11 @@ class Outcome:
     batch_time_s: float  # observed (median)
     predicted_s: float  # the model's batch time at the new size, for those rows
     predicted_before_s: float  # ... and at the old size
-    effective: bool  # it gained at least the ineffective-scale-up threshold of the predicted gain
-    verdict: str
+    executors: int  # the size those batches ran on (a capacity limit may have held it below the request)
+    # The policy's verdict (policy.ScaleUpBlocks.judged), None until it is given: whether the change
+    # gained at least the ineffective-scale-up threshold of the predicted gain, and why, in words.
+    effective: bool | None = None
+    verdict: str = ""
 
     def summary(self) -> dict[str, Any]:
         return {"batches": self.batches, "rowsPerBatch": _round(self.rows_per_batch),

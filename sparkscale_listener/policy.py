@@ -232,6 +232,35 @@ class ScaleUpBlocks:
             except (TypeError, ValueError):
                 self._checked_record = None
 
+    @staticmethod
+    def judged(ev: Evaluation, ctx: ScalingContext) -> Evaluation:
+        """``ev`` with each measured outcome of the last change given its verdict. A scale-up is
+        judged where it added executors the query needed and the model expected a gain beyond its
+        error: effective when the batches gained at least ``ineffectiveScaleUp.threshold`` of that
+        gain (less the error). Anything else is only reported, measured against the model."""
+        rec = ctx.last_scaling
+        if not ev.outcomes or rec is None:
+            return ev
+        threshold = ctx.config.ineffective_scale_up_threshold
+        outcomes = {}
+        for qid, o in ev.outcomes.items():
+            prediction = rec.predictions.get(qid)
+            error = prediction.cost.error if prediction is not None else 0.0
+            tolerance = error * o.predicted_before_s
+            gain = o.predicted_before_s - o.predicted_s
+            measured = (f"batches of {o.rows_per_batch:.0f} rows took {o.batch_time_s:.2f}s on {o.executors} "
+                        f"executors; the model expected {o.predicted_s:.2f}s")
+            if (prediction is not None and rec.action == "scale_up" and o.executors > rec.from_executors
+                    and prediction.needed_executors > rec.from_executors and gain > tolerance):
+                effective = o.predicted_before_s - o.batch_time_s >= threshold * gain - tolerance
+                verdict = (f"{measured} (and {o.predicted_before_s:.2f}s on {rec.from_executors}, error "
+                           f"{error:.0%}): " + ("effective" if effective else
+                                               f"less than {threshold:.0%} of the expected gain"))
+            else:
+                effective, verdict = True, f"{measured} (error {error:.0%})"
+            outcomes[qid] = replace(o, effective=effective, verdict=verdict)
+        return replace(ev, outcomes=outcomes)
+
     def update(self, ev: Evaluation, ctx: ScalingContext, notes: list[tuple[str, str]]) -> None:
         """Judge the last scale-up once, on its outcome; unblock the queries whose load moved or
         that stopped. Each block and unblock is a (situation, text) note appended to ``notes``."""
@@ -326,7 +355,7 @@ class ScalingPolicy:
         """The decision: ``reason`` a short headline (what and why), ``details`` the figures."""
         self._notes = []
         cfg = context.config
-        evaluation = held_while_learning(evaluation, context)
+        evaluation = held_while_learning(ScaleUpBlocks.judged(evaluation, context), context)
         if cfg.mode is Mode.REACTIVE:
             return self._reactive(evaluation, context)
         cur = context.current_target

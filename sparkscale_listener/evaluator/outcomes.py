@@ -24,8 +24,7 @@ def measure_outcomes(rec: ScalingRecord, last: MetricSample, context: ScalingCon
     """What the change ``rec`` did, per query it predicted something for, once the new size has
     run :data:`CONFIRMING_BATCHES` warm batches: their median batch time against the
     prediction of the model the change rested on, for the rows they actually read (none yet: an
-    empty dict)."""
-    threshold = context.config.ineffective_scale_up_threshold
+    empty dict). Measurements only: whether that was effective is the policy's verdict."""
     out: dict[str, Outcome] = {}
     for qid, prediction in rec.predictions.items():
         q, learner = last.queries.get(qid), learners.get(qid)
@@ -52,21 +51,6 @@ def measure_outcomes(rec: ScalingRecord, last: MetricSample, context: ScalingCon
                                                       alongside)).tolist())
         before = median(np.asarray(cost.batch_time(read, rec.from_executors,
                                                    alongside)).tolist())
-        tolerance = cost.error * before
-        gain = before - predicted
-        judged = (rec.action == "scale_up" and size > rec.from_executors
-                  and prediction.needed_executors > rec.from_executors and gain > tolerance)
-        if judged:
-            effective = before - observed >= threshold * gain - tolerance
-            verdict = (f"batches of {rows:.0f} rows took {observed:.2f}s on {size} executors; the model "
-                       f"expected {predicted:.2f}s (and {before:.2f}s on {rec.from_executors}, error "
-                       f"{cost.error:.0%}): " + ("effective" if effective else
-                                                f"less than {threshold:.0%} of the expected gain"))
-        else:
-            effective = True
-            verdict = (f"batches of {rows:.0f} rows took {observed:.2f}s on {size} executors; the model "
-                       f"expected {predicted:.2f}s (error {cost.error:.0%})")
         out[qid] = Outcome(query_id=qid, batches=len(warm), rows_per_batch=rows, batch_time_s=observed,
-                           predicted_s=predicted, predicted_before_s=before, effective=effective,
-                           verdict=verdict)
+                           predicted_s=predicted, predicted_before_s=before, executors=size)
     return out

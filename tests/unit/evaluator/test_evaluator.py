@@ -14,7 +14,7 @@ import pytest
 
 from harness import CFG, CORES, scaling_context
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.decisions import Evaluation, Prediction, ScalingRecord
+from sparkscale_listener.decisions import Evaluation, Prediction, ScalingContext, ScalingRecord
 from sparkscale_listener.evaluator import MetricEvaluator, MicroBatchEvaluator
 from sparkscale_listener.evaluator.demand import Demand, _in_flight_rate, _task_spread
 from sparkscale_listener.evaluator.utilization import Scan, ScanQueries, query_busy_slots, query_utilization
@@ -27,7 +27,7 @@ from sparkscale_listener.metrics import (
     QueryMetrics,
 )
 from sparkscale_listener.model import BatchCost, Concurrent, ideal_task_phase
-from sparkscale_listener.policy import ScalingPolicy
+from sparkscale_listener.policy import ScaleUpBlocks, ScalingPolicy
 
 # backlogThreshold of two 1 s trigger intervals: the batch period sized for is the trigger itself.
 AT_TRIGGER = replace(CFG, backlog_threshold_s=2.0)
@@ -719,28 +719,31 @@ def test_other_jobs_keep_a_slot_per_pending_or_running_task() -> None:
 
 
 def _scaled_up(evaluator: MicroBatchEvaluator, after: Callable[[float], int],
-               rate: float = 8000.0) -> Evaluation:
+               rate: float = 8000.0) -> tuple[Evaluation, ScalingContext]:
     q = Stream("a", rate, tasks=32)
     history = history_of([q], 400.0, executors=after, live=8)
     cost = BatchCost(0.2, 0.0, 0.0, 0.001, 32, 32, CORES, 1.0, 0.02, 20, True)
     record = ScalingRecord(200.0, "scale_up", 2, 8, "r", predictions={
         "a": Prediction("a", rate, rate * 10, 8, cost.batch_time(rate * 10, 2), cost.batch_time(rate * 10, 8),
                         cost.capacity(8), None, cost)})
-    return evaluator.evaluate(history, replace(scaling_context(400.0, target=8, live=8, window_start=250.0),
-                                               last_scaling=record))
+    context = replace(scaling_context(400.0, target=8, live=8, window_start=250.0), last_scaling=record)
+    return evaluator.evaluate(history, context), context
 
 
 def test_the_outcome_of_a_scale_up_is_its_new_executors_batches_against_the_prediction() -> None:
     evaluator = MicroBatchEvaluator()
-    good = _scaled_up(evaluator, lambda t: 2 if t < 230 else 8)
+    good, context = _scaled_up(evaluator, lambda t: 2 if t < 230 else 8)
     (outcome,) = good.outcomes.values()
-    assert outcome.effective and outcome.batches >= 2 and "effective" in outcome.verdict
+    # Measured by the evaluator; the verdict is the policy's.
+    assert outcome.executors == 8 and outcome.batches >= 2 and outcome.effective is None
     assert outcome.batch_time_s == pytest.approx(outcome.predicted_s, rel=0.01)
+    (outcome,) = ScaleUpBlocks.judged(good, context).outcomes.values()
+    assert outcome.effective and "effective" in outcome.verdict
     # Once per change: the control loop reports it, the policy judges it, on that evaluation.
-    assert not _scaled_up(evaluator, lambda t: 2 if t < 230 else 8).outcomes
+    assert not _scaled_up(evaluator, lambda t: 2 if t < 230 else 8)[0].outcomes
     # Executors that never came (a capacity limit held 2): nothing to judge the scale-up on.
-    held = _scaled_up(MicroBatchEvaluator(), lambda t: 2)
-    (outcome,) = held.outcomes.values()
+    held, context = _scaled_up(MicroBatchEvaluator(), lambda t: 2)
+    (outcome,) = ScaleUpBlocks.judged(held, context).outcomes.values()
     assert outcome.effective and "on 2 executors" in outcome.verdict
 
 

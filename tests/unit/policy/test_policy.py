@@ -260,15 +260,21 @@ def test_no_scale_down_while_the_load_is_rising() -> None:
     assert policy.decide(replace(ev, rising=False), context(10, 8, cfg)).action == "scale_down"
 
 
-def _record(frm: int = 2, to: int = 4) -> ScalingRecord:
+def _record(frm: int = 2, to: int = 4, queries: tuple[str, ...] = ("q",)) -> ScalingRecord:
+    """A scale-up from ``frm`` to ``to`` that each of ``queries`` needed, on a model without error:
+    batches of 20,000 rows expected to go from 10 s to 5 s."""
+    cost = BatchCost(0.0, 0.0, 0.0, 0.001, 8, 8, 2, 1.0, 0.0, 20, True)
     return ScalingRecord(time=1000.0, action="scale_up", from_executors=frm, to_executors=to,
-                         reason="test", rate_before={"q": 1000.0})
+                         reason="test", rate_before={"q": 1000.0},
+                         predictions={q: Prediction(q, 3000.0, 20000.0, to, 10.0, 5.0, 4000.0, None, cost)
+                                      for q in queries})
 
 
 def _outcome(qid: str = "q", effective: bool = False) -> Outcome:
-    return Outcome(query_id=qid, batches=3, rows_per_batch=20000, batch_time_s=9.8, predicted_s=5.0,
-                   predicted_before_s=10.0, effective=effective,
-                   verdict="batches of 20000 rows took 9.80s on 4 executors; the model expected 5.00s")
+    """The new executors' batches measured: 9.8 s of the 10 s before (ineffective: 4 % of the gain
+    expected), or 5.2 s (effective)."""
+    return Outcome(query_id=qid, batches=3, rows_per_batch=20000, batch_time_s=5.2 if effective else 9.8,
+                   predicted_s=5.0, predicted_before_s=10.0, executors=4)
 
 
 def test_an_ineffective_outcome_blocks_then_a_load_change_unblocks() -> None:
@@ -315,7 +321,7 @@ def test_a_blocked_query_does_not_stop_another_from_scaling_up() -> None:
                "b": qe("b", input_rate=500.0, required=24.0)}
     ev = replace(evaluation(1300, current=4, required_slots=32.0, utilization=1.4, queries=queries),
                  outcomes={"a": _outcome("a")})
-    d = policy.decide(ev, context(1300, 4, window_start=1035, last=_record()))
+    d = policy.decide(ev, context(1300, 4, window_start=1035, last=_record(queries=("a",))))
     assert "a" in policy.blocked_queries()
     # a keeps the current 4 executors but asks for no more; b needs 6.
     assert (d.action, d.to_executors) == ("scale_up", 6)
