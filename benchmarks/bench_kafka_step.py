@@ -34,8 +34,8 @@ import bisect
 import itertools
 import json
 import os
+import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,35 +44,41 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
+# runner.py sits next to this file; benchmarks/ is a folder of scripts, not a package.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from runner import (
+    REPO,
+    RESULT_FILE,
+    RESULTS,
+    Processes,
+    dynamic_allocation_conf,
+    epoch,
+    json_value,
+    load_average,
+    median_range,
+    run_application,
+    spark_env,
+    sparkscale_conf,
+    stop_on_sigterm,
+    write_report,
+)
+
 DEFAULT_TRIGGER_S = 2.0
 LOW, HIGH = 50.0, 500.0
 LOW_S, HIGH_S, TAIL_S = 60.0, 150.0, 150.0
 LAG_LIMIT_S = 10.0
 MAX_EXECUTORS = 4
 SKIP_S = 20.0  # the start (the query's first batches, the baseline) is not judged
+INITIAL_EXECUTORS = 2
 POLICIES = {
-    "sparkscale": {"spark.sparkscale.maxExecutors": str(MAX_EXECUTORS),
-                   "spark.sparkscale.initialExecutors": "2"},
+    "sparkscale": sparkscale_conf(MAX_EXECUTORS, INITIAL_EXECUTORS),
     # The same, its arrivals from completed batches only (no latest offsets read between batches).
-    "sparkscale-batches": {"spark.sparkscale.maxExecutors": str(MAX_EXECUTORS),
-                           "spark.sparkscale.initialExecutors": "2",
-                           "spark.sparkscale.kafka.latestOffsets": "false"},
-    # Spark's own: shuffle tracking (no external shuffle service on local-cluster), the same bounds.
-    "da": {
-        "spark.sparkscale.enabled": "false",
-        "spark.dynamicAllocation.enabled": "true",
-        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
-        "spark.dynamicAllocation.minExecutors": "1",
-        "spark.dynamicAllocation.maxExecutors": "4",
-        "spark.dynamicAllocation.initialExecutors": "2",
-    },
+    "sparkscale-batches": sparkscale_conf(MAX_EXECUTORS, INITIAL_EXECUTORS, {"kafka.latestOffsets": "false"}),
+    # Spark's own within the same bounds, sparkscale switched off in the job's session.
+    "da": {"spark.sparkscale.enabled": "false", **dynamic_allocation_conf(MAX_EXECUTORS, INITIAL_EXECUTORS)},
 }
-
-
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+# A run's deadline beyond its load: the broker, the application and the query starting and stopping.
+RUN_SLACK_S = 300.0
 
 
 def results_path(trigger_s: float) -> Path:
@@ -177,10 +183,9 @@ def figures(
     near_step: list[tuple[float, float, int]] = []  # (start after the step, seconds, rows), around it
     for p in progress:
         source = p["sources"][0]
-        end = source.get("endOffset")
-        end = json.loads(end) if isinstance(end, str) else end
+        end = json_value(source.get("endOffset"))
         if end:
-            start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+            start = epoch(p["timestamp"])
             took = p["durationMs"].get("triggerExecution", 0) / 1000
             commits.append((start + took, int(sum(end["t"].values()))))
             if p.get("numInputRows", 0) > 0:
@@ -253,14 +258,6 @@ def _executors_at(run: dict[str, Any], t: float) -> int:
     return live
 
 
-def _spread(values: list[float], unit: str = "", digits: int = 0) -> str:
-    if not values:
-        return "-"
-    fmt = f"{{:.{digits}f}}{unit}"
-    median = fmt.format(statistics.median(values))
-    return median if len(values) == 1 else f"{median} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-
-
 def report(runs: list[dict[str, Any]]) -> str:
     trigger_s = runs[0].get("trigger_s", DEFAULT_TRIGGER_S) if runs else DEFAULT_TRIGGER_S
     lines = [
@@ -304,9 +301,9 @@ def report(runs: list[dict[str, Any]]) -> str:
     for policy, rs in by_policy.items():
         backs = [r["back_under_limit_s"] for r in rs if r["back_under_limit_s"] is not None]
         lines.append(
-            f"| {policy} | {len(rs)} | {_spread([100 * r['lag_over_limit'] for r in rs], ' %', 1)} | "
-            f"{_spread([r['max_lag_s'] for r in rs], ' s', 1)} | {_spread(backs, ' s')} | "
-            f"{_spread([r['executor_s'] for r in rs])} |"
+            f"| {policy} | {len(rs)} | {median_range([100 * r['lag_over_limit'] for r in rs], '{:.1f} %')} | "
+            f"{median_range([r['max_lag_s'] for r in rs], '{:.1f} s')} | {median_range(backs, '{:.0f} s')} | "
+            f"{median_range([r['executor_s'] for r in rs])} |"
         )
     ss, da = by_policy.get("sparkscale", []), by_policy.get("da", [])
     if ss and da:
@@ -344,6 +341,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--policies", default="sparkscale,da")
     parser.add_argument("--one", choices=sorted(POLICIES), help=argparse.SUPPRESS)  # a run, in this process
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)  # where --one writes its figures
     parser.add_argument("--no-results", action="store_true", help="print only")
     parser.add_argument("--json", type=Path, help="also write every run's figures here (--no-results too)")
     parser.add_argument("--trigger", type=float, default=DEFAULT_TRIGGER_S,
@@ -361,39 +359,50 @@ def main() -> int:
             parser.error(f"--conf {item!r}: expected spark.KEY=VALUE")
         conf[key] = value
     if args.one:
-        print("RESULT " + json.dumps(run_once(args.one, args.trigger, conf, args.decisions)), flush=True)
+        run = run_once(args.one, args.trigger, conf, args.decisions)
+        if args.result is not None:
+            args.result.write_text(json.dumps(run), encoding="utf-8")
+        else:
+            print("RESULT " + json.dumps(run), flush=True)
         return 0
+    stop_on_sigterm()  # runs the finally below: no run's broker or executors outlive the benchmark
+    procs, env = Processes(), spark_env()
+    work = Path(tempfile.mkdtemp(prefix="kafka-step-runs-"))
     runs = []
-    for i in range(args.repeat):
-        for policy in args.policies.split(","):
-            settings = [arg for item in args.conf for arg in ("--conf", item)]
-            if args.decisions is not None:
-                settings += ["--decisions", str(args.decisions)]
-            out = subprocess.run([sys.executable, __file__, "--one", policy, "--trigger", str(args.trigger),
-                                  *settings], capture_output=True, text=True)
-            found = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-            if not found:
+    try:
+        for i in range(args.repeat):
+            for policy in args.policies.split(","):
+                # Each run in a folder of its own (its output, its result); the run's process works
+                # there, so a relative --decisions is made absolute first.
+                run_dir = work / f"{policy}-{i + 1}"
+                run_dir.mkdir()
+                settings = [arg for item in args.conf for arg in ("--conf", item)]
+                if args.decisions is not None:
+                    settings += ["--decisions", str(args.decisions.resolve())]
+                command = [sys.executable, str(Path(__file__).resolve()), "--one", policy,
+                           "--trigger", str(args.trigger), "--result", str(run_dir / RESULT_FILE), *settings]
+                try:
+                    run = run_application(procs, command, run_dir, env, LOW_S + HIGH_S + TAIL_S + RUN_SLACK_S,
+                                          f"run {i + 1} {policy}")
+                except RuntimeError as e:
+                    print(f"failed: {e}", file=sys.stderr)
+                    return 1
+                runs.append(run)
+                if args.json:
+                    args.json.write_text(json.dumps(runs, indent=1), encoding="utf-8")
                 print(
-                    f"run {i + 1} {policy} failed (exit {out.returncode}):\n{out.stderr[-3000:]}",
-                    file=sys.stderr,
+                    f"run {i + 1} {policy}: lag > 10 s {run['lag_over_limit']:.1%}, "
+                    f"worst {run['max_lag_s']:.1f} s, "
+                    f"executor-s {run['executor_s']:.0f}, actions {run['actions']}, load {run['load_start']}",
+                    flush=True,
                 )
-                return 1
-            run = json.loads(found[-1][len("RESULT ") :])
-            runs.append(run)
-            if args.json:
-                args.json.write_text(json.dumps(runs, indent=1), encoding="utf-8")
-            print(
-                f"run {i + 1} {policy}: lag > 10 s {run['lag_over_limit']:.1%}, "
-                f"worst {run['max_lag_s']:.1f} s, "
-                f"executor-s {run['executor_s']:.0f}, actions {run['actions']}, load {run['load_start']}",
-                flush=True,
-            )
+    finally:
+        procs.stop_all()
+        shutil.rmtree(work, ignore_errors=True)
     text = report(runs)
     print(text)
     if not args.no_results:
-        path = results_path(args.trigger)
-        path.write_text(text, encoding="utf-8")
-        path.with_suffix(".json").write_text(json.dumps(runs, indent=1), encoding="utf-8")
+        write_report(results_path(args.trigger), text, runs, indent=1)
     return 0
 
 

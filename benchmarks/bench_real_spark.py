@@ -22,44 +22,74 @@ allocation's idle timeout is shortened by the same factor as sparkscale's scale-
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import math
 import os
-import random
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
-VENV_BIN = Path(sys.executable).parent
-
-# figures.py sits next to this file; benchmarks/ is a folder of scripts, not a package.
+# figures.py, runner.py and real_spark_figures.py sit next to this file; benchmarks/ is a folder of
+# scripts, not a package.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figures import OTHER_TARGET, Timeline, figures, other_target  # noqa: E402
+from figures import OTHER_TARGET, other_target
+from real_spark_figures import (  # noqa: F401 (the unit tests read these names from here)
+    ACTION_MERGE_S,
+    BACKLOG_THRESHOLD_S,
+    CORES_PER_WORKER,
+    MAX_EXECUTORS,
+    SCALE_DOWN_INTERVAL_S,
+    UTILIZATION_TARGET,
+    WORKERS,
+    Load,
+    RunLog,
+    busy_slot_seconds,
+    day_load,
+    fall_load,
+    merged_actions,
+    oracle_executors,
+    parse_event_log,
+    rate_at,
+    rows_between,
+    rows_processed,
+    run_figures,
+    source_offset,
+    step_load,
+    timeline,
+)
+from runner import (
+    RESULT_FILE,
+    RESULTS,
+    VENV_BIN,
+    Processes,
+    dynamic_allocation_conf,
+    epoch,
+    fmt,
+    free_port,
+    median_range,
+    read_event_lines,
+    rotated,
+    run_application,
+    settle,
+    spark_env,
+    sparkscale_conf,
+    stop_on_sigterm,
+    write_report,
+)
 
-# The cluster: enough one-core executors for the peak, little memory each.
-WORKERS = 2
-CORES_PER_WORKER = 3
-MAX_EXECUTORS = WORKERS * CORES_PER_WORKER
 # The query: every row sleeps COST_MS (a call to a service); 6 tasks per micro-batch, so up to 6
 # slots can be busy; a read limit keeps a backlog in the source, where the progress reports it.
 COST_MS = 15.0
 PARTITIONS = 6
 MAX_ROWS_PER_BATCH = 300
 TRIGGER_S = 1.0
-UTILIZATION_TARGET = 0.7  # sparkscale's default utilization.target: the oracle sizes for it too
 
 # sparkscale's defaults that are durations on an hours-long scale, shortened for a day squeezed
 # into minutes. Everything else (utilization band, max factors, checkers, provisioning, ...) is
@@ -72,8 +102,6 @@ SPARKSCALE_COMPRESSED: dict[str, tuple[str, str, str]] = {
     "catchUpDuration": ("300s", "30s", "/10: a backlog worked off within the load's phases"),
     "backlogThreshold": ("60s", "6s", "/10: also the lag threshold of the figures"),
 }
-BACKLOG_THRESHOLD_S = 6.0
-SCALE_DOWN_INTERVAL_S = 30.0  # also the yardstick for flaps, for every policy
 # Spark's default spark.dynamicAllocation.executorIdleTimeout is 60 s: /10, as scaleDownInterval.
 DA_IDLE_TIMEOUT = "6s"
 # The occupancy rule (``ceil(executors x batch time / trigger)`` outside [0.5, 1.0], a user's
@@ -91,341 +119,6 @@ def runs_sparkscale(policy: str) -> bool:
     """Whether the run's session is built with sparkscale (its own policies and the occupancy rule)."""
     return policy in ("sparkscale", OCCUPANCY) or other_target(policy) is not None
 
-
-# Consecutive executor-count changes in the same direction less than this apart are one action:
-# executors asked for together register one by one over a few seconds.
-ACTION_MERGE_S = 5.0
-PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
-SCALING_EVENT = "io.sparkscale.bridge.ScalingEvent"
-
-
-# --------------------------------------------------------------------------------------- loads
-@dataclass(frozen=True)
-class Load:
-    """Arrivals of one run: ``schedule`` is what the source gets (piecewise-constant rows/s from
-    each offset in seconds), ``clean`` the noise-free rate the oracle is sized on (same form)."""
-
-    name: str
-    title: str
-    duration_s: float
-    schedule: tuple[tuple[float, float], ...]
-    clean: tuple[tuple[float, float], ...]
-    steps: tuple[float, ...] = ()
-    # The dynamic policies start on the oracle's executors for the first rate (as after a long
-    # run at it) instead of on one: the load is about what comes after, not about a cold start.
-    start_sized: bool = False
-
-
-def rate_at(schedule: Sequence[tuple[float, float]], t: float) -> float:
-    """The piecewise-constant rate in force at offset ``t`` (the first one before it starts)."""
-    rate = schedule[0][1]
-    for start, value in schedule:
-        if start > t:
-            break
-        rate = value
-    return rate
-
-
-def rows_between(schedule: Sequence[tuple[float, float]], a: float, b: float) -> float:
-    """Rows the schedule brings between offsets ``a`` and ``b`` (``b`` may be before ``a``)."""
-    if b < a:
-        return -rows_between(schedule, b, a)
-    total = 0.0
-    for i, (start, value) in enumerate(schedule):
-        end = schedule[i + 1][0] if i + 1 < len(schedule) else math.inf
-        lo, hi = max(a, start if i else -math.inf), min(b, end)
-        if hi > lo:
-            total += value * (hi - lo)
-    return total
-
-
-def step_load(duration_s: float, low: float = 30.0, high: float = 120.0) -> Load:
-    up, down = round(0.2 * duration_s), round(0.6 * duration_s)
-    schedule = ((0.0, low), (float(up), high), (float(down), low))
-    return Load("step", f"step {low:g} -> {high:g} -> {low:g} rows/s", duration_s, schedule, schedule,
-                (float(up), float(down)))
-
-
-def fall_load(duration_s: float, high: float = 120.0, low: float = 30.0) -> Load:
-    """The load falls /4 after the first 30 % and stays low: what happens to executors nobody
-    needs any more (Spark's dynamic allocation gives back only executors idle for its timeout)."""
-    down = round(0.3 * duration_s)
-    schedule = ((0.0, high), (float(down), low))
-    return Load("fall", f"fall {high:g} -> {low:g} rows/s", duration_s, schedule, schedule, (float(down),),
-                start_sized=True)
-
-
-def day_load(duration_s: float, low: float = 15.0, high: float = 120.0, seed: int = 14,
-             segment_s: float = 2.0) -> Load:
-    """A diurnal cosine (night, noon, night) over ``duration_s``, with seeded noise: each
-    ``segment_s`` the rate is off the clean curve by a Gaussian 10 % (clipped at 25 %)."""
-    rng = random.Random(seed)
-
-    def clean(t: float) -> float:
-        return low + (high - low) * (1 - math.cos(2 * math.pi * t / duration_s)) / 2
-
-    starts = [i * segment_s for i in range(math.ceil(duration_s / segment_s))]
-    noise = [max(-0.25, min(0.25, rng.gauss(0.0, 0.10))) for _ in starts]
-    schedule = tuple((s, round(clean(s + segment_s / 2) * (1 + n), 1))
-                     for s, n in zip(starts, noise, strict=True))
-    clean_steps = tuple((float(s), clean(s + 0.5)) for s in range(math.ceil(duration_s)))
-    return Load("day", f"compressed day {low:g}..{high:g} rows/s, 10 % noise", duration_s, schedule,
-                clean_steps)
-
-
-def oracle_executors(rate: float, cost_s_per_row: float, target: float = UTILIZATION_TARGET,
-                     limit: int = MAX_EXECUTORS) -> int:
-    """The fewest one-core executors keeping slot utilization at ``target`` for ``rate``."""
-    return max(1, min(limit, math.ceil(rate * cost_s_per_row / target - 1e-9)))
-
-
-# --------------------------------------------------------------------------- event-log parsing
-@dataclass(frozen=True)
-class Batch:
-    start: float  # epoch s: the trigger's start (the progress timestamp)
-    end: float  # epoch s: start + triggerExecution
-    start_offset: int
-    end_offset: int
-    latest_offset: int | None  # rows the source had generated when the batch planned
-    rows: int
-
-
-@dataclass(frozen=True)
-class Task:
-    launch: float
-    finish: float
-    failed: bool
-    killed: bool
-
-
-@dataclass
-class RunLog:
-    """What one application's event log says, times in epoch seconds."""
-
-    executor_changes: list[tuple[float, int, str]] = field(default_factory=list)  # (t, +1/-1, id)
-    tasks: list[Task] = field(default_factory=list)
-    batches: list[Batch] = field(default_factory=list)
-    scaling_events: list[dict[str, Any]] = field(default_factory=list)
-    app_start: float | None = None
-
-
-def read_event_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The events of an uncompressed event log: a file, or a rolling log's folder."""
-    files = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
-    for file in files:
-        with open(file, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    yield json.loads(line)
-
-
-def _offset(value: Any) -> int | None:
-    """The test source's offset, ``{"offset": n}``, given as an object or as its JSON text."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if isinstance(value, dict) and "offset" in value:
-        return int(value["offset"])
-    return None
-
-
-def _epoch(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-
-
-def parse_event_log(events: Iterable[Mapping[str, Any]]) -> RunLog:
-    log = RunLog()
-    for e in events:
-        kind = e.get("Event")
-        if kind == "SparkListenerApplicationStart":
-            log.app_start = e["Timestamp"] / 1000.0
-        elif kind == "SparkListenerExecutorAdded":
-            log.executor_changes.append((e["Timestamp"] / 1000.0, +1, str(e["Executor ID"])))
-        elif kind == "SparkListenerExecutorRemoved":
-            log.executor_changes.append((e["Timestamp"] / 1000.0, -1, str(e["Executor ID"])))
-        elif kind == "SparkListenerTaskEnd":
-            info = e["Task Info"]
-            log.tasks.append(Task(info["Launch Time"] / 1000.0, info["Finish Time"] / 1000.0,
-                                  bool(info.get("Failed")), bool(info.get("Killed"))))
-        elif kind == PROGRESS_EVENT:
-            p = e["progress"]
-            sources = p.get("sources") or [{}]
-            start = _epoch(p["timestamp"])
-            duration_ms = (p.get("durationMs") or {}).get("triggerExecution", p.get("batchDuration", 0))
-            start_offset = _offset(sources[0].get("startOffset"))
-            end_offset = _offset(sources[0].get("endOffset"))
-            if end_offset is None:
-                continue
-            log.batches.append(Batch(start, start + duration_ms / 1000.0,
-                                     end_offset if start_offset is None else start_offset, end_offset,
-                                     _offset(sources[0].get("latestOffset")), int(p.get("numInputRows", 0))))
-        elif kind == SCALING_EVENT:
-            log.scaling_events.append(dict(e))
-    log.executor_changes.sort()
-    log.batches.sort(key=lambda b: b.end)
-    return log
-
-
-def live_executors(changes: Sequence[tuple[float, int, str]], t: float) -> int:
-    return sum(delta for at, delta, _ in changes if at <= t)
-
-
-def merged_actions(changes: Sequence[tuple[float, int, str]], t0: float, t1: float,
-                   merge_s: float = ACTION_MERGE_S) -> list[tuple[float, int, int]]:
-    """Executor-count changes within [t0, t1] as actions (time from t0, from, to): consecutive
-    changes in one direction less than ``merge_s`` apart are one action."""
-    count = live_executors(changes, t0)
-    actions: list[list[float]] = []  # [time, from, to, last change]
-    for at, delta, _ in changes:
-        if not t0 < at <= t1:
-            continue
-        last = actions[-1] if actions else None
-        if last is not None and (last[2] - last[1]) * delta > 0 and at - last[3] < merge_s:
-            last[2] += delta
-            last[3] = at
-        else:
-            actions.append([at, count, count + delta, at])
-        count += delta
-    return [(a[0] - t0, int(a[1]), int(a[2])) for a in actions if a[1] != a[2]]
-
-
-def busy_slot_seconds(tasks: Sequence[Task], t0: float, t1: float) -> float:
-    """Slot time of the tasks launched within [t0, t1] (launch to finish)."""
-    return sum(task.finish - task.launch for task in tasks if t0 <= task.launch <= t1)
-
-
-def rows_processed(batches: Sequence[Batch], t0: float, t1: float) -> int:
-    """Rows of the batches that started within [t0, t1]."""
-    return sum(b.end_offset - b.start_offset for b in batches if t0 <= b.start <= t1)
-
-
-def committed_at(batches: Sequence[Batch], t: float) -> int:
-    """Rows committed by ``t``: the end offset of the last batch finished by then."""
-    done = [b.end_offset for b in batches if b.end <= t]
-    return max(done) if done else 0
-
-
-def arrived_at(batches: Sequence[Batch], schedule: Sequence[tuple[float, float]], t0: float,
-               t: float) -> float:
-    """Rows generated by ``t``: the source's own count at the last batch that planned by ``t``
-    (its latest offset), plus what the schedule brought since. Before any, from the schedule."""
-    known = [b for b in batches if b.latest_offset is not None and b.start <= t]
-    if not known:
-        return rows_between(schedule, 0.0, t - t0)
-    last = max(known, key=lambda b: b.start)
-    return float(last.latest_offset or 0) + rows_between(schedule, last.start - t0, t - t0)
-
-
-def oldest_waiting_s(batches: Sequence[Batch], schedule: Sequence[tuple[float, float]], t0: float,
-                     t: float) -> float:
-    """Seconds the oldest row not committed by ``t`` has waited: ``t`` minus when as many rows had
-    arrived as are committed at ``t`` (0 when none waits). Rows waiting over the rate in force
-    would say 7 s after a fall of the load from 120 to 30 rows/s for the batch of 200 rows that
-    arrived in the last 1.7 s; this says 1.7 s, as a user reading the sink sees it."""
-    done = committed_at(batches, t)
-    if arrived_at(batches, schedule, t0, t) <= done:
-        return 0.0
-    lo, hi = t - 600.0, t  # arrivals only grow: the time they reached ``done`` is in between
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if arrived_at(batches, schedule, t0, mid) <= done:
-            lo = mid
-        else:
-            hi = mid
-    return t - lo
-
-
-def timeline(log: RunLog, load: Load, t0: float, sample_s: float = 1.0) -> Timeline:
-    """The run as a :class:`figures.Timeline` over the load's ``[t0, t0 + duration]``: samples
-    every ``sample_s`` and at every executor change (so executor-seconds are exact); lag = how
-    long the oldest row not yet committed has waited (:func:`oldest_waiting_s`)."""
-    t1 = t0 + load.duration_s
-    times = {round(i * sample_s, 6) for i in range(int(load.duration_s / sample_s) + 1)}
-    times |= {at - t0 for at, _, _ in log.executor_changes if t0 < at < t1}
-    ts = sorted(x for x in times if 0.0 <= x <= load.duration_s)
-    executors, rates, lags = [], [], []
-    for x in ts:
-        executors.append(float(live_executors(log.executor_changes, t0 + x)))
-        rates.append(rate_at(load.schedule, x))
-        lags.append(oldest_waiting_s(log.batches, load.schedule, t0, t0 + x))
-    failed = sum(1 for task in log.tasks if task.failed and t0 <= task.launch <= t1)
-    return Timeline(ts, executors, rates, lags, merged_actions(log.executor_changes, t0, t1), failed)
-
-
-def oracle_for(run: Timeline, load: Load, cost_s_per_row: float) -> list[float]:
-    return [float(oracle_executors(rate_at(load.clean, x), cost_s_per_row)) for x in run.t]
-
-
-def run_figures(log: RunLog, load: Load, t0: float, cost_s_per_row: float
-                ) -> tuple[Timeline, dict[str, float]]:
-    run = timeline(log, load, t0)
-    out = figures(run, oracle_for(run, load, cost_s_per_row), BACKLOG_THRESHOLD_S, SCALE_DOWN_INTERVAL_S,
-                  steps=load.steps)
-    t1 = t0 + load.duration_s
-    rows = rows_processed(log.batches, t0, t1)
-    out["slot_s_per_row"] = busy_slot_seconds(log.tasks, t0, t1) / rows if rows else math.nan
-    out["scaling_events"] = float(sum(1 for e in log.scaling_events if e.get("applied")
-                                      and t0 <= e.get("timestampMs", 0) / 1000.0 <= t1))
-    return run, out
-
-
-# ------------------------------------------------------------------------- the cluster (daemons)
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def spark_env() -> dict[str, str]:
-    import pyspark
-
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(SPARK_HOME=os.path.dirname(pyspark.__file__), SPARK_LOCAL_IP="127.0.0.1",
-               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    return env
-
-
-class Processes:
-    """Every process this benchmark starts (each in its own session), stopped on any exit."""
-
-    def __init__(self) -> None:
-        self.running: list[subprocess.Popen[bytes]] = []
-        atexit.register(self.stop_all)
-
-    def start(self, args: Sequence[str], log: Path, env: Mapping[str, str], cwd: Path | None = None
-              ) -> subprocess.Popen[bytes]:
-        with open(log, "wb") as out:
-            process = subprocess.Popen(list(args), env=dict(env), stdout=out, stderr=subprocess.STDOUT,
-                                       cwd=cwd, start_new_session=True)
-        self.running.append(process)
-        return process
-
-    def stop(self, process: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
-        """Stop ``process`` and its whole process group (a driver's JVM is the Python driver's
-        child, a Worker's executors the Worker's): TERM, then KILL for whatever is left."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(process.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break  # the group is gone
-            try:
-                process.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
-            if sig == signal.SIGTERM:
-                time.sleep(1.0)  # children stop after their leader
-        if process in self.running:
-            self.running.remove(process)
-
-    def stop_all(self) -> None:
-        for process in reversed(list(self.running)):
-            self.stop(process)
 
 
 @dataclass
@@ -464,11 +157,10 @@ def start_cluster(procs: Processes, work: Path, env: Mapping[str, str]) -> Clust
 # ----------------------------------------------------------------------------- one run (driver)
 def policy_conf(policy: str, static_executors: int, initial_executors: int = 1) -> dict[str, str]:
     if runs_sparkscale(policy):
-        conf = {f"spark.sparkscale.{key}": used for key, (_, used, _) in SPARKSCALE_COMPRESSED.items()}
         # Start where dynamic allocation starts (its initialExecutors, by default minExecutors = 1)
         # rather than with every core the Master hands a new application; the cluster's size is the max.
-        conf.update({"spark.sparkscale.initialExecutors": str(initial_executors),
-                     "spark.sparkscale.maxExecutors": str(MAX_EXECUTORS)})
+        conf = sparkscale_conf(MAX_EXECUTORS, initial_executors,
+                               {key: used for key, (_, used, _) in SPARKSCALE_COMPRESSED.items()})
         target = other_target(policy)
         if target is not None:
             from sparkscale_listener.config.core import AutoscalerConfig
@@ -480,12 +172,7 @@ def policy_conf(policy: str, static_executors: int, initial_executors: int = 1) 
     if policy == "static-peak":
         return {"spark.cores.max": str(static_executors), "spark.dynamicAllocation.enabled": "false"}
     if policy == "dynamic-allocation":
-        return {"spark.dynamicAllocation.enabled": "true",
-                "spark.dynamicAllocation.shuffleTracking.enabled": "true",
-                "spark.dynamicAllocation.minExecutors": "1",
-                "spark.dynamicAllocation.initialExecutors": str(initial_executors),
-                "spark.dynamicAllocation.maxExecutors": str(MAX_EXECUTORS),
-                "spark.dynamicAllocation.executorIdleTimeout": DA_IDLE_TIMEOUT}
+        return dynamic_allocation_conf(MAX_EXECUTORS, initial_executors, DA_IDLE_TIMEOUT)
     raise ValueError(f"unknown policy {policy!r}")
 
 
@@ -513,7 +200,7 @@ def warm_up(query: Any, control: Path, rate: float, min_s: float, deadline_s: fl
                 loaded = time.monotonic()
             continue
         source = (progress.get("sources") or [{}])[0]
-        latest, end = _offset(source.get("latestOffset")), _offset(source.get("endOffset"))
+        latest, end = source_offset(source.get("latestOffset")), source_offset(source.get("endOffset"))
         if (time.monotonic() - loaded >= min_s and latest is not None and end is not None
                 and latest - end <= 2 * rate):
             return
@@ -570,16 +257,17 @@ def driver_main(spec_path: Path) -> int:
             progress = query.lastProgress or {}
             source = (progress.get("sources") or [{}])[0]
             latest, end = source.get("latestOffset"), source.get("endOffset")
-            drained = (progress.get("timestamp") is not None and _epoch(progress["timestamp"]) > t_end + 0.5
+            drained = (progress.get("timestamp") is not None and epoch(progress["timestamp"]) > t_end + 0.5
                        and latest is not None and latest == end)
-        rows_in = _offset((((query.lastProgress or {}).get("sources") or [{}])[0]).get("endOffset")) or 0
+        last_source = ((query.lastProgress or {}).get("sources") or [{}])[0]
+        rows_in = source_offset(last_source.get("endOffset")) or 0
         query.stop()
         sink = spark.read.schema(testing_source.SCHEMA).json(str(work / "out"))  # through the sink's log
         ids = [r.id for r in sink.select("id").collect()]
         result = {"t0": t0, "t_end": t_end, "app_id": spark.sparkContext.applicationId, "drained": drained,
                   "rows_in": rows_in, "rows_out": len(ids), "distinct_out": len(set(ids)),
                   "exactly_once": exactly_once(ids) and len(ids) == rows_in}
-        (work / "result.json").write_text(json.dumps(result))
+        (work / RESULT_FILE).write_text(json.dumps(result))
         return 0
     finally:
         if query is not None and query.isActive:
@@ -622,23 +310,9 @@ def run_one(procs: Processes, cluster: Cluster, env: Mapping[str, str], work: Pa
             "schedule": load.schedule, "duration_s": load.duration_s, "warmup_s": warmup_s,
             "drain_s": 60.0}
     (work / "spec.json").write_text(json.dumps(spec))
-    started = time.monotonic()
-    driver = procs.start([sys.executable, str(Path(__file__).resolve()), "--driver", str(work / "spec.json")],
-                         work / "driver.log", env, cwd=work)
-    timeout = warmup_s + load.duration_s + 300
-    try:
-        driver.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        code = driver.poll()
-        procs.stop(driver)
-    if code != 0 or not (work / "result.json").exists():
-        tail = (work / "driver.log").read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"{spec['app']}: driver exit {code} after "
-                           f"{time.monotonic() - started:.0f}s\n{tail}")
-    result = json.loads((work / "result.json").read_text())
-    result["wall_s"] = time.monotonic() - started
+    result = run_application(procs, [sys.executable, str(Path(__file__).resolve()), "--driver",
+                                     str(work / "spec.json")], work, env,
+                             warmup_s + load.duration_s + 300, spec["app"])
     return parse_event_log(read_event_lines(work / "events")), result
 
 
@@ -655,9 +329,6 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("slot_s_per_row", "slot-s/row", "{:.4f}"),
 )
 
-
-def fmt(value: float, pattern: str) -> str:
-    return "n/a" if value is None or math.isnan(value) else pattern.format(value)
 
 
 def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[str, Any]) -> str:
@@ -708,9 +379,7 @@ def markdown(results: Sequence[RunResult], loads: Sequence[Load], meta: Mapping[
             lines += ["", "Median (range) over the runs:", ""]
             for policy, values in runs.items():
                 lines.append(f"- {policy}: " + "; ".join(
-                    f"{label} {fmt(statistics.median(values[key]), pattern)} "
-                    f"({fmt(values[key][0], pattern)}-{fmt(values[key][-1], pattern)})"
-                    for key, label, pattern in COLUMNS[:5]))
+                    f"{label} {median_range(values[key], pattern)}" for key, label, pattern in COLUMNS[:5]))
         oracle = rows[0].figures.get("oracle_executor_s", math.nan)
         lines += ["", f"Oracle: {oracle:.0f} executor-s. ![{load.name}](real_spark_{load.name}.png)", ""]
         by = {policy: {key: statistics.median(v) for key, v in values.items()}
@@ -847,10 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not known:
             parser.error(f"unknown policy {policy!r}; one of {', '.join(POLICIES)} or {OTHER_TARGET}<target>")
 
-    def on_signal(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)  # runs the finally below: every daemon is stopped
-
-    signal.signal(signal.SIGTERM, on_signal)
+    stop_on_sigterm()  # runs the finally below: every daemon is stopped
     import pyspark
 
     work = Path(tempfile.mkdtemp(prefix="sparkscale-bench-real-"))
@@ -873,8 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cost {cost:.4f} slot-s/row; static-peak {static} executors "
               f"({time.monotonic() - started:.0f}s)", flush=True)
         for rnd, load in ((rnd, load) for rnd in range(1, args.repeat + 1) for load in loads):
-            shift = (rnd - 1) % len(policies)
-            for policy in policies[shift:] + policies[:shift]:
+            for policy in rotated(policies, rnd):
                 load_before = settle(args.settle_load)
                 initial = oracle_executors(load.clean[0][1], cost) if load.start_sized else 1
                 log, result = run_one(procs, cluster, env, work / f"{load.name}-{policy}-{rnd}", load, policy,
@@ -910,16 +575,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "runs": [asdict(r) for r in results]}, args.out)
 
 
-def settle(quiet_load: float, longest_s: float = 180.0) -> float:
-    """Wait until the 1-minute load average is at most ``quiet_load`` (the run before's executors,
-    driver and event log gone), at most ``longest_s``; the load average then. A run started at load
-    10 right after the previous one learned its first cost from batches several times slower than
-    the rest of its run."""
-    deadline = time.monotonic() + longest_s
-    while os.getloadavg()[0] > quiet_load and time.monotonic() < deadline:
-        time.sleep(5.0)
-    return os.getloadavg()[0]
-
 
 def render(data: Mapping[str, Any], out: Path) -> int:
     """Write real_spark.md, real_spark.json and a PNG per load from a run's data."""
@@ -928,9 +583,7 @@ def render(data: Mapping[str, Any], out: Path) -> int:
              for d in data["loads"]]
     results = [RunResult(**r) for r in data["runs"]]
     meta = data["meta"]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "real_spark.md").write_text(markdown(results, loads, meta))
-    (out / "real_spark.json").write_text(json.dumps(data))
+    write_report(out / "real_spark.md", markdown(results, loads, meta), data)
     for load in loads:
         plot(results, load, meta["cost_s_per_row"], out / f"real_spark_{load.name}.png")
     print(f"wrote {out / 'real_spark.md'} ({meta['wall_min']:.1f} min)")
