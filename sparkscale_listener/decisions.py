@@ -157,7 +157,7 @@ class Evaluation:
     time: float
     ready: bool  # False: not enough data (window not full, stabilizing); no decision
     current_executors: int
-    recommended_executors: int  # before delays/limits of the policy, after min/max clamp
+    recommended_executors: int  # what the load needs; the policy bounds it, delays it, limits it
     required_slots: float
     # How busy the current executors are against the target (0.7 = exactly at utilization.target
     # 0.7): the number the policy's band is applied to. Of the target's executors where more are

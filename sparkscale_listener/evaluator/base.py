@@ -35,7 +35,8 @@ class MetricEvaluator(ABC):
       ``sample.external`` carries extra metrics from a custom collector.
     * Return ``not_ready(context.now, context.current_target, [reason, ...])`` (``ready=False``)
       when there is not enough data; the policy then does nothing. Otherwise set
-      ``recommended_executors`` within ``[config.min_executors, config.max_executors]`` and
+      ``recommended_executors`` (the policy bounds it to ``[config.min_executors,
+      config.max_executors]``) and
       ``utilization`` = how busy the current executors are against the target (1 = all of the
       time the target allows); the policy applies the utilization band, the scale-up/down factors,
       the delayed scale-down, the ineffective-scale-up blocks and, for the queries named in

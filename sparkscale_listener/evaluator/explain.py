@@ -33,13 +33,12 @@ def query_result(d: Demand, cost: BatchCost | None, required: int, capped: bool,
         rows_per_batch=d.rows_per_batch(), required_executors=required, rising=d.rising, cost=cost)
 
 def explain(demands: list[Demand], queries: dict[str, QueryEvaluation],
-             costs: dict[str, BatchCost | None], required: int, recommended: int, utilization: float,
+             costs: dict[str, BatchCost | None], required: int, utilization: float,
              judged_at: int, live: int, capped: bool, other: float, empty: str,
              holding: Mapping[str, int], unsized: Mapping[str, float]) -> tuple[str, str]:
     """(the headline: what the load needs and why, in one line; the figures behind it)."""
     beyond = f" (the target; {live} live)" if live > judged_at else ""
-    details = [f"utilization {_fraction(utilization)} on {readable.executors(judged_at)}{beyond}"
-               + (f"; bounded to {recommended} by min/maxExecutors" if required != recommended else "")]
+    details = [f"utilization {_fraction(utilization)} on {readable.executors(judged_at)}{beyond}"]
     held = sum(holding.values())
     jobs_tasks = other - held - sum(unsized.values())
     parts = []

@@ -127,7 +127,6 @@ def size(demands: list[Demand], costs: dict[str, BatchCost | None],
     if known:
         app = np.maximum(app, own.max(axis=0))
     required, capped = _fewest(app, target, cfg.utilization_max)
-    recommended = cfg.bounded(required)
     now_util = float(app[judged_at - 1])
 
     each = dict(zip(per_query, _fewest_each(own, target, cfg.utilization_max), strict=True))
@@ -150,10 +149,10 @@ def size(demands: list[Demand], costs: dict[str, BatchCost | None],
     utilization = min(now_util, MAX_UTILIZATION)
     required_slots = float(required * spe)
     backlog_mode = any(q.backlog_mode for q in queries.values())
-    headline, details = explain(demands, queries, costs, required, recommended, utilization,
+    headline, details = explain(demands, queries, costs, required, utilization,
                                       judged_at, live, capped, other, empty_reason, holding, unsized)
     return Evaluation(time=context.now, ready=True, current_executors=context.current_target,
-                      recommended_executors=recommended, required_slots=required_slots,
+                      recommended_executors=required, required_slots=required_slots,
                       utilization=utilization, backlog_mode=backlog_mode, queries=queries,
                       reason=details, headline=headline, rising=any(d.rising for d in demands),
                       measured_until=measured_until(demands))

@@ -27,7 +27,7 @@ from sparkscale_listener.metrics import (
     QueryMetrics,
 )
 from sparkscale_listener.model import BatchCost, Concurrent, ideal_task_phase
-from sparkscale_listener.policy import ScaleUpBlocks, ScalingPolicy
+from sparkscale_listener.policy import ScaleUpBlocks, ScalingPolicy, within_bounds
 
 # backlogThreshold of two 1 s trigger intervals: the batch period sized for is the trigger itself.
 AT_TRIGGER = replace(CFG, backlog_threshold_s=2.0)
@@ -694,14 +694,18 @@ def test_a_source_that_reports_its_backlog_is_sized_on_it_not_on_its_batches_ali
     assert qe.catch_up_rate > 0 and ev.recommended_executors > 1
 
 
-def test_the_recommendation_is_bounded_and_the_reason_says_so() -> None:
+def test_the_recommendation_is_what_the_load_needs_and_the_policy_bounds_it() -> None:
     big = Stream("a", 100_000.0, tasks=512)
     ev = evaluate([big], until=200.0, live=20, target=20)
-    assert ev.recommended_executors == CFG.max_executors
-    assert "bounded to 20 by min/maxExecutors" in ev.reason
+    assert ev.recommended_executors > CFG.max_executors and "bounded" not in ev.reason
+    bounded = within_bounds(ev, scaling_context(200.0, target=20, live=20))
+    assert bounded.recommended_executors == CFG.max_executors
+    assert bounded.reason.endswith("bounded to 20 by min/maxExecutors")
     tiny = Stream("a", 1.0)
     cfg = AutoscalerConfig(min_executors=2, max_executors=20)
-    assert evaluate([tiny], cfg=cfg).recommended_executors == 2
+    small = evaluate([tiny], cfg=cfg)
+    assert small.recommended_executors == 1
+    assert within_bounds(small, scaling_context(small.time, cfg=cfg)).recommended_executors == 2
 
 
 def test_spark_task_cpus_divides_the_slots_of_an_executor() -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from test_sim_rollback import CORES, FAULT_AT, _query
 
 from sparkscale_listener.config.core import AutoscalerConfig
-from sparkscale_listener.policy import ScalingPolicy, _Block
+from sparkscale_listener.policy import ScalingPolicy
+from sparkscale_listener.policy.rules import _Block
 from sparkscale_listener.sim import Simulation
 from sparkscale_listener.state.store import SqliteStateStore
 
