@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sparkscale_listener.collect.backlog import _parse_offset
+from sparkscale_listener.collect.backlog import parse_offset
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -185,7 +185,7 @@ def read_event_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 # A source offset as a query's progress gives it (an object, or its JSON text; None when the text is
 # not JSON) -> the object: read as sparkscale itself reads it.
-json_value = _parse_offset
+json_value = parse_offset
 
 
 def epoch(timestamp: str) -> float:

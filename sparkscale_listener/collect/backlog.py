@@ -31,7 +31,7 @@ _DELTA_SOURCE = re.compile(r"^\s*DeltaSource\b")
 _KAFKA_METRICS = ("avgOffsetsBehindLatest", "maxOffsetsBehindLatest", "minOffsetsBehindLatest")
 
 
-def _parse_offset(value: Any) -> Any:
+def parse_offset(value: Any) -> Any:
     """An offset as reported (JSON value, or its JSON text) -> Python value; unparsable -> None."""
     if isinstance(value, str):
         try:
@@ -121,8 +121,8 @@ def _source_backlog(source: Mapping[str, Any], description: str) -> SourceBacklo
     if _DELTA_SOURCE.match(description):
         return SourceBacklog(description, None, "files")
 
-    end = _parse_offset(source.get("endOffset"))
-    latest = _parse_offset(source.get("latestOffset"))
+    end = parse_offset(source.get("endOffset"))
+    latest = parse_offset(source.get("latestOffset"))
     if not _is_kafka(description, metrics):
         diff = offset_difference(end, latest)
         return SourceBacklog(description, diff, "rows")
@@ -193,8 +193,8 @@ def source_units_read(source: Mapping[str, Any]) -> float | None:
     backwards, a Delta batch spanning table versions, a source counted in rows)."""
     try:
         description = str(source.get("description") or "")
-        start = _parse_offset(source.get("startOffset"))
-        end = _parse_offset(source.get("endOffset"))
+        start = parse_offset(source.get("startOffset"))
+        end = parse_offset(source.get("endOffset"))
         if not (isinstance(start, Mapping) and isinstance(end, Mapping)):
             return None
         if _DELTA_SOURCE.match(description):
