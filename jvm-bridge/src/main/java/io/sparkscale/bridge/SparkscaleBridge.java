@@ -142,7 +142,7 @@ public final class SparkscaleBridge {
       return "{}";
     }
     l.forgetOtherStages(jobId -> SparkContextViews.jobStatus(c, jobId), System.currentTimeMillis());
-    return toJson(l.snapshot(c.applicationId(), System.currentTimeMillis(), batchesSince));
+    return toJson(l.snapshotNow(c.applicationId(), batchesSince));
   }
 
   /**

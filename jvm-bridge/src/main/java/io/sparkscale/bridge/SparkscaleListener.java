@@ -311,34 +311,42 @@ public class SparkscaleListener extends SparkListener {
 
   // ---------------------------------------------------------------- snapshot
 
-  /** One consistent view of all counters; times are epoch ms, durations ms, counters cumulative. */
+  /** One consistent view of all counters (epoch ms, ms, cumulative), as of the moment they are copied. */
   public Map<String, Object> snapshot(String appId) {
-    return snapshot(appId, clock.getAsLong());
-  }
-
-  /** {@link #snapshot(String)} as of {@code now} (epoch ms). */
-  public Map<String, Object> snapshot(String appId, long now) {
-    return snapshot(appId, now, -1);
+    return snapshotNow(appId, -1);
   }
 
   /**
    * {@link #snapshot(String)} with only the batches that changed after change count {@code batchesSince} (the
-   * {@code changes} of an earlier snapshot of this listener; -1: all): the reader keeps the others from before.
+   * {@code changes} of an earlier snapshot of this listener; -1: all): the reader keeps the others from before. Its
+   * time is read under the lock: no event in it is later than it (an executor added as it began, say).
    */
+  public Map<String, Object> snapshotNow(String appId, long batchesSince) {
+    return snapshot(appId, clock, batchesSince);
+  }
+
+  /** {@link #snapshotNow} as of {@code now} (epoch ms); tests and the benchmark give it. */
   public Map<String, Object> snapshot(String appId, long now, long batchesSince) {
+    return snapshot(appId, () -> now, batchesSince);
+  }
+  public Map<String, Object> snapshot(String appId, long now) {
+    return snapshot(appId, now, -1);
+  }
+
+  private Map<String, Object> snapshot(String appId, LongSupplier now, long batchesSince) {
     // Spark's views first, outside the lock: the listener's thread takes it for every event.
     Set<String> listed = views.listedExecutors();
     Set<Integer> active = views.activeStages();
-    SnapshotWriter.State state = capture(now, batchesSince, listed, active);
+    SnapshotWriter.State state;
+    synchronized (this) {
+      state = capture(now.getAsLong(), batchesSince, listed, active);
+    }
     Map<String, Object> out = SnapshotWriter.write(state, appId, views.droppedSoFar());
     out.put("sourceOffsets", views.sourceOffsets());
     return out;
   }
 
-  /**
-   * The counters as of {@code now} (epoch ms), copied under the lock, with the batches changed after change count
-   * {@code batchesSince} (-1: all); {@link SnapshotWriter#write} makes the snapshot of them.
-   */
+  /** The counters as of {@code now}, copied under the lock (batches as {@link #snapshotNow}), for the writer. */
   public SnapshotWriter.State capture(long now, long batchesSince) {
     return capture(now, batchesSince, null, null);
   }
