@@ -1,4 +1,4 @@
-"""ScalingPolicy on hand-built evaluations, plus the shared helpers of policy.py."""
+"""ScalingPolicy on hand-built evaluations, and the policy's helpers (scaling_record, excluded periods)."""
 
 from __future__ import annotations
 
