@@ -38,7 +38,7 @@ from .observe.events import (
 )
 from .observe.gauges import GaugePublisher
 from .policy import ScalingPolicy
-from .realize.provisioning import ProvisioningTracker
+from .realize.provisioning import AllocationBatches, ProvisioningTracker
 from .realize.realizer import ScalingRealizer
 from .state import AutoscalerState, InMemoryStateStore, StateStore
 from .views import DecisionList, DecisionView, Status
@@ -60,7 +60,8 @@ class Autoscaler:
                  events: EventDispatcher, state_store: StateStore, app_name: str,
                  clock: Callable[[], float] = time.time, gauges: GaugePublisher | None = None,
                  observers: Sequence[Observer] = (), task_cpus: int = 1, run_id: str | None = None,
-                 application_ended: Callable[[], bool] = lambda: False) -> None:
+                 application_ended: Callable[[], bool] = lambda: False,
+                 allocation_batches: AllocationBatches | None = None) -> None:
         self.config = config
         # A tick that fails because the SparkContext stopped under it is the application's end,
         # not an error of ours (spark.stop() during a tick logged an error at every such shutdown).
@@ -88,7 +89,7 @@ class Autoscaler:
         self._events_lost: int | None = None  # cumulative count at the previous tick
         self._lost_at: float | None = None  # when the latest loss of listener events was noticed
         self._outcome_reported: float | None = None  # time of the change whose outcome was reported
-        self.provisioning = ProvisioningTracker(config, self.state)
+        self.provisioning = ProvisioningTracker(config, self.state, allocation_batches)
         self.executor = ScalingExecutor(config, realizer, guard, events, self.state, self.provisioning,
                                         app_name)
 
@@ -140,6 +141,7 @@ class Autoscaler:
                 else DecisionView(decision_to_dict(self._last_decision)),
                 "last_scaling": asdict(t.last_scaling) if t.last_scaling and not brief else None,
                 "provisioning_time_s": self.provisioning.time_s(),
+                "waiting_for": self.provisioning.waiting_for(now, live),
                 "blocked_queries": dict(self.policy.blocked_queries()),
                 "healthy_target": self.guard.healthy_target,
                 "capacity_limit": self.executor.capacity.status(now),
@@ -393,7 +395,8 @@ def wire(config: AutoscalerConfig, collector: MetricCollector, realizer: Scaling
          policy: ScalingPolicy | None = None, checkers: Sequence[ScalingChecker] | None = None,
          state_store: StateStore | None = None, clock: Callable[[], float] = time.time,
          gauges: GaugePublisher | None = None, observers: Sequence[Observer] = (), task_cpus: int = 1,
-         run_id: str | None = None, application_ended: Callable[[], bool] = lambda: False) -> Autoscaler:
+         run_id: str | None = None, application_ended: Callable[[], bool] = lambda: False,
+         allocation_batches: AllocationBatches | None = None) -> Autoscaler:
     """The one assembly of an :class:`Autoscaler` (the session's, the simulator's, the tests'): what
     is not given is the default, the micro-batch evaluator, the policy, the checkers the
     configuration names and an in-memory state store."""
@@ -402,4 +405,4 @@ def wire(config: AutoscalerConfig, collector: MetricCollector, realizer: Scaling
     return Autoscaler(config, collector, evaluator or MicroBatchEvaluator(), policy or ScalingPolicy(),
                       realizer, guard, events, store, app_name,
                       clock=clock, gauges=gauges, observers=observers, task_cpus=task_cpus, run_id=run_id,
-                      application_ended=application_ended)
+                      application_ended=application_ended, allocation_batches=allocation_batches)

@@ -267,6 +267,8 @@ def _tick_status(status: dict[str, Any]) -> dict[str, Any]:
     provisioning = _finite(status.get("provisioning_time_s"))
     if provisioning is not None:
         out["provisioning_time_s"] = _rounded(provisioning)
+    if status.get("waiting_for"):
+        out["waiting_for"] = _cut(str(status["waiting_for"]), MAX_REASON)
     if status.get("paused"):
         out.update(paused=True, pause_reason=status.get("pause_reason"))
     if status.get("stopped"):

@@ -8,6 +8,12 @@ as the time waited, and keeps the observations in the state store so that a rest
 from them. A scale-up sized on too short a time falls behind, so the estimate is a high percentile
 of recent observations (capped at ``provisioningTimeout``), not their median, and an observation
 ends when the last requested executor registered, not at the tick that noticed it.
+
+On Kubernetes the executors of one request do not all start together: Spark creates their pods in
+batches (``spark.kubernetes.allocation.batch.size`` pods, the next batch ``batch.delay`` later). A
+scale-up of more pods than a batch takes that much longer whatever the cluster does: the tracker
+expects it, waits for it before calling a shortfall, and learns the time of one batch (the wait of
+the later batches taken off), so a small scale-up is not expected to take as long as a large one.
 """
 
 from __future__ import annotations
@@ -32,6 +38,22 @@ PERCENTILE = 0.9
 
 
 @dataclass(frozen=True)
+class AllocationBatches:
+    """How the cluster manager starts a request's executors: ``size`` at a time, ``delay_s`` apart
+    (Kubernetes); without it, all at once."""
+
+    size: int
+    delay_s: float
+
+    def wait_s(self, executors: int) -> float:
+        """The time the batches after the first one add to a request of ``executors``."""
+        return max(0, math.ceil(executors / max(1, self.size)) - 1) * self.delay_s
+
+    def describe(self) -> str:
+        return f"pods created {self.size} at a time, {self.delay_s:g} s apart"
+
+
+@dataclass(frozen=True)
 class Settled:
     """A change that arrived (or timed out): when measuring may resume, and the shortfall of a
     scale-up whose executors did not all arrive (else None)."""
@@ -47,6 +69,7 @@ class PendingChange:
     record: ScalingRecord
     requested_total: int
     requested_at: float
+    batch_wait_s: float = 0.0  # what the allocation batches after the first add to its wait
 
     @property
     def adds(self) -> bool:
@@ -73,9 +96,11 @@ def next_window_start(config: AutoscalerConfig, change_time: float, settled_time
 class ProvisioningTracker:
     """Follows the change in flight and learns request -> registered times."""
 
-    def __init__(self, config: AutoscalerConfig, state: AutoscalerState) -> None:
+    def __init__(self, config: AutoscalerConfig, state: AutoscalerState,
+                 batches: AllocationBatches | None = None) -> None:
         self.config = config
         self.state = state
+        self.batches = batches
         self.pending: PendingChange | None = None
         self.observations: list[float] = []
         # The executors the autoscaler removed. A decommission of any other is the cluster's (a node
@@ -110,7 +135,29 @@ class ProvisioningTracker:
 
     def start(self, record: ScalingRecord, requested_total: int, now: float) -> None:
         """A change was requested; measuring stops until it settles (see :meth:`settle`)."""
-        self.pending = PendingChange(record, requested_total, now)
+        adding = max(0, requested_total - record.from_executors)
+        batch_wait = self.batches.wait_s(adding) if self.batches is not None else 0.0
+        self.pending = PendingChange(record, requested_total, now, batch_wait)
+
+    def expected_s(self, change: PendingChange) -> float:
+        """How long the change's executors are expected to take: the learned time of one batch and
+        the wait of the batches after it."""
+        return self.time_s() + change.batch_wait_s
+
+    def waiting_for(self, now: float, live: int) -> str | None:
+        """Why the target is not reached yet, while a scale-up's executors are on their way."""
+        change = self.pending
+        if change is None or not change.adds or live >= change.requested_total:
+            return None
+        waited = now - change.requested_at
+        expected = self.expected_s(change)
+        batches = f"; {self.batches.describe()}" if self.batches is not None and change.batch_wait_s else ""
+        state = (f"expected within {expected:.0f} s" if waited <= expected
+                 else f"longer than the {expected:.0f} s expected (pods waiting for room or a new node?)")
+        limit = self.config.provisioning_timeout_s + change.batch_wait_s
+        return (f"{change.requested_total - live} of {change.requested_total} requested executors not "
+                f"registered yet: asked {waited:.0f} s ago, {state}{batches}; fewer than asked after "
+                f"{limit:.0f} s are a capacity limit")
 
     def settle(self, now: float, live: int, target: int,
                executors: Sequence[ExecutorInfo] = ()) -> Settled | None:
@@ -139,7 +186,7 @@ class ProvisioningTracker:
             lost = [e.removed_time for e in executors
                     if e.removed_time is not None and self._lost_since(e, change.requested_at)]
             since = max([since, *lost])
-        timed_out = now - since >= self.config.provisioning_timeout_s
+        timed_out = now - since >= self.config.provisioning_timeout_s + change.batch_wait_s
         if not (arrived or timed_out):
             return None
         shortfall = None
@@ -155,6 +202,7 @@ class ProvisioningTracker:
                 asked = change.requested_total - before
                 if registered and asked > 0:
                     took = registered[min(asked, len(registered)) - 1] - change.requested_at
+            took = max(0.0, took - change.batch_wait_s)  # the time of one batch
             self.observations = [*self.observations, took][-_KEPT_OBSERVATIONS:]
             self.state.record_provisioning(now, took, change.record.to_executors,
                                            timed_out=not arrived)
@@ -173,4 +221,4 @@ class ProvisioningTracker:
         return f"ProvisioningTracker(time_s={self.time_s():g}, pending={pending})"
 
 
-__all__ = ["PendingChange", "ProvisioningTracker", "Settled"]
+__all__ = ["AllocationBatches", "PendingChange", "ProvisioningTracker", "Settled"]

@@ -24,7 +24,7 @@ from ..check.loading import build_checkers
 from ..collect.collector import MetricCollector, SparkMetricCollector
 from ..collect.progress import ProgressRecorder
 from ..config.core import AutoscalerConfig, Mode, misspelt_prefix_warning
-from ..config.options import PREFIX, ConfigError
+from ..config.options import PREFIX, ConfigError, parse_duration
 from ..config.plugins import PluginContext, construct, load_class
 from ..control_loop import Autoscaler, ControlLoop, wire
 from ..evaluator import MetricEvaluator, MicroBatchEvaluator
@@ -38,6 +38,7 @@ from ..observe.events import (
 from ..observe.gauges import GaugePublisher
 from ..observe.logs import LOGGER_NAME, show_lines_until_configured
 from ..observe.ui import UiPublisher
+from ..realize.provisioning import AllocationBatches
 from ..realize.realizer import ExecutorRealizer, ScalingRealizer
 from ..state.store import build_state_store, state_store_choice
 from . import jars as bridge_jars
@@ -187,6 +188,25 @@ def with_start_target(config: AutoscalerConfig, conf: Mapping[str, str]) -> Auto
     if asked < 1:
         return config
     return replace(config, initial_executors=config.bounded(asked))
+
+
+# Spark's default spark.kubernetes.allocation.batch.size by line: 5 up to 3.5, 10 in 4.0 and 4.1, 20 from 4.2.
+_DEFAULT_POD_BATCH = ((4, 2, 20), (4, 0, 10), (0, 0, 5))
+
+
+def allocation_batches(conf: Mapping[str, str], spark_version: str) -> AllocationBatches | None:
+    """How Spark's Kubernetes backend creates the pods of a request (None on other cluster
+    managers): ``spark.kubernetes.allocation.batch.size`` pods, then ``batch.delay`` (1 s; a bare
+    number is milliseconds there) before the next batch. Spark refused bad values before this runs."""
+    if not str(conf.get("spark.master", "")).startswith("k8s://"):
+        return None
+    major, minor = (int(p) if p.isdigit() else 0 for p in [*spark_version.split("."), "0", "0"][:2])
+    default = next(size for a, b, size in _DEFAULT_POD_BATCH if (major, minor) >= (a, b))
+    size = int(conf.get("spark.kubernetes.allocation.batch.size", default))
+    delay = str(conf.get("spark.kubernetes.allocation.batch.delay", "1s")).strip().lower()
+    delay_s = float(delay) / 1000 if delay.replace(".", "", 1).isdigit() \
+        else parse_duration("spark.kubernetes.allocation.batch.delay", delay)
+    return AllocationBatches(size, delay_s)
 
 
 def _append_csv(existing: str | None, item: str) -> str:
@@ -346,5 +366,6 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig,
                   gauges=GaugePublisher(bridge),
                   observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],
                   task_cpus=task_cpus(sc.getConf().get("spark.task.cpus", "1")), run_id=sc.applicationId,
-                  application_ended=bridge.context_stopped)
+                  application_ended=bridge.context_stopped,
+                  allocation_batches=allocation_batches(dict(sc.getConf().getAll()), sc.version))
     return scaler, recorder

@@ -6,18 +6,21 @@ from __future__ import annotations
 from harness import cfg
 from sparkscale_listener.decisions import ScalingRecord
 from sparkscale_listener.metrics import ExecutorInfo
-from sparkscale_listener.realize.provisioning import ProvisioningTracker
+from sparkscale_listener.realize.provisioning import AllocationBatches, ProvisioningTracker
+from sparkscale_listener.spark.session import allocation_batches
 from sparkscale_listener.state.autoscaler_state import AutoscalerState
 from sparkscale_listener.state.store import InMemoryStateStore
 
 KILLED = "Command exited with code 137"  # a removal from outside
 
 
-def tracker(store: InMemoryStateStore | None = None, **keys: str) -> ProvisioningTracker:
+def tracker(store: InMemoryStateStore | None = None, batches: AllocationBatches | None = None,
+            **keys: str) -> ProvisioningTracker:
     def fail(where: str, exc: BaseException) -> None:
         raise AssertionError(f"{where}: {exc}")
 
-    return ProvisioningTracker(cfg(**keys), AutoscalerState(store or InMemoryStateStore(), "app", fail))
+    state = AutoscalerState(store or InMemoryStateStore(), "app", fail)
+    return ProvisioningTracker(cfg(**keys), state, batches)
 
 
 def scale_up(t: ProvisioningTracker, now: float, to: int) -> None:
@@ -146,3 +149,36 @@ def test_a_loss_before_the_request_does_not_extend_the_wait() -> None:
     alive = [ExecutorInfo(str(i), added_time=a) for i, a in ((2, 0.0), (3, 120.0), (4, 125.0))]
     settled = t.settle(160.0, live=3, target=4, executors=[earlier, *alive])
     assert settled is not None and settled.shortfall is not None
+
+
+def test_kubernetes_pod_batches_are_expected_waited_for_and_taken_off_what_is_learned() -> None:
+    # 7 pods in batches of 2, 1 s apart: the last batch starts 3 s after the first.
+    t = tracker(batches=AllocationBatches(2, 1.0), provisioningTime="5s", provisioningTimeout="60s")
+    t.start(ScalingRecord(0.0, "scale_up", 1, 8, "test"), 8, 0.0)
+    assert t.pending is not None and t.expected_s(t.pending) == 8.0
+    waiting = t.waiting_for(2.0, live=1)
+    assert waiting is not None and "7 of 8 requested executors" in waiting
+    assert "expected within 8 s" in waiting
+    assert "2 at a time, 1 s apart" in waiting and "after 63 s" in waiting
+    assert t.settle(61.0, live=5, target=8) is None  # the batches' 3 s are part of the wait
+    executors = [ExecutorInfo(str(i), added_time=9.0 + i) for i in range(7)]
+    assert t.settle(63.0, live=8, target=8, executors=executors) is not None
+    assert t.observations == [12.0]  # 15 s for the last one, less the 3 s of the later batches
+    assert t.waiting_for(64.0, live=8) is None
+
+
+def test_a_scale_up_within_one_batch_waits_no_longer_and_other_managers_have_no_batches() -> None:
+    t = tracker(batches=AllocationBatches(10, 1.0), provisioningTime="5s")
+    scale_up(t, 0.0, 4)
+    assert t.pending is not None and t.pending.batch_wait_s == 0.0 and t.expected_s(t.pending) == 5.0
+    assert "at a time" not in (t.waiting_for(1.0, live=1) or "")
+    assert allocation_batches({"spark.master": "yarn"}, "4.3.0") is None
+    k8s = {"spark.master": "k8s://https://10.0.0.1:443"}
+    assert allocation_batches(k8s, "4.3.0") == AllocationBatches(20, 1.0)
+    assert allocation_batches(k8s, "4.0.1") == AllocationBatches(10, 1.0)
+    assert allocation_batches(k8s, "3.5.7") == AllocationBatches(5, 1.0)
+    small = {**k8s, "spark.kubernetes.allocation.batch.size": "3",
+             "spark.kubernetes.allocation.batch.delay": "500"}
+    assert allocation_batches(small, "4.3.0") == AllocationBatches(3, 0.5)
+    assert allocation_batches({**k8s, "spark.kubernetes.allocation.batch.delay": "2s"}, "4.3.0") == \
+        AllocationBatches(20, 2.0)

@@ -315,6 +315,7 @@ final class TabDocument {
     s.set("target_executors", value(target));
     s.set("live_executors", value(point.path("live")));
     s.set("pending_executors", value(tickStatus.path("pending_executors")));
+    s.set("waiting_for", value(tickStatus.path("waiting_for")));
     s.put("paused", tickStatus.path("paused").asBoolean(false))
         .put("stopped", tickStatus.path("stopped").asBoolean(false));
     s.set("pause_reason", value(tickStatus.path("pause_reason")));

@@ -30,6 +30,9 @@
       el("span", {id: "sparkscale-pending"}, intText(s.pending_executors)), " pending",
       isNum(config.min_executors)
         ? [" ", muted("(allowed " + config.min_executors + " to " + config.max_executors + ")")] : []));
+    if (s.waiting_for) {
+      list.append(item("Waiting for", el("span", {id: "sparkscale-waiting"}, s.waiting_for)));
+    }
     let pause = "no";
     if (s.paused || s.stopped) {
       pause = [el("span", {class: "sparkscale-badge"}, s.stopped ? "stopped" : "paused"), " ",
