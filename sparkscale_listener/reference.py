@@ -21,7 +21,7 @@ from .config.options import PREFIX, Option
 from .observe.events import KEYS_PREFIX as EVENT_HANDLER_KEYS
 from .observe.events import JsonLinesEventHandler
 from .observe.gauges import metrics_table
-from .state.store import STATE_STORE_OPTIONS
+from .state.loading import STATE_STORE_OPTIONS
 
 # Spark's configuration page (Property Name | Default | Meaning | Since Version), with the type and the
 # accepted values in columns of their own: the doc cell is the declaration's own sentences, nothing

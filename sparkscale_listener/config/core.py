@@ -200,8 +200,8 @@ class AutoscalerConfig:
                                  "Python class path of a custom ScalingRealizer (its keys under "
                                  "realizer.); empty: built-in.")
     state_store: str = option("stateStore", Text(), "memory",
-                              "memory, sqlite, or a Python class path of a StateStore (its keys under "
-                              "stateStore.).")
+                              "memory, sqlite, kubernetes (a ConfigMap per application), or a Python "
+                              "class path of a StateStore (its keys under stateStore.).")
     event_handlers: tuple[str, ...] = option("eventHandlers", Names(), ("logging", "listenerBus"),
                                              "Event handlers: logging, listenerBus, jsonl, or Python "
                                              "class paths, comma-separated; each one's keys are under "

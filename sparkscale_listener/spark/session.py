@@ -40,7 +40,7 @@ from ..observe.logs import LOGGER_NAME, show_lines_until_configured
 from ..observe.ui import UiPublisher
 from ..realize.provisioning import AllocationBatches
 from ..realize.realizer import ExecutorRealizer, ScalingRealizer
-from ..state.store import build_state_store, state_store_choice
+from ..state.loading import build_state_store, state_store_choice
 from . import jars as bridge_jars
 from .backend import SparkClusterBackend
 from .bridge import PLUGIN_CLASS, BridgeNotInstalledError, JvmBridge
@@ -361,7 +361,7 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig,
                                     severity="warning",
                                     details={"mode": config.mode}))
 
-    store = build_state_store(config, on_fallback=store_fell_back)
+    store = build_state_store(config, on_fallback=store_fell_back, spark_conf=dict(sc.getConf().getAll()))
     scaler = wire(config, collector, realizer, events, sc.appName, evaluator=evaluator, state_store=store,
                   gauges=GaugePublisher(bridge),
                   observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],

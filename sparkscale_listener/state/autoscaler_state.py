@@ -36,7 +36,9 @@ class AutoscalerState:
         self._written: dict[str, str] = {}  # key -> the JSON last written: unchanged ones are skipped
 
     def flush(self) -> None:
-        """Write what the tick changed: the latest value of each key, then the new history rows."""
+        """Write what the tick changed: the latest value of each key, then the new history rows, then
+        the store's :meth:`~StateStore.commit`. The commit comes every tick, changes or not: a store
+        whose last write failed writes what it kept then."""
         values, records = self._values, self._records
         self._values, self._records = {}, []
         changed = {}
@@ -44,7 +46,9 @@ class AutoscalerState:
             text = json.dumps(value, sort_keys=True, default=str)
             if self._written.get(key) != text:
                 changed[key] = (value, text)
-        if not changed and not records:
+        # A class path may name a store that only has the required methods (see STATE_STORE_METHODS).
+        commit = getattr(self.store, "commit", None)
+        if not changed and not records and commit is None:
             return
 
         def op() -> None:
@@ -53,6 +57,8 @@ class AutoscalerState:
                 self._written[key] = text
             for kind, row in records:
                 self.store.append(self.app, APP_SCOPE, kind, row)
+            if commit is not None:
+                commit()
         self._guarded("state store", op)
 
     def _guarded(self, where: str, op: Callable[[], Any], default: Any = None) -> Any:

@@ -1,4 +1,4 @@
-"""Autoscaler state: what must survive a tick (and, with SQLite, a driver restart).
+"""Autoscaler state: what must survive a tick (and, with SQLite or Kubernetes, a driver restart).
 
 Like Flink's ``AutoScalerStateStore``, the store is keyed by application and scope: the application
 *name* (stable across restarts, unlike the application id) and a query name, or ``"_app"`` for
@@ -8,8 +8,10 @@ application-wide state. It holds JSON-able values (``get``/``put``) and append-o
 State is an optimisation, never a reason to fail: a store that cannot be opened or written is
 reported (``logging.warning`` and :attr:`StateStore.fell_back`) and replaced by a fresh one.
 
-Why one module of ~480 lines: the interface and its two implementations (in memory, SQLite) change together;
-the SQLite one is most of it, with its locking and its fallback to memory.
+Why one module of ~450 lines: the interface and its two local implementations (in memory, SQLite)
+change together; the SQLite one is most of it, with its locking and its fallback to memory. The
+Kubernetes store (:mod:`.kubernetes_store`) and the choice between stores (:mod:`.loading`) have
+modules of their own.
 """
 
 from __future__ import annotations
@@ -27,11 +29,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..config.core import AutoscalerConfig
-from ..config.options import PREFIX, ConfigError, Integer, Option, Text
-from ..config.plugins import PluginContext, accepted_text, construct, load_class
-from ..config.spelling import did_you_mean
-
 try:  # POSIX only: serialises the "move a corrupt file aside" step between processes.
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -43,7 +40,6 @@ APP_SCOPE = "_app"
 DEFAULT_MAX_RECORDS = 1000
 SCHEMA_VERSION = 1
 STATE_STORE_METHODS = ("get", "put", "append", "records", "close")
-BUILTIN_STATE_STORES = ("memory", "sqlite")
 
 
 class StateStore(ABC):
@@ -68,12 +64,19 @@ class StateStore(ABC):
     def records(self, app: str, scope: str, kind: str, limit: int = 100) -> list[dict[str, Any]]:
         """The newest ``limit`` rows of that kind, oldest first (newest last)."""
 
+    def commit(self) -> None:  # noqa: B027 - optional hook
+        """The end of a control tick: the puts and appends since the last commit are complete.
+
+        A store that writes remotely writes here, once per tick, instead of once per call (the
+        Kubernetes store); one whose every call is durable keeps this no-op. Raises when that write
+        fails; the store then keeps the changes and writes them at the next commit."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the file/connection. Further calls raise RuntimeError."""
 
 
-def _encode(value: Any, what: str) -> str:
-    # Both stores keep JSON text, so a caller sees the same types (tuples come back as lists) and
+def encode_json(value: Any, what: str) -> str:
+    # Every store keeps JSON text, so a caller sees the same types (tuples come back as lists) and
     # gets a copy it may mutate, whichever store is configured.
     try:
         return json.dumps(value, separators=(",", ":"))
@@ -81,9 +84,21 @@ def _encode(value: Any, what: str) -> str:
         raise TypeError(f"state store {what} must be JSON-able: {err}") from None
 
 
-def _check_record(record: Any) -> None:
+def check_record(record: Any) -> None:
     if not isinstance(record, dict):
         raise TypeError(f"state store records must be dicts, got {type(record).__name__}")
+
+
+def report_fallback(store: StateStore, why: str, on_fallback: Callable[[str], None] | None) -> None:
+    """Say why ``store`` is not what was configured: :attr:`StateStore.fell_back`, a warning, and
+    ``on_fallback`` (the control loop turns it into an event)."""
+    store.fell_back = why
+    log.warning("%s", why)
+    if on_fallback is not None:
+        try:
+            on_fallback(why)
+        except Exception:
+            log.exception("state store on_fallback callback failed")
 
 
 class InMemoryStateStore(StateStore):
@@ -110,14 +125,14 @@ class InMemoryStateStore(StateStore):
         return None if text is None else json.loads(text)
 
     def put(self, app: str, scope: str, key: str, value: Any) -> None:
-        text = _encode(value, "values")
+        text = encode_json(value, "values")
         with self._lock:
             self._check_open()
             self._values[(app, scope, key)] = text
 
     def append(self, app: str, scope: str, kind: str, record: dict[str, Any]) -> None:
-        _check_record(record)
-        text = _encode(record, "records")
+        check_record(record)
+        text = encode_json(record, "records")
         with self._lock:
             self._check_open()
             rows = self._records.setdefault((app, scope, kind), deque(maxlen=self.max_records))
@@ -326,13 +341,7 @@ class SqliteStateStore(StateStore):
         self._report(f"{why}; keeping state in memory (it will not survive a restart)")
 
     def _report(self, why: str) -> None:
-        self.fell_back = why
-        log.warning("%s", why)
-        if self.on_fallback is not None:
-            try:
-                self.on_fallback(why)
-            except Exception:
-                log.exception("state store on_fallback callback failed")
+        report_fallback(self, why, self.on_fallback)
 
     # -- operations --------------------------------------------------------------------------
 
@@ -358,7 +367,7 @@ class SqliteStateStore(StateStore):
         return self._run(op, lambda m: m.get(app, scope, key))
 
     def put(self, app: str, scope: str, key: str, value: Any) -> None:
-        text = _encode(value, "values")
+        text = encode_json(value, "values")
 
         def op(conn: sqlite3.Connection) -> None:
             with _transaction(conn):
@@ -368,8 +377,8 @@ class SqliteStateStore(StateStore):
         self._run(op, lambda m: m.put(app, scope, key, value))
 
     def append(self, app: str, scope: str, kind: str, record: dict[str, Any]) -> None:
-        _check_record(record)
-        text = _encode(record, "records")
+        check_record(record)
+        text = encode_json(record, "records")
 
         def op(conn: sqlite3.Connection) -> None:
             with _transaction(conn):
@@ -443,48 +452,3 @@ def _describe(err: BaseException) -> str:
     if isinstance(err, (_Unusable, _Corrupt)):
         return str(err)
     return f"{type(err).__name__}: {err}"
-
-
-# Keys of the built-in stores, under stateStore.
-STATE_STORE_OPTIONS = (
-    Option("maxRecords", Integer(minimum=1), DEFAULT_MAX_RECORDS, "history rows kept per "
-           "application, scope and kind by the built-in stores"),
-    Option("sqlite.path", Text(), "", "SQLite file for `stateStore=sqlite` (needed then)"),
-)
-
-
-def state_store_choice(config: AutoscalerConfig) -> tuple[str, Any]:
-    """The store ``spark.sparkscale.stateStore`` names, checked without opening or constructing
-    anything (it runs before the session starts too): ("memory", its options), ("sqlite", its
-    options) or ("class", the class)."""
-    key = f"{PREFIX}stateStore"
-    name = config.state_store.strip()
-    options = config.module("stateStore.")
-    if name.lower() in BUILTIN_STATE_STORES:
-        values = options.read(STATE_STORE_OPTIONS)
-        options.check_all_read()
-        if name.lower() == "sqlite" and not values["sqlite.path"]:
-            raise ConfigError(f"{key}=sqlite needs {PREFIX}stateStore.sqlite.path (the SQLite file "
-                              "to use)")
-        return name.lower(), values
-    if "." not in name:
-        accepted = accepted_text(StateStore, STATE_STORE_METHODS, BUILTIN_STATE_STORES)
-        hint = did_you_mean(name, BUILTIN_STATE_STORES)
-        raise ConfigError(f"{key}={name!r} is not accepted; {hint or 'expected ' + accepted}")
-    return "class", load_class("stateStore", name, StateStore, STATE_STORE_METHODS,
-                               accepted_names=BUILTIN_STATE_STORES)
-
-
-def build_state_store(config: AutoscalerConfig,
-                      on_fallback: Callable[[str], None] | None = None) -> StateStore:
-    """The store named by ``spark.sparkscale.stateStore``: memory, sqlite (at
-    ``stateStore.sqlite.path``) or a Python class path, constructed as every plugin is (its
-    options are the keys under ``stateStore.``).
-    """
-    kind, chosen = state_store_choice(config)
-    if kind == "memory":
-        return InMemoryStateStore(chosen["maxRecords"])
-    if kind == "sqlite":
-        return SqliteStateStore(chosen["sqlite.path"], max_records=chosen["maxRecords"],
-                                on_fallback=on_fallback)
-    return construct(chosen, PluginContext(config, config.module("stateStore.")), "stateStore")

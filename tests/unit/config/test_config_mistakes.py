@@ -16,7 +16,7 @@ from sparkscale_listener.config.core import (
 from sparkscale_listener.config.options import BARE_SECONDS_LIMIT, ConfigError, Duration, ModuleConfig
 from sparkscale_listener.observe.events import build_event_handlers
 from sparkscale_listener.spark.session import refuse_decommission_without_spark, validate_modules
-from sparkscale_listener.state.store import build_state_store
+from sparkscale_listener.state.loading import build_state_store
 
 
 def refusal(keys: dict[str, str]) -> str:

@@ -1,4 +1,5 @@
-"""State stores: in-memory and SQLite, persistence, sharing a file between processes, recovery."""
+"""State stores: in-memory and SQLite (the store contract, persistence, sharing a file between
+processes, recovery), choosing the store, and the control loop's typed view of it."""
 
 from __future__ import annotations
 
@@ -7,96 +8,26 @@ import multiprocessing
 import os
 import sqlite3
 import textwrap
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_contract import StateStoreContract
 
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.options import ConfigError
 from sparkscale_listener.state.autoscaler_state import AutoscalerState
-from sparkscale_listener.state.store import (
-    APP_SCOPE,
-    InMemoryStateStore,
-    SqliteStateStore,
-    StateStore,
-    build_state_store,
-)
+from sparkscale_listener.state.loading import build_state_store
+from sparkscale_listener.state.store import APP_SCOPE, InMemoryStateStore, SqliteStateStore, StateStore
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    s: StateStore = InMemoryStateStore(max_records=5) if request.param == "memory" \
-        else SqliteStateStore(tmp_path / "state.db", max_records=5)
-    yield s
-    s.close()
-
-
-def test_values_round_trip(store: StateStore) -> None:
-    assert store.get("app", APP_SCOPE, "target") is None
-    store.put("app", APP_SCOPE, "target", 4)
-    store.put("app", "q1", "guard", {"blocked": True, "rates": [1.5, 2], "pair": (1, 2), "none": None})
-    assert store.get("app", APP_SCOPE, "target") == 4
-    # Same JSON semantics in both stores: tuples come back as lists.
-    assert store.get("app", "q1", "guard") == {"blocked": True, "rates": [1.5, 2], "pair": [1, 2],
-                                               "none": None}
-    store.put("app", APP_SCOPE, "target", 6)  # overwrite
-    assert store.get("app", APP_SCOPE, "target") == 6
-    # Applications and scopes are separate namespaces.
-    assert store.get("other", APP_SCOPE, "target") is None
-    assert store.get("app", "q2", "guard") is None
-
-
-def test_returned_values_are_copies(store: StateStore) -> None:
-    store.put("app", APP_SCOPE, "k", {"a": [1]})
-    got = store.get("app", APP_SCOPE, "k")
-    got["a"].append(2)
-    assert store.get("app", APP_SCOPE, "k") == {"a": [1]}
-
-
-def test_records_newest_last_limited_and_bounded(store: StateStore) -> None:
-    assert store.records("app", APP_SCOPE, "scaling") == []
-    for i in range(8):  # max_records=5: the oldest three are dropped
-        store.append("app", APP_SCOPE, "scaling", {"i": i})
-    store.append("app", APP_SCOPE, "rollback", {"i": 100})
-    store.append("app", "q1", "scaling", {"i": 200})
-    assert store.records("app", APP_SCOPE, "scaling") == [{"i": i} for i in range(3, 8)]
-    assert store.records("app", APP_SCOPE, "scaling", limit=2) == [{"i": 6}, {"i": 7}]
-    assert store.records("app", APP_SCOPE, "scaling", limit=0) == []
-    assert store.records("app", APP_SCOPE, "rollback") == [{"i": 100}]
-    assert store.records("app", "q1", "scaling") == [{"i": 200}]
-
-
-def test_rejects_non_json_values(store: StateStore) -> None:
-    with pytest.raises(TypeError, match="JSON-able"):
-        store.put("app", APP_SCOPE, "k", object())
-    with pytest.raises(TypeError, match="dicts"):
-        store.append("app", APP_SCOPE, "scaling", [1, 2])  # type: ignore[arg-type]
-    assert store.fell_back is None  # a caller's mistake is not a store failure
-
-
-def test_closed_store_raises(store: StateStore) -> None:
-    store.close()
-    store.close()  # idempotent
-    with pytest.raises(RuntimeError, match="closed"):
-        store.get("app", APP_SCOPE, "k")
-
-
-def test_threads_share_one_store(store: StateStore) -> None:
-    def work(n: int) -> None:
-        for i in range(50):
-            store.put("app", f"q{n}", "i", i)
-            store.append("app", f"q{n}", "rows", {"i": i})
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for n in range(4):
-        assert store.get("app", f"q{n}", "i") == 49
-        assert store.records("app", f"q{n}", "rows") == [{"i": i} for i in range(45, 50)]
+class TestLocalStores(StateStoreContract):
+    @pytest.fixture(params=["memory", "sqlite"])
+    def store(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+        s: StateStore = InMemoryStateStore(max_records=5) if request.param == "memory" \
+            else SqliteStateStore(tmp_path / "state.db", max_records=5)
+        yield s
+        s.close()
 
 
 def test_sqlite_persists_across_reopen(tmp_path: Path) -> None:
@@ -311,7 +242,7 @@ def test_build_unknown_name() -> None:
         build_state_store(config)
     message = str(err.value)
     assert "spark.sparkscale.stateStore='redis'" in message
-    assert "memory, sqlite, or an importable Python class path" in message
+    assert "memory, sqlite, kubernetes, or an importable Python class path" in message
 
 
 def test_build_bad_class_path() -> None:
