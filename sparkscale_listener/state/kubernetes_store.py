@@ -269,10 +269,13 @@ def kubernetes_state_store(options: Mapping[str, Any], spark_conf: Mapping[str, 
 class KubernetesStateStore(StateStore):
     """State in one ConfigMap per application, surviving the driver pod (see the module's docstring).
 
-    Reads are served from the copy read at first use, which the store's own writes keep current;
-    ``put`` and ``append`` change that copy and are written by :meth:`commit`, once per tick: the
-    ConfigMap is created if it does not exist, replaced with the ``resourceVersion`` read otherwise,
-    and on a conflict read again and the tick's changes applied anew (a few times at most). A write
+    Reads are served from the copy read at first use, which the store's own writes keep current; a
+    value read while nothing waits to be written is read afresh (the control loop reads values only
+    when it starts, and then every tick while it decides whether another run's heartbeat still
+    beats: a copy would show a live run as stopped). ``put`` and ``append`` change that copy and are
+    written by :meth:`commit`, once per tick: the ConfigMap is created if it does not exist, replaced
+    with the ``resourceVersion`` read otherwise, and on a conflict read again and the tick's changes
+    applied anew (a few times at most). A write
     that fails raises from :meth:`commit` (the control loop reports it) and the changes are written
     at the next commit; one whose reply was lost may then add its history rows twice.
 
@@ -350,12 +353,27 @@ class KubernetesStateStore(StateStore):
 
     def get(self, app: str, scope: str, key: str) -> Any | None:
         with self._lock:
+            fresh = self._content is None
             content = self._opened()
             if content is None:
                 assert self._memory is not None
                 return self._memory.get(app, scope, key)
+            if not fresh and not self._pending:
+                content = self._reread(content)
             text = content.values.get((app, scope, key))
         return None if text is None else json.loads(text)
+
+    def _reread(self, content: ConfigMapData) -> ConfigMapData:
+        """The ConfigMap as it is now (the copy when it cannot be read: a read is never fatal)."""
+        assert self._client is not None
+        try:
+            found = self._client.read()
+            self._content = ConfigMapData.parse((found or {}).get("data"), self.max_records)
+            self._configmap = found
+            return self._content
+        except (KubernetesApiError, UnusableConfigMap) as err:
+            log.debug("state store %s: read again failed (%s); using the copy", self.where, err)
+            return content
 
     def put(self, app: str, scope: str, key: str, value: Any) -> None:
         text = encode_json(value, "values")

@@ -16,7 +16,7 @@ from crd_schema import crd_schema, resource_errors, unknown_keywords
 
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.spark.session import refuse_decommission_without_spark, refuse_dynamic_allocation
-from sparkscale_listener.state.store import state_store_choice
+from sparkscale_listener.state.loading import state_store_choice
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "kubernetes"
 DOCKERFILE = (DOCS / "Dockerfile").read_text(encoding="utf-8")
@@ -99,8 +99,6 @@ def test_the_sparkscale_settings_pass_the_checks_autoscale_makes_before_starting
     assert (config.min_executors, config.max_executors) == (1, 20)
 
 
-@pytest.mark.xfail(strict=True, reason="stateStore=kubernetes comes with the Kubernetes state store; "
-                   "drop this mark when it is in")
 def test_the_manifests_state_store_is_a_known_store() -> None:
     config = AutoscalerConfig.from_spark_conf(spark_conf("apache-spark-operator.yaml"))
     assert state_store_choice(config)[0] == "kubernetes"

@@ -87,7 +87,7 @@ def test_the_configmap_is_written_once_per_commit_and_only_when_something_change
     store.put("app", APP_SCOPE, "a", 1)
     store.put("app", APP_SCOPE, "b", 2)
     store.append("app", APP_SCOPE, "scaling", {"to": 3})
-    assert server.request("GET", configmap_path(configmap), ok=(404,)) is None  # nothing written yet
+    assert server.request("GET", configmap_path(configmap), none_on=(404,)) is None  # nothing written yet
     store.commit()
     written = server.request("GET", configmap_path(configmap))["metadata"]["resourceVersion"]
     store.commit()  # nothing changed since
@@ -118,6 +118,19 @@ def test_a_concurrent_write_between_read_and_write_is_read_again_and_both_are_ke
     assert restarted.get("app", APP_SCOPE, "theirs") == 2
     assert restarted.get("app", APP_SCOPE, "mine") == "overwritten"
     assert restarted.records("app", APP_SCOPE, "scaling") == [{"by": "ours"}, {"by": "theirs"}]
+
+
+def test_a_value_is_read_afresh_so_another_runs_heartbeat_is_seen_to_beat(
+        server: ApiServer, configmap: str) -> None:
+    ours, theirs = open_store(server, configmap), open_store(server, configmap)
+    theirs.put("app", APP_SCOPE, "owner", {"run": "b", "heartbeat": 1.0})
+    theirs.commit()
+    assert ours.get("app", APP_SCOPE, "owner") == {"run": "b", "heartbeat": 1.0}
+    theirs.put("app", APP_SCOPE, "owner", {"run": "b", "heartbeat": 2.0})
+    theirs.commit()
+    assert ours.get("app", APP_SCOPE, "owner") == {"run": "b", "heartbeat": 2.0}  # not the copy
+    ours.put("app", APP_SCOPE, "mine", 1)  # pending: reads are served from the copy until written
+    assert ours.get("app", APP_SCOPE, "mine") == 1
 
 
 def test_a_configmap_created_by_another_writer_first_is_updated_not_replaced(
