@@ -8,6 +8,9 @@ PY := $(VENV)/bin/python
 KAFKA_JARS := tests/kafka/target/lib/.resolved
 # Apache Hadoop's YARN daemons for the YARN tests (tests/yarn_cluster.py starts them).
 YARN_JARS := tests/yarn/target/lib/.resolved
+# The Kubernetes tests' API server on loopback (fabric8's mock in CRUD mode behind a dispatcher of ours), built by Maven
+# (tests/kubernetes_cluster.py starts it and the test kubelet).
+K8S_SERVER := tests/kubernetes/target/lib/.resolved
 # One bridge jar per supported Spark line; sparkscale_listener/bridge_jars.py picks the one that fits.
 JAR := $(patsubst %,sparkscale_listener/jars/sparkscale-bridge-%.jar,spark3.5_2.12 spark3.5_2.13 spark4_2.13)
 JAVA_SOURCES := $(shell find jvm-bridge/src -path jvm-bridge/src/test -prune -o -type f -print 2>/dev/null) \
@@ -57,7 +60,7 @@ test-jvm: $(JAR)
 # then each real-Spark file in its own process (a driver
 # JVM keeps the first session's settings as system properties, which later sessions in the same
 # process would inherit); a table of every file's result and seconds at the end.
-test: $(JAR) browser promtool $(KAFKA_JARS) $(YARN_JARS) spark-lines test-jvm
+test: $(JAR) browser promtool $(KAFKA_JARS) $(YARN_JARS) $(K8S_SERVER) spark-lines test-jvm
 	$(PY) tests/run_suite.py
 
 # The older Spark lines' virtualenvs (.venv-spark/) and every line's Kafka connector (Maven), made
@@ -81,6 +84,13 @@ $(YARN_JARS): tests/yarn/pom.xml
 	@$(MAKE) --no-print-directory check-java
 	rm -rf tests/yarn/target/lib
 	mvn --batch-mode --quiet -Dstyle.color=never -f tests/yarn/pom.xml dependency:copy-dependencies
+	@touch $@
+
+# The tests' Kubernetes API server: its jar and libraries (tests/kubernetes/pom.xml says what it is).
+$(K8S_SERVER): tests/kubernetes/pom.xml $(shell find tests/kubernetes/src -name '*.java' 2>/dev/null)
+	@$(MAKE) --no-print-directory check-java
+	rm -rf tests/kubernetes/target/lib
+	mvn --batch-mode --quiet -Dstyle.color=never -f tests/kubernetes/pom.xml package dependency:copy-dependencies
 	@touch $@
 
 # The UI test renders the Autoscaler tab in headless Chromium (Debian's package). Installed when
