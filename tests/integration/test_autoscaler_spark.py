@@ -1,11 +1,12 @@
 """The autoscaler end to end on a real multi-executor cluster (local-cluster: real executor JVMs
 under an in-process standalone Master).
 
-The scenarios on a cluster share one application, each with an autoscaler of its own: up and down
-under a query's load, a steady load held, two queries sized together, a batch job sharing the
-application with a quiet query (its pending and running tasks count as demand, as Spark's own
-dynamic allocation counts them, so the executors it runs on are neither taken away nor killed),
-and stateful queries with shuffles scaled up and down with exact results and no failed task.
+The scenarios on a cluster share one application, each with an autoscaler of its own: a steady load
+held, two queries sized together, a batch job sharing the application with a quiet query (its
+pending and running tasks count as demand, as Spark's own dynamic allocation counts them, so the
+executors it runs on are neither taken away nor killed),
+and stateful queries with shuffles scaled up and down with exact results and no failed task. (Up and
+down under one query's load with every row once: tests/integration/test_kubernetes.py, on pods.)
 
 Every wait is a condition with a deadline; no test depends on how fast this machine is beyond the
 generous deadlines."""
@@ -24,13 +25,12 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from spark_cluster import SharedCluster, applied
 
-from sparkscale_listener import ConfigError, autoscale, autoscaler, stop_autoscaler
+from sparkscale_listener import ConfigError, autoscale, autoscaler
 from sparkscale_listener.spark.bridge import BridgeNotInstalledError
 from sparkscale_listener.testing import source as testing_source
 from sparkscale_listener.testing.demo import (
     StreamingJob,
     cost_learned,
-    exactly_once,
     read_event_log,
     wait_for,
     wait_for_autoscaler,
@@ -139,42 +139,6 @@ def test_running_session_without_the_bridge_is_refused_with_the_fix() -> None:
         assert "--conf spark.plugins=io.sparkscale.bridge.SparkscalePlugin" in message
     finally:
         spark.stop()
-
-
-def test_scales_up_under_backlog_and_down_after_load_drops_with_nothing_lost(cluster: SharedCluster) -> None:
-    # Executors given back in one step, not halved tick by tick (that is the policy's unit tests' and
-    # test_rollback_spark's case 5): this is about whether the load's fall is answered. (A shorter
-    # scale-down delay than the file's: its length is for the policy's tests to check.)
-    scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0", "scaleDownInterval": "4s"})
-    failed_before = cluster.tasks_failed()
-    job = StreamingJob(cluster.spark, cluster.workdir, name="up-down", rows_per_second=30).start()
-    wait_for(lambda: scaler.status()["live_executors"] == 1 and scaler.status()["target_executors"] == 1,
-             120, what="the baseline of 1 executor (initialExecutors=1)")
-    # Learnt at the low rate's short batches (on 1 executor the high rate's take ~4 s each).
-    wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
-    job.set_rate(220)  # > 2x what one executor can do: the backlog grows
-    wait_for(lambda: applied(scaler, "scale_up"), 120, what="a scale-up under growing backlog")
-    wait_for(lambda: scaler.status()["live_executors"] >= 2, 90, what="the new executors")
-    # The load stops. (A trickle would do on a quiet machine; on a busy one each of a batch's 6
-    # tasks costs tenths of a second however few its rows, and that keeps 2-3 executors busy.)
-    job.set_rate(0)
-    wait_for_autoscaler(
-        scaler, lambda: applied(scaler, "scale_down") and scaler.status()["live_executors"] == 1,
-        180, what="scale-down back to 1 executor after the load stopped")
-    up, down = applied(scaler, "scale_up")[0], applied(scaler, "scale_down")[-1]
-    assert up["to_executors"] > up["from_executors"] and "query 'up-down'" in up["reason"]
-    assert down["to_executors"] < down["from_executors"]
-    assert cluster.tasks_failed() == failed_before, "killing idle executors must not fail a task"
-    job.stop()
-    stop_autoscaler(cluster.spark)  # reading the sink back is a batch job, not one to scale for
-    ids = job.written_ids()
-    assert ids, "the sink got rows"
-    assert exactly_once(ids), "every input row written exactly once"
-    scaling = cluster.events("ScalingEvent")
-    actions = {e["action"] for e in scaling}
-    assert {"scale_up", "scale_down"} <= actions
-    for e in scaling:
-        assert {"fromExecutors", "toExecutors", "reason"} <= set(e)
 
 
 def test_steady_load_inside_the_band_takes_no_action(cluster: SharedCluster) -> None:

@@ -3,12 +3,13 @@
 Each case injects its own fault through the ``sparkscale_test`` source, waits for the autoscaler
 to scale, and checks that a checker rolled the scaling back to the right target, that automatic
 scaling is paused with a reason, that the query still runs where it can, and that every input
-row reached the file sink exactly once. A cluster without room for more executors is not a
-fault of the scaling: that case checks it is reported as a capacity limit instead.
+row reached the file sink exactly once. (A cluster without room for more executors is not a
+fault of the scaling but a capacity limit: tests/integration/test_kubernetes.py, pods that never
+schedule, and test_yarn.py, a full queue.)
 
 The cases share two applications (each case with an autoscaler of its own): one that retries a
 failed task on another executor (cases 1 and 5, executors that fail what they run), one with
-Spark's defaults on 2 workers (cases 2 and 3: the cluster's room, a query that fails everywhere).
+Spark's defaults on 2 workers (case 3, a query that fails everywhere).
 Every wait is a condition with a generous deadline; nothing depends on how fast this machine is.
 """
 
@@ -208,44 +209,9 @@ class TestExecutorsThatFailTheirTasks:
 
 @pytest.mark.spark
 class TestSparksDefaultsOnTwoWorkers:
-    """Cases 2 and 3: a cluster with room for 2 executors, and a query that fails everywhere."""
+    """Case 3: a query that fails everywhere, on a cluster of Spark's defaults with 2 workers."""
 
     CLUSTER: ClassVar = {"workers": 2, "conf": FAST_CHECKERS}
-
-    def test_a_cluster_without_room_is_a_capacity_limit_not_a_failed_scaling(
-            self, class_cluster: SharedCluster) -> None:
-        """Case 2: the cluster has room for 2 executors (a full queue, a quota); a scale-up asks for
-        more. The missing ones never register: no rollback and no pause, but a capacity event, the
-        target held at the 2 the cluster gave, and the query served by them."""
-        cluster, spark = class_cluster, class_cluster.spark
-        scaler = cluster.scenario(maxExecutors="4", provisioningTimeout="20s")
-        wait(scaler, lambda: scaler.status()["target_executors"] == 1 and len(live_executor_ids(spark)) == 1,
-             120, "the baseline of 1 executor (initialExecutors=1)")
-        # 1 slot does ~100 rows/s at 10 ms a row: 400 rows/s asks for more than 2 executors. The
-        # autoscaler may get there in one step or through 2.
-        job = StreamingJob(spark, cluster.workdir, name="capacity", rows_per_second=30).start()
-        wait(scaler, lambda: cost_learned(scaler), 120, "the model of the query's batch cost")
-        job.set_rate(400)  # (learnt at the low rate's short batches: the high rate's are long)
-        wait(scaler, lambda: [d for d in applied(scaler, "scale_up") if d["to_executors"] > 2], 210,
-             "a scale-up beyond the 2 executors the cluster can run")
-        wait(scaler, lambda: scaler.status()["capacity_limit"], 150,
-             "a capacity limit once the requested executors did not register within provisioningTimeout")
-        status = scaler.status()
-        assert status["capacity_limit"]["executors"] == 2, status
-        assert status["target_executors"] == 2 and not status["paused"] and not status["stopped"], status
-        assert not rollbacks(scaler), rollbacks(scaler)
-        wait(scaler, lambda: len(live_executor_ids(spark)) == 2 and scaler.status()["pending_executors"] == 0,
-             90, "2 live executors, nothing left pending")
-        assert job.query.isActive and job.query.exception() is None
-        job.stop()
-        assert_exactly_once(job)
-        capacity = wait_for(lambda: [e for e in cluster.events("AutoscalerEvent")
-                                     if e.get("kind") == "capacity"], 30,
-                            what="the capacity event in the event log")
-        assert "gave 2 of" in capacity[0]["reason"], capacity
-        events = cluster.events("AutoscalerEvent")
-        assert not [e for e in events if e.get("kind") in ("rollback", "pause", "stopped")]
-        assert not logged_rollbacks(cluster)
 
     def test_query_failure_after_a_scale_down_rolls_back_to_the_initial_target(
             self, class_cluster: SharedCluster, tmp_path: Path) -> None:
