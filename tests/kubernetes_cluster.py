@@ -258,19 +258,18 @@ class TestKubelet:
                        and r.key.split("/")[1].startswith(name_prefix)]
         return max(drivers, key=lambda r: r.seen_at) if drivers else None
 
-    def kill(self, name: str) -> None:
-        """The pod's process and its children die at once (SIGKILL): a crashed driver, a lost node."""
+    def kill(self, name: str, ended: str | None = None) -> PodRun:
+        """The pod's process and its children die at once (SIGKILL): a crashed driver, a lost node.
+        The pod is then reported as its process ended, like any other; with ``ended`` the caller
+        reports it instead (the loop must not report a plain failure first)."""
         with self._lock:
             run = next((r for r in self.runs.values() if r.key.endswith("/" + name)), None)
-        if run is None or run.process is None:
-            raise KubernetesError(f"no running pod {name!r} on this kubelet")
+            if run is None or run.process is None:
+                raise KubernetesError(f"no running pod {name!r} on this kubelet")
+            run.ended = ended or run.ended
         _signal_group(run.process, signal.SIGKILL)
         run.process.wait(30)
-
-    def seconds_to_start(self) -> dict[str, float]:
-        """Pod -> seconds from its creation being seen to its process starting."""
-        with self._lock:
-            return {r.key: r.started_at - r.seen_at for r in self.runs.values() if r.started_at is not None}
+        return run
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -480,12 +479,7 @@ class TestKubelet:
         self._update(pod, release)
 
     def _kill(self, name: str, ended: str, reason: str, exit_code: int) -> None:
-        with self._lock:
-            run = next((r for r in self.runs.values() if r.key.endswith("/" + name)), None)
-        if run is None or run.process is None:
-            raise KubernetesError(f"no running pod {name!r} on this kubelet")
-        _signal_group(run.process, signal.SIGKILL)
-        run.process.wait(10)
+        run = self.kill(name, ended)
         pod = self.server.request("GET", f"/api/v1/namespaces/{run.key.split('/')[0]}/pods/{name}")
         self._finish(run, pod, ended, exit_code, reason=reason)
 
