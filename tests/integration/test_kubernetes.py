@@ -5,8 +5,11 @@ One client-mode application (the README's one line, ``--master k8s://http://127.
 scenarios in turn, each with an autoscaler of its own: a load step scaled up through pod batches and
 down by deleting pods; pods Pending while a node is provisioned; pods that never schedule (a full node);
 an executor pod OOM-killed under load; a scale-down by graceful decommission under a stateful query.
-Every scenario asserts the pods created and deleted on the server, the executor processes started and
-ended, and the decisions. Every wait is a condition with a deadline.
+A second application runs in cluster mode (``spark-submit --deploy-mode cluster``, its driver a pod of
+the kubelet's): the driver pod is killed and the application submitted again, and the new driver starts
+at the last healthy size kept in a ConfigMap (``stateStore=kubernetes``). Every scenario asserts the
+pods created and deleted on the server, the executor processes started and ended, and the decisions.
+Every wait is a condition with a deadline.
 """
 
 from __future__ import annotations
