@@ -70,8 +70,9 @@ class Status(dict[str, Any]):
     """Where the autoscaler stands. Keys: ``mode``, ``target_executors``, ``initial_executors``,
     ``live_executors``, ``pending_executors``, ``paused``, ``pause_reason``, ``stopped``,
     ``last_decision`` (a :class:`DecisionView`), ``last_scaling``, ``provisioning_time_s``,
-    ``waiting_for`` (why requested executors are not all there yet, or None), ``blocked_queries``, ``healthy_target``, ``capacity_limit``, ``request_failure``,
-    ``events_lost``, ``errors``, ``last_error``."""
+    ``waiting_for`` (why requested executors are not all there yet, or None), ``blocked_queries``,
+    ``healthy_target``, ``capacity_limit``, ``request_failure``, ``events_lost``, ``errors``,
+    ``last_error``."""
 
     mode = _Key(str)
     target_executors = _Key(int)
