@@ -361,11 +361,12 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig,
                                     severity="warning",
                                     details={"mode": config.mode}))
 
-    store = build_state_store(config, on_fallback=store_fell_back, spark_conf=dict(sc.getConf().getAll()))
+    spark_conf = dict(sc.getConf().getAll())
+    store = build_state_store(config, on_fallback=store_fell_back, spark_conf=spark_conf)
     scaler = wire(config, collector, realizer, events, sc.appName, evaluator=evaluator, state_store=store,
                   gauges=GaugePublisher(bridge),
                   observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],
-                  task_cpus=task_cpus(sc.getConf().get("spark.task.cpus", "1")), run_id=sc.applicationId,
+                  task_cpus=task_cpus(spark_conf.get("spark.task.cpus", "1")), run_id=sc.applicationId,
                   application_ended=bridge.context_stopped,
-                  allocation_batches=allocation_batches(dict(sc.getConf().getAll()), sc.version))
+                  allocation_batches=allocation_batches(spark_conf, sc.version))
     return scaler, recorder
