@@ -7,6 +7,7 @@ The band and the scale-up/scale-down factors are :class:`~.scaling_policy.Scalin
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -105,6 +106,11 @@ class _Block:
 
 def label_of(q: QueryEvaluation | None, qid: str) -> str:
     return f"'{q.name}'" if q is not None and q.name else qid
+
+
+def queries_where(ev: Evaluation, test: Callable[[QueryEvaluation], bool]) -> str:
+    """The labels of the evaluation's queries that pass ``test``, for a reason ("a query" if none)."""
+    return ", ".join(label_of(q, qid) for qid, q in ev.queries.items() if test(q)) or "a query"
 
 
 def within_bounds(ev: Evaluation, ctx: ScalingContext) -> Evaluation:

@@ -10,7 +10,15 @@ from .. import readable
 from ..config.core import Mode
 from ..decisions import Decision, Evaluation, ScalingContext
 from ..model import executors_for
-from .rules import ScaleDownWindow, ScaleUpBlocks, Wish, held_while_learning, label_of, within_bounds
+from .rules import (
+    ScaleDownWindow,
+    ScaleUpBlocks,
+    Wish,
+    held_while_learning,
+    label_of,
+    queries_where,
+    within_bounds,
+)
 
 _EPS = 1e-9
 
@@ -123,21 +131,15 @@ class ScalingPolicy:
         # once wished for all of scaleDownInterval (the delay is what keeps noise from flapping).
         if rec < cur:
             if evaluation.backlog_mode:
-                self._hold(context)
-                names = [label_of(q, qid) for qid, q in evaluation.queries.items() if q.backlog_mode]
-                return self._none(evaluation, context,
-                                  f"hold {cur}, no scale-down in backlog mode: {need}",
-                                  extra=f"backlog mode: {', '.join(names) or 'a query'} more than "
-                                        f"{cfg.backlog_threshold_s:g} s of input behind; {rec} executors "
-                                        "would keep up with the arrivals")
+                names = queries_where(evaluation, lambda q: q.backlog_mode)
+                return self._hold_up(evaluation, context, f"no scale-down in backlog mode: {need}",
+                                     f"backlog mode: {names} more than {cfg.backlog_threshold_s:g} s of "
+                                     f"input behind; {rec} executors would keep up with the arrivals")
             if evaluation.rising:
-                self._hold(context)
-                names = [label_of(q, qid) for qid, q in evaluation.queries.items() if q.rising]
-                return self._none(evaluation, context,
-                                  f"hold {cur}, no scale-down while the load rises: {need}",
-                                  extra=f"load rising: the latest batches of {', '.join(names) or 'a query'} "
-                                        f"show more arrivals or run longer; {rec} executors would do "
-                                        "for the window's load")
+                names = queries_where(evaluation, lambda q: q.rising)
+                return self._hold_up(evaluation, context, f"no scale-down while the load rises: {need}",
+                                     f"load rising: the latest batches of {names} show more arrivals or run "
+                                     f"longer; {rec} executors would do for the window's load")
             return self._scale_down(evaluation, context, raw)
 
         self._hold(context)
@@ -270,6 +272,11 @@ class ScalingPolicy:
                               extra=f"fewer executors recommended for {waited:.0f}s "
                                     f"(scaleDownInterval={cfg.scale_down_interval_s:g}s); {largest}"
                                     + (f"; {limit_text}" if limit_text else ""))
+
+    def _hold_up(self, ev: Evaluation, ctx: ScalingContext, why: str, extra: str) -> Decision:
+        """Keep the executors although fewer would do (``why``: what keeps them)."""
+        self._hold(ctx)
+        return self._none(ev, ctx, f"hold {ctx.current_target}, {why}", extra=extra)
 
     def _hold(self, ctx: ScalingContext) -> None:
         """This tick wants no scale-down: the delayed scale-down's run is broken."""
