@@ -6,7 +6,8 @@ Every record is ``k<id>`` -> ``<id>``; each scenario ends with every record in t
 exactly once (count and distinct keys) and no failed task. The scenarios share one application with
 the connector (conftest.py's ``cluster``), each with an autoscaler of its own. Every wait is a
 condition with a generous deadline; nothing here depends on how fast the machine is beyond those
-deadlines. (The older Spark lines read Kafka in their smoke tests, test_spark_versions.py.)
+deadlines. (The older Spark lines read Kafka in their smoke tests, test_spark_versions.py: a
+backlog waiting at start, the scale-up sized from it and the scale-down once it is worked off.)
 """
 
 from __future__ import annotations
@@ -221,50 +222,6 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
     # The event log holds the scale-up with the decision's reason.
     assert any(e["action"] == "scale_up" and e["reason"] == up["reason"] for e in events), events
     assert any(e["action"] == "scale_down" for e in events), events
-
-
-def test_a_waiting_backlog_is_sized_from_the_lag_and_holds_executors_while_above_the_threshold(
-        broker: KafkaBroker, cluster: SharedCluster, tmp_path: Path) -> None:
-    # The backlog asked for within 10 s. One executor reads it at about 90 records/s, so by the
-    # time the model has its warm batches it works the rest off within the demo's 30 s: the
-    # catch-up, without headroom as in Flink's target capacity, then keeps it inside the band.
-    scaler = cluster.scenario(catchUpDuration="10s")
-    spark, failed_before, config = cluster.spark, cluster.tasks_failed(), scaler.config
-    topic = "backfill"
-    broker.create_topic(topic, 8)
-    with broker.producer(topic) as backlog:  # a consumer that was stopped while these arrived
-        backlog.send(4000)
-    producer = broker.producer(topic, first_id=4000)
-    rate = 20.0
-    producer.set_rate(rate)
-    query = start_job(spark, broker, topic, tmp_path)
-    try:
-        up = wait_for(lambda: next(iter(applied(scaler, "scale_up")), None), 180,
-                      what="a scale-up for the waiting backlog")
-        evaluation = query_evaluation(up, topic)
-        # Sized from the lag: the backlog (in rows: one per offset here) asks for catch-up
-        # capacity beyond what the arrival rate alone needs.
-        assert evaluation["backlog"] > config.backlog_threshold_s * rate, evaluation
-        assert evaluation["catch_up_rate"] > 0, evaluation
-        rate_only = evaluation["target_rate"] * evaluation["slot_seconds_per_row"] / config.utilization_target
-        assert evaluation["required_slots"] > rate_only, evaluation
-        assert "backlog" in up["reason"]
-        wait_for(lambda: lag(query.lastProgress) == 0, 300, what="the backlog to be worked off")
-        # No scale-down, not even recommended, while the lag was above backlogThreshold seconds
-        # of input (that executors do come back once the load falls is the first test's part).
-        timeline = lag_timeline(query)
-        threshold = config.backlog_threshold_s * rate
-        assert max(v for _, v in timeline) > threshold, "the test must start above the threshold"
-        for down in [d for d in scaler.decisions() if d["action"] == "scale_down"]:
-            seen = [v for t, v in timeline if t <= down["time"]]
-            assert seen and seen[-1] <= threshold, (
-                f"scale-down at lag {seen[-1] if seen else None} > {threshold:.0f} rows "
-                f"({config.backlog_threshold_s:g}s of input): {down['reason']}")
-        producer.set_rate(0)
-        finish(cluster, query, producer, tmp_path, topic, failed_before)
-    finally:
-        tear_down(scaler, query, producer)
-    assert any(e["action"] == "scale_up" for e in cluster.events("ScalingEvent"))
 
 
 def test_a_two_partition_topic_never_gets_more_slots_than_it_can_use(

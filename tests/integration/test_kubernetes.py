@@ -77,6 +77,9 @@ def app(kube: tuple[ApiServer, TestKubelet],
         "spark.storage.decommission.enabled": "true",
         "spark.storage.decommission.shuffleBlocks.enabled": "true",
         "spark.storage.decommission.rddBlocks.enabled": "true",
+        # A decommissioned executor exits once a migration round finds nothing left after its last
+        # task; rounds are this far apart (30 s by default, most of what a scale-down waited).
+        "spark.storage.decommission.replicationReattemptInterval": "5s",
         "spark.sparkscale.maxExecutors": "5",
         "spark.sparkscale.provisioningTimeout": "120s",
     }
@@ -107,7 +110,9 @@ def test_a_load_step_scales_up_through_pod_batches_and_down_by_deleting_pods(
     started_before = set(kubelet.started)
     job = StreamingJob(app.spark, app.workdir, name="k8s-step", rows_per_second=30).start()
     wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
-    job.set_rate(400)  # ~4 executors' worth at 10 ms a row
+    # ~3 busy slots at 10 ms a row: 5 executors (maxExecutors) at the 0.7 target, with room to work
+    # off what waited during the scale-up before the load falls.
+    job.set_rate(300)
     wait_for_autoscaler(scaler, lambda: applied(scaler, "scale_up"), 120, what="a scale-up under the step")
     up = applied(scaler, "scale_up")[0]
     added = up["to_executors"] - up["from_executors"]

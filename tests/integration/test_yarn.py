@@ -23,7 +23,7 @@ from typing import Any
 
 import pyspark
 import pytest
-from spark_cluster import FAST, QUICK_SCALE_DOWN, TEST_JVM_OPTIONS
+from spark_cluster import QUICK_SCALE_DOWN, TEST_JVM_OPTIONS
 from yarn_cluster import Queue, YarnCluster
 
 from sparkscale_listener.testing.demo import read_event_log
@@ -82,7 +82,7 @@ def spark_conf_dir(yarn: YarnCluster, tmp_path_factory: pytest.TempPathFactory) 
     return conf_dir
 
 
-def submit(yarn: YarnCluster, conf_dir: Path, workdir: Path, *args: str, last: str = "scale_down",
+def submit(yarn: YarnCluster, conf_dir: Path, workdir: Path, *args: str,
            timeout_s: float = 420) -> subprocess.CompletedProcess[str]:
     """``spark-submit --master yarn`` of the job, with the cluster's configuration directories."""
     venv_bin = Path(sys.executable).parent
@@ -91,39 +91,14 @@ def submit(yarn: YarnCluster, conf_dir: Path, workdir: Path, *args: str, last: s
                SPARK_CONF_DIR=str(conf_dir), SPARK_HOME=str(SPARK_HOME), PYSPARK_PYTHON=sys.executable,
                SPARK_LOCAL_IP="127.0.0.1",
                PATH=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}")
-    # The suite's faster autoscaler settings (a tick a second), as the other files use them; a
-    # shorter scale-down delay where the job ends on its scale-down.
-    settings = [f"{k}={v}" for k, v in (QUICK_SCALE_DOWN if last == "scale_down" else FAST).items()
-                if k.startswith("spark.sparkscale.")]
-    command = [str(venv_bin / "spark-submit"), *args, str(JOB), str(workdir), yarn.web_url, last, *settings]
+    # The suite's faster autoscaler settings (a tick a second), as the other files use them, with a
+    # shorter scale-down delay: the job ends on its scale-down.
+    settings = [f"{k}={v}" for k, v in QUICK_SCALE_DOWN.items() if k.startswith("spark.sparkscale.")]
+    command = [str(venv_bin / "spark-submit"), *args, str(JOB), str(workdir), yarn.web_url, *settings]
 
-    def once() -> subprocess.CompletedProcess[str]:
-        shutil.rmtree(workdir, ignore_errors=True)
-        workdir.mkdir(parents=True)
-        return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True,
-                              timeout=timeout_s)
-
-    run = once()
-    if spark_ui_race(run):
-        print("Spark's UI race on YARN (its filter added while the UI starts); submitted again\n"
-              + run.stdout[-2000:])
-        run = once()
-    return run
-
-
-def spark_ui_race(run: subprocess.CompletedProcess[str]) -> bool:
-    """Whether the SparkContext failed in Spark's own race between YARN and its web UI.
-
-    In client mode the ApplicationMaster, once registered, asks the driver to add YARN's proxy
-    filter to the UI's handlers; Spark 4 may be starting those handlers at that moment, and Jetty
-    then fails the SparkContext with a ConcurrentModificationException. It happens before any of
-    the job's or the autoscaler's code runs, rarely (once in CI so far); one new submission is
-    the workaround, and only for exactly that failure.
-    """
-    output = run.stdout + run.stderr
-    return (run.returncode != 0 and "Error initializing SparkContext" in output
-            and "java.util.ConcurrentModificationException" in output
-            and "ServletHandler.initialize" in output)
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout_s)
 
 
 def result_of(run: subprocess.CompletedProcess[str], workdir: Path) -> dict[str, Any]:
@@ -146,17 +121,17 @@ def test_a_cluster_default_of_dynamic_allocation_is_refused_before_yarn_is_asked
     assert "RESULT " not in run.stdout
 
 
-# Client mode (the driver in spark-submit's JVM) goes through the whole scenario; cluster mode (the
-# driver in the ApplicationMaster's container) ends at the capacity limit: the scale-down is the
-# same call on the same backend, and the file's time stays within about 3 minutes.
-@pytest.mark.parametrize("deploy_mode, last", [("client", "scale_down"), ("cluster", "capacity")])
+# Cluster mode, as a streaming job is submitted to a cluster: the driver, with the wheel's Python and
+# the autoscaler, runs in the ApplicationMaster's container. (Client mode, the driver in
+# spark-submit's JVM, is the refusal above and every local-cluster file; the scale-up and
+# scale-down are the same calls on the same backend in both.)
 def test_scaled_in_yarn_containers_and_held_at_the_queues_capacity(
-        yarn: YarnCluster, spark_conf_dir: Path, tmp_path: Path, deploy_mode: str, last: str) -> None:
+        yarn: YarnCluster, spark_conf_dir: Path, tmp_path: Path) -> None:
     work = tmp_path / "work"
     # In cluster mode the driver runs in the ApplicationMaster's container: the same 896 MB.
-    run = submit(yarn, spark_conf_dir, work, "--deploy-mode", deploy_mode, "--queue", "streaming",
-                 "--driver-memory", "512m" if deploy_mode == "cluster" else "1g",
-                 "--num-executors", "1", "--conf", "spark.dynamicAllocation.enabled=false", last=last)
+    run = submit(yarn, spark_conf_dir, work, "--deploy-mode", "cluster", "--queue", "streaming",
+                 "--driver-memory", "512m",
+                 "--num-executors", "1", "--conf", "spark.dynamicAllocation.enabled=false")
     print(run.stdout[-4000:])
     result = result_of(run, work)
     print(f"phases (s): {result['phases_s']}")
@@ -174,20 +149,16 @@ def test_scaled_in_yarn_containers_and_held_at_the_queues_capacity(
     at_capacity = result["yarn"]["at_capacity"]
     assert at_capacity["queue"] in ("streaming", "root.streaming"), at_capacity
     assert at_capacity["runningContainers"] == 1 + QUEUE_EXECUTORS, at_capacity
-    if last == "scale_down":
-        assert applied[-1][0] == "scale_down" and applied[-1][2] < QUEUE_EXECUTORS, applied
-        after = result["yarn"]["after_scale_down"]
-        assert after["runningContainers"] == 1 + applied[-1][2], after
-    else:
-        assert applied == ups, applied
+    assert applied[-1][0] == "scale_down" and applied[-1][2] < QUEUE_EXECUTORS, applied
+    after = result["yarn"]["after_scale_down"]
+    assert after["runningContainers"] == 1 + applied[-1][2], after
     assert result["exactly_once"] and result["rows"] > 0, result
 
     events = read_event_log(work / "events")
     added = [e["Executor ID"] for e in events if e["Event"] == "SparkListenerExecutorAdded"]
     removed = [e["Executor ID"] for e in events if e["Event"] == "SparkListenerExecutorRemoved"]
     assert len(added) == QUEUE_EXECUTORS, added
-    if last == "scale_down":
-        assert removed, "the scale-down removed an executor"
+    assert removed, "the scale-down removed an executor"
     failed = [e for e in events if e["Event"] == "SparkListenerTaskEnd" and e["Task Info"]["Failed"]]
     assert not failed, failed[:3]
     ours = [e for e in events if e["Event"].endswith("AutoscalerEvent")]

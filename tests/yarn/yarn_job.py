@@ -1,5 +1,5 @@
 """A streaming job as a user submits it to YARN:
-``spark-submit --master yarn yarn_job.py WORKDIR RM_URL [LAST [KEY=VALUE ...]]``.
+``spark-submit --master yarn yarn_job.py WORKDIR RM_URL [KEY=VALUE ...]``.
 
 It has the user's one line (``autoscale(SparkSession.builder...)``) and nothing else of ours on the
 command line. Its queue has room for its ApplicationMaster and 2 executors; it starts with 1. Once
@@ -8,13 +8,12 @@ until the autoscaler answered it:
 
 1. high: a scale-up beyond what the queue can hold; the missing executors never arrive, and the
    autoscaler holds at the 2 the queue gave (a capacity limit);
-2. low: a scale-down, whose executor YARN's container is released (skipped when LAST is
-   ``capacity``: the job then ends at the capacity limit).
+2. low: a scale-down, whose executor YARN's container is released.
 
 At the end of each phase it records what the ResourceManager says of the application (its
 running containers: the ApplicationMaster's and the executors'), then writes ``result.json`` in
 WORKDIR (and prints it as ``RESULT {json}``, the driver's stdout in client mode): the applied
-actions, the capacity limit, the containers, and the exactly-once check. Settings after LAST
+actions, the capacity limit, the containers, and the exactly-once check. The KEY=VALUE settings
 override the job's own (the tests' faster ones). Used by tests/integration/test_yarn.py.
 """
 
@@ -49,7 +48,7 @@ def app_report(rm_url: str, app_id: str) -> dict[str, Any]:
     return {k: app.get(k) for k in ("queue", "state", "runningContainers", "allocatedMB")}
 
 
-def main(workdir: Path, rm_url: str, last: str = "scale_down", settings: dict[str, str] | None = None) -> int:
+def main(workdir: Path, rm_url: str, settings: dict[str, str] | None = None) -> int:
     started = time.monotonic()
     (workdir / "events").mkdir(parents=True, exist_ok=True)
     builder = (SparkSession.builder.appName("sparkscale-yarn")
@@ -107,8 +106,6 @@ def main(workdir: Path, rm_url: str, last: str = "scale_down", settings: dict[st
         reports["at_capacity"] = app_report(rm_url, app_id)
         phases["at_capacity"] = time.monotonic() - started
         print(f"  {scaler.status()['capacity_limit']}; YARN: {reports['at_capacity']}", flush=True)
-        if last == "capacity":
-            return finish(spark, scaler, job, workdir, app_id, reports, phases)
         # Each 1-second batch pays a fixed cost per task (6 of them); at 5 rows/s that is most of
         # what it does, and well within one executor.
         job.set_rate(5)
@@ -144,5 +141,5 @@ def finish(spark: SparkSession, scaler: Any, job: StreamingJob, workdir: Path, a
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(Path(sys.argv[1]), sys.argv[2], *sys.argv[3:4],
-                          settings=dict(arg.split("=", 1) for arg in sys.argv[4:])))
+    raise SystemExit(main(Path(sys.argv[1]), sys.argv[2],
+                          settings=dict(arg.split("=", 1) for arg in sys.argv[3:])))
