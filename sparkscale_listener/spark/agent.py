@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 def attach_to_driver() -> Any:
     """A SparkSession on the driver's own SparkContext, over the gateway the environment names."""
-    from pyspark import SparkContext
+    from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
@@ -78,16 +78,27 @@ def attach_to_driver() -> Any:
         raise BridgeNotInstalledError("the driver's SparkContext has stopped, or the sparkscale plugin "
                                       "is not running in it")
     jsc = gateway.jvm.org.apache.spark.api.java.JavaSparkContext.fromSparkContext(context)
-    sc = SparkContext(gateway=gateway, jsc=jsc)
+    # The context's own settings (a copy: pyspark sets defaults in what it is given), not the JVM's
+    # system properties, which a driver that built its conf in code does not have.
+    sc = SparkContext(gateway=gateway, jsc=jsc, conf=SparkConf(_jconf=context.getConf()))
     # pyspark's SIGINT handler cancels every job of the context: the driver's jobs, not ours.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     return SparkSession(sc)
 
 
+class _LevelFirst(logging.Formatter):
+    """A level, then the message: the plugin logs each line at that level on the driver's
+    ``sparkscale`` logger, so a line reads as the in-job launch's. Other loggers' lines name them."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        named = text if record.name == LOGGER_NAME else f"{record.name}: {text}"
+        return f"{record.levelname} {named}"
+
+
 def _log_to_stderr() -> None:
-    """The agent's log lines, a level first: the plugin logs each at that level in the driver."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_LevelFirst())
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.WARNING)

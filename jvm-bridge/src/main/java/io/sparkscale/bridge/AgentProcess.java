@@ -40,7 +40,8 @@ final class AgentProcess {
   static final long HEALTHY_RUN_MS = 60_000L;
   private static final long STOP_GRACE_MS = 5_000L;
 
-  private static final Logger LOG = LoggerFactory.getLogger("sparkscale.agent");
+  // The logger of the in-job launch's lines too: the driver log reads the same in both launches.
+  private static final Logger LOG = LoggerFactory.getLogger("sparkscale");
 
   private final SparkContext sc;
   private final Py4JServer gateway;
@@ -208,22 +209,26 @@ final class AgentProcess {
     return code;
   }
 
-  /** Each line the agent writes, into the driver's log at the level its Python logging gave it. */
+  /**
+   * Each line the agent writes, into the driver's log at the level its first word names (the agent's log format), the
+   * level itself left out; a line without one (a traceback's) at the level of the line before.
+   */
   private static void pump(Process p) {
     try (BufferedReader lines = new BufferedReader(
         new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
       String level = "INFO";
       for (String line = lines.readLine(); line != null; line = lines.readLine()) {
         int space = line.indexOf(' ');
-        String first = space > 0 ? line.substring(0, space) : line;
+        String first = space > 0 ? line.substring(0, space) : "";
         if (first.matches("DEBUG|INFO|WARNING|ERROR|CRITICAL")) {
-          level = first; // continuation lines (a traceback) keep the level of the line they continue
+          level = first;
+          line = line.substring(space + 1);
         }
         switch (level) {
-          case "DEBUG" -> LOG.debug(line);
-          case "WARNING" -> LOG.warn(line);
-          case "ERROR", "CRITICAL" -> LOG.error(line);
-          default -> LOG.info(line);
+          case "DEBUG" -> LOG.debug("{}", line);
+          case "WARNING" -> LOG.warn("{}", line);
+          case "ERROR", "CRITICAL" -> LOG.error("{}", line);
+          default -> LOG.info("{}", line);
         }
       }
     } catch (IOException e) {

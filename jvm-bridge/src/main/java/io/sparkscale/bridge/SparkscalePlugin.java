@@ -56,7 +56,7 @@ public class SparkscalePlugin implements SparkPlugin {
           agent = AgentProcess.start(sc);
         } catch (RuntimeException | LinkageError e) {
           // The application runs on without its autoscaler rather than not at all.
-          LoggerFactory.getLogger("sparkscale.agent").error("could not start the autoscaler's process", e);
+          LoggerFactory.getLogger("sparkscale").error("could not start the autoscaler's process", e);
         }
       }
     }
