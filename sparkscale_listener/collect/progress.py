@@ -177,7 +177,8 @@ class ProgressRecorder(StreamingQueryListener):
         super().__init__()
         self._lock = threading.Lock()
         self._queries: OrderedDict[str, _QueryState] = OrderedDict()
-        self._spark: Any = None
+        # Ends what feeds the recorder (the Python listener or the JVM feed); None: nothing yet.
+        self._detach: Callable[[], None] | None = None
         # Called (on the listener's thread: it must return at once) when a batch shows arrivals
         # rising (:func:`arrivals_rose`): the control loop evaluates then, not at its next tick.
         self.on_rise: Callable[[], None] | None = None
@@ -185,27 +186,35 @@ class ProgressRecorder(StreamingQueryListener):
     # --- registration ------------------------------------------------------------------------
 
     def attach(self, spark: Any) -> None:
-        """Add this listener to ``spark.streams`` (once; later calls do nothing)."""
+        """Add this listener to ``spark.streams`` (once; later calls do nothing): the queries of
+        that session, the in-job launch's source."""
         with self._lock:
-            if self._spark is not None:
+            if self._detach is not None:
                 return
-            self._spark = spark
+            self._detach = lambda: _remove_listener(spark, self)
         spark.streams.addListener(self)
 
-    def detach(self) -> None:
-        """Remove this listener from the session it was attached to, if any. Never raises."""
+    def fed_by(self, stop: Callable[[], None]) -> None:
+        """Another source calls the ``record_*`` methods from now on (the JVM's events of every
+        session, :mod:`.jvm_feed`); ``stop`` ends it. Once: later calls do nothing."""
         with self._lock:
-            spark, self._spark = self._spark, None
-        if spark is None:
+            if self._detach is None:
+                self._detach = stop
+
+    def detach(self) -> None:
+        """Stop the source that feeds this recorder, if any. Never raises."""
+        with self._lock:
+            detach, self._detach = self._detach, None
+        if detach is None:
             return
         try:
-            spark.streams.removeListener(self)
+            detach()
         except Exception:  # the session may already be stopped
-            log.debug("could not remove the progress listener", exc_info=True)
+            log.debug("could not stop the progress source", exc_info=True)
 
     @property
     def attached(self) -> bool:
-        return self._spark is not None
+        return self._detach is not None
 
     # --- pure core ---------------------------------------------------------------------------
 
@@ -372,6 +381,10 @@ class ProgressRecorder(StreamingQueryListener):
             self.record_terminated(str(event.id), event.exception, time.time())
         except Exception:
             log.warning("could not record a query termination", exc_info=True)
+
+
+def _remove_listener(spark: Any, listener: StreamingQueryListener) -> None:
+    spark.streams.removeListener(listener)
 
 
 def _epoch_seconds(timestamp: Any) -> float | None:

@@ -174,6 +174,17 @@ class AutoscalerConfig:
         "Kafka admin client made from the source's own kafka.* options), so a rise in the "
         "arrivals counts before the batch that reads it completes; false: arrivals are known from "
         "completed batches only.")
+    launch: str = option(
+        "launch", Choice("job", "agent"), "job",
+        "Where the autoscaler runs. job: in the application's own Python process, started by "
+        "autoscale(builder). agent: in a Python process the driver plugin starts beside the driver "
+        "(spark.plugins=io.sparkscale.bridge.SparkscalePlugin), for drivers with no Python of the "
+        "user's: a Spark Connect server, JVM jobs; it sees the streaming queries of every session.")
+    launch_python: str = option(
+        "launch.python", Text(), "",
+        "With launch=agent: the Python that runs the agent (with sparkscale-listener and pyspark "
+        "installed). Empty: the driver's Python as PySpark picks it (spark.pyspark.driver.python, "
+        "spark.pyspark.python, PYSPARK_DRIVER_PYTHON, PYSPARK_PYTHON), else python3.")
     checkers: tuple[str, ...] = option("checkers", Names(), BUILTIN_CHECKERS,
                                        "Checkers run after each scaling: built-in names or Python class "
                                        "paths, comma-separated; each one's keys are under "

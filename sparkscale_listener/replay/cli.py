@@ -120,11 +120,3 @@ class ProgressBar:
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparkscale_listener")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_parser(subparsers)
-    args = parser.parse_args(argv)
-    return int(args.run(args))

@@ -136,6 +136,12 @@ class JvmBridge:
         For tests and diagnostics: the collector reads :meth:`poll`."""
         return with_tables_by_id(json.loads(self._bridge().snapshotJson()))
 
+    def query_events(self, seen: int, wait_ms: int) -> dict[str, Any]:
+        """The streaming-query events of every SparkSession of the driver numbered after ``seen``
+        (the ``last`` of an earlier reply; 0: all the JVM keeps), waiting up to ``wait_ms`` for one:
+        ``{"last": n, "missed": n, "events": [...]}``; ``{}`` when the plugin is not running."""
+        return dict(json.loads(self._bridge().queryEventsJson(int(seen), int(wait_ms))))
+
     def watch_source_offsets(self, query_id: str, streaming_query: Any) -> None:
         """Read the latest offsets of a pyspark ``StreamingQuery``'s Kafka sources every second from
         now on (the snapshots' ``source_offsets``)."""

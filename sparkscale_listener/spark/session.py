@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 
 from ..check.loading import build_checkers
 from ..collect.collector import MetricCollector, SparkMetricCollector
+from ..collect.jvm_feed import JvmProgressFeed
 from ..collect.progress import ProgressRecorder
 from ..config.core import AutoscalerConfig, Mode, misspelt_prefix_warning
 from ..config.options import PREFIX, ConfigError, parse_duration
@@ -67,7 +68,7 @@ NO_JVM_ADVICE = (
 def autoscale(session_or_builder: Any) -> SparkSession:
     refuse_connect(session_or_builder)
     if isinstance(session_or_builder, SparkSession):
-        return _attach(session_or_builder)
+        return attach(session_or_builder)
     builder = session_or_builder
     options: dict[str, str] = {k: str(v) for k, v in getattr(builder, "_options", {}).items()}
     jvm = JvmBridge.running_jvm()
@@ -106,7 +107,7 @@ def autoscale(session_or_builder: Any) -> SparkSession:
         jars = _append_csv(JvmBridge.submitted_conf(jvm).get("spark.jars"), str(jar))
     builder.config("spark.jars", jars)
     builder.config("spark.plugins", plugins)
-    return _attach(_start_session(builder, jar), config)
+    return attach(_start_session(builder, jar), config)
 
 
 def _start_session(builder: Any, jar: Any) -> SparkSession:
@@ -222,9 +223,12 @@ def _local_path(uri: str) -> str:
         if uri.startswith("file:") else uri
 
 
-def _attach(spark: SparkSession, asked: AutoscalerConfig | None = None) -> SparkSession:
+def attach(spark: SparkSession, asked: AutoscalerConfig | None = None, agent: bool = False) -> SparkSession:
     """Start the autoscaler of ``spark``'s application, once; ``asked``: the keys of the
-    ``autoscale(builder)`` call that got it (a session already running keeps its own)."""
+    ``autoscale(builder)`` call that got it (a session already running keeps its own). ``agent``:
+    this process is the agent beside the driver (:mod:`.agent`), which reads the queries of every
+    session from the JVM; otherwise, with ``launch=agent``, the driver plugin's agent runs it and
+    this process starts nothing."""
     try:
         sc = spark.sparkContext
         sc._jsc.sc()
@@ -237,6 +241,9 @@ def _attach(spark: SparkSession, asked: AutoscalerConfig | None = None) -> Spark
         return spark
     refuse_dynamic_allocation(conf)
     refuse_decommission_without_spark(config, conf)
+    if config.launch == "agent" and not agent:
+        log.info("%slaunch=agent: the autoscaler runs beside the driver, started by its plugin", PREFIX)
+        return spark
     config = with_start_target(config, conf)
     with _lock:
         running = _running.get(sc.applicationId)
@@ -269,7 +276,7 @@ def _attach(spark: SparkSession, asked: AutoscalerConfig | None = None) -> Spark
                          f"mode (decisions are published, never applied)")
         config = replace(config, mode=Mode.RECOMMEND)
 
-    scaler, recorder = build_autoscaler(spark, config, bridge)
+    scaler, recorder = build_autoscaler(spark, config, bridge, queries_from_jvm=agent)
     if fallback_note:
         _warn(scaler, fallback_note, "local-master")
     misspelt = misspelt_prefix_warning(conf)
@@ -330,13 +337,17 @@ def task_cpus(value: str | None) -> int:
         return 1
 
 
-def build_autoscaler(spark: SparkSession, config: AutoscalerConfig,
-                     bridge: JvmBridge) -> tuple[Autoscaler, ProgressRecorder]:
+def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmBridge,
+                     queries_from_jvm: bool = False) -> tuple[Autoscaler, ProgressRecorder]:
     """Construct every module from the configuration; any misfit fails here, at startup. Returns
-    the autoscaler and the progress recorder its collectors read (the loop wakes on it)."""
+    the autoscaler and the progress recorder its collectors read (the loop wakes on it).
+    ``queries_from_jvm``: the recorder reads the queries of every session of the driver from the
+    bridge (the agent beside the driver); otherwise a listener on ``spark``'s own session."""
     sc = spark.sparkContext
     validate_modules(config)
     recorder = ProgressRecorder()
+    if queries_from_jvm:
+        JvmProgressFeed(recorder, bridge).start()
     backend = SparkClusterBackend(bridge)
 
     def plugin(key: str, value: str, base: type, methods: tuple[str, ...], default: Any) -> Any:

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bench_eventlog import SOURCE, source_lines, stretch
+from sparkscale_listener.__main__ import main
 from sparkscale_listener.metrics import BatchRecord
 from sparkscale_listener.replay import read_event_log
-from sparkscale_listener.replay.cli import main, run
+from sparkscale_listener.replay.cli import run
 from sparkscale_listener.replay.history import Action, _query_history, build_history
 from sparkscale_listener.replay.records import QueryRecord, RecordedScaling
 from sparkscale_listener.replay.report import LAG_COLUMNS, markdown, to_json

@@ -1,14 +1,10 @@
 package io.sparkscale.bridge;
 
-import java.util.LinkedHashMap;
 import java.util.Map;
 
 import com.codahale.metrics.MetricRegistry;
 import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.core.json.JsonReadFeature;
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.json.JsonMapper;
 
 import org.apache.spark.ExecutorAllocationClient;
 import org.apache.spark.SparkContext;
@@ -32,9 +28,6 @@ public final class SparkscaleBridge {
 
   private static final Logger LOG = LoggerFactory.getLogger(SparkscaleBridge.class);
   private static final ObjectMapper MAPPER = new ObjectMapper();
-  // Python's json.dumps writes NaN/Infinity tokens; Jackson writes them back out as strings by default.
-  private static final ObjectMapper LENIENT = JsonMapper.builder()
-      .enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS).build();
   private static final String[] NONE = new String[0];
 
   private static volatile SparkContext sc;
@@ -43,15 +36,18 @@ public final class SparkscaleBridge {
   private static volatile MetricsEndpoint metricsEndpoint;
   private static volatile SourceOffsets sourceOffsets;
   private static volatile IdleRemovals idleRemovals;
+  private static volatile QueryEvents queryEvents;
 
   private SparkscaleBridge() {
   }
 
   // ---------------------------------------------------------------- lifecycle (called by the plugin)
 
-  static synchronized void install(SparkContext context, SparkscaleListener l, MetricRegistry metrics) {
+  static synchronized void install(SparkContext context, SparkscaleListener l, QueryEvents events,
+                                   MetricRegistry metrics) {
     sc = context;
     listener = l;
+    queryEvents = events;
     l.countDroppedEventsWith(() -> SparkContextViews.droppedListenerEvents(context));
     SourceOffsets offsets = new SourceOffsets();
     sourceOffsets = offsets;
@@ -106,6 +102,7 @@ public final class SparkscaleBridge {
       }
       sc = null;
       listener = null;
+      queryEvents = null;
       Gauges.uninstall();
     }
   }
@@ -143,6 +140,17 @@ public final class SparkscaleBridge {
     }
     l.forgetOtherStages(jobId -> SparkContextViews.jobStatus(c, jobId), System.currentTimeMillis());
     return toJson(l.snapshotNow(c.applicationId(), batchesSince));
+  }
+
+  /** The streaming queries' events of every SparkSession after number {@code seen}, as {@link QueryEvents#after}. */
+  public static String queryEventsJson(long seen, long waitMs) throws InterruptedException {
+    QueryEvents events = queryEvents;
+    return events == null ? "{}" : toJson(events.after(seen, waitMs));
+  }
+
+  /** The application's SparkContext while it runs, else null: the agent ({@link AgentProcess}) attaches to it. */
+  public static SparkContext sparkContext() {
+    return activeContext();
   }
 
   /**
@@ -331,7 +339,7 @@ public final class SparkscaleBridge {
       return;
     }
     c.listenerBus().post(new ScalingEvent(action, fromExecutors, toExecutors, reason, applied, mode,
-        parseDetails(detailsJson), System.currentTimeMillis()));
+        EventJson.details(detailsJson), System.currentTimeMillis()));
   }
 
   public static void postAutoscalerEvent(String kind, String severity, String reason, String detailsJson) {
@@ -339,7 +347,7 @@ public final class SparkscaleBridge {
     if (c == null) {
       return;
     }
-    c.listenerBus().post(new AutoscalerEvent(kind, severity, reason, parseDetails(detailsJson),
+    c.listenerBus().post(new AutoscalerEvent(kind, severity, reason, EventJson.details(detailsJson),
         System.currentTimeMillis()));
   }
 
@@ -353,46 +361,17 @@ public final class SparkscaleBridge {
     if (c == null) {
       return;
     }
-    Map<String, Object> parts = parseDetails(json);
-    c.listenerBus().post(new AutoscalerTick(object(parts.get("point")), object(parts.get("decision")),
-        object(parts.get("status")), list(parts.get("queries")), object(parts.get("config")),
+    Map<String, Object> parts = EventJson.details(json);
+    c.listenerBus().post(new AutoscalerTick(EventJson.object(parts.get("point")),
+        EventJson.object(parts.get("decision")), EventJson.object(parts.get("status")),
+        EventJson.list(parts.get("queries")), EventJson.object(parts.get("config")),
         System.currentTimeMillis(), !logged));
   }
 
   // ---------------------------------------------------------------- helpers
 
-  @SuppressWarnings("unchecked")
-  private static Map<String, Object> object(Object value) {
-    return value instanceof Map ? (Map<String, Object>) value : null;
-  }
-
-  @SuppressWarnings("unchecked")
-  private static java.util.List<Map<String, Object>> list(Object value) {
-    return value instanceof java.util.List ? (java.util.List<Map<String, Object>>) value : null;
-  }
-
   private static SparkContext activeContext() {
     SparkContext c = sc;
     return c != null && !c.isStopped() ? c : null;
-  }
-
-  /** Keeps details a JSON object in the event log; anything that is not one is kept as {"raw": text}. */
-  static Map<String, Object> parseDetails(String json) {
-    Map<String, Object> out = new LinkedHashMap<>();
-    if (json == null || json.isBlank()) {
-      return out;
-    }
-    try {
-      JsonNode node = LENIENT.readTree(json);
-      if (node != null && node.isObject()) {
-        @SuppressWarnings("unchecked")
-        Map<String, Object> parsed = LENIENT.convertValue(node, LinkedHashMap.class);
-        return parsed;
-      }
-    } catch (JsonProcessingException | IllegalArgumentException e) {
-      // fall through
-    }
-    out.put("raw", json);
-    return out;
   }
 }

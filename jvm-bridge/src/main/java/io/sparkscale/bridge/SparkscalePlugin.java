@@ -8,6 +8,7 @@ import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
+import org.slf4j.LoggerFactory;
 
 /**
  * Entry point enabled with {@code spark.plugins=io.sparkscale.bridge.SparkscalePlugin} (and the jar in
@@ -32,6 +33,7 @@ public class SparkscalePlugin implements SparkPlugin {
 
   static final class Driver implements DriverPlugin {
     private SparkContext sc;
+    private AgentProcess agent;
 
     @Override
     public Map<String, String> init(SparkContext sc, PluginContext ctx) {
@@ -40,12 +42,30 @@ public class SparkscalePlugin implements SparkPlugin {
       SparkscaleListener listener = new SparkscaleListener(sc.conf());
       // Own queue: a slow snapshot never delays Spark's queues, and a busy app never delays ours.
       sc.listenerBus().addToQueue(listener, QUEUE);
-      SparkscaleBridge.install(sc, listener, ctx.metricRegistry());
+      QueryEvents queryEvents = new QueryEvents();
+      sc.listenerBus().addToQueue(queryEvents, QUEUE);
+      SparkscaleBridge.install(sc, listener, queryEvents, ctx.metricRegistry());
       return Collections.emptyMap();
+    }
+
+    /** The last step of the SparkContext's start: the agent attaches to a context that runs. */
+    @Override
+    public void registerMetrics(String appId, PluginContext ctx) {
+      if (AgentProcess.wanted(sc.conf())) {
+        try {
+          agent = AgentProcess.start(sc);
+        } catch (RuntimeException | LinkageError e) {
+          // The application runs on without its autoscaler rather than not at all.
+          LoggerFactory.getLogger("sparkscale").error("could not start the autoscaler's process", e);
+        }
+      }
     }
 
     @Override
     public void shutdown() {
+      if (agent != null) {
+        agent.stop();
+      }
       SparkscaleBridge.uninstall(sc);
     }
   }
