@@ -221,7 +221,7 @@ def sparkscale_files_udf(workdir: Path) -> dict[str, Any]:
     spark.sparkContext.setLogLevel("ERROR")
     scaler = autoscaler(spark)
 
-    @udf(LongType())
+    @udf(LongType(), useArrow=False)  # one row at a time, whatever the executors' Python has
     def work(value: str) -> int:
         time.sleep(0.01)
         return int(value)

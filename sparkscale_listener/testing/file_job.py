@@ -64,7 +64,9 @@ class FileStreamJob:
 
         rows = (self.spark.readStream.schema(SCHEMA)
                 .option("maxFilesPerTrigger", str(self.max_files_per_trigger)).json(str(self.in_dir)))
-        enriched = rows.withColumn("id", F.udf(enrich, LongType())("id"))
+        # One row at a time: with pandas and pyarrow beside the driver, Spark 4 makes a UDF Arrow-
+        # optimized by default, and the executors' Python then needs them too.
+        enriched = rows.withColumn("id", F.udf(enrich, LongType(), useArrow=False)("id"))
         self.query = (enriched.dropDuplicates(["id"]).writeStream.format("parquet").queryName(self.name)
                       .option("path", str(self.out_dir)).option("checkpointLocation", str(self.checkpoint))
                       .trigger(processingTime=f"{self.trigger_s:g} seconds").start())

@@ -1,10 +1,11 @@
 """The Autoscaler tab in the Spark History Server, rebuilt from a real job's event log.
 
 One job (the module's first fixture) on a local-cluster: the load steps up until the autoscaler
-scales up; the executor that scale-up adds fails every task (the test source's fault injection),
-so the taskFailures checker rolls the scale-up back and scaling pauses. The job runs without a
-driver UI (the tick summaries reach the event log all the same) and with Spark 4's default event
-log: rolling and zstd-compressed. Then:
+scales up; the executor that scale-up adds fails every task (the test source's fault injection;
+Spark retries each on the other executor), so the taskFailures checker rolls the scale-up back,
+the failing executor is removed and scaling pauses, while the query goes on and loses no row (the
+rollback checkers' case 1 on real Spark). The job runs without a driver UI (the tick summaries reach
+the event log all the same) and with Spark 4's default event log: rolling and zstd-compressed. Then:
 
 - the README's one-liner loads the decisions from that log into a DataFrame;
 - a real History Server (pyspark's own ``spark-class``, on loopback and a free port, the bridge
@@ -40,7 +41,8 @@ from spark_cluster import TEST_JVM_OPTIONS, fast_conf
 
 from sparkscale_listener import autoscaler
 from sparkscale_listener.spark import jars as bridge_jars
-from sparkscale_listener.testing.demo import StreamingJob, build_session, cost_learned, wait_for
+from sparkscale_listener.testing import source as testing_source
+from sparkscale_listener.testing.demo import StreamingJob, build_session, cost_learned, exactly_once, wait_for
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[2]
@@ -59,6 +61,9 @@ class Job:
     event_log: Path  # the application's log: a directory of rolling files
     decisions: list[dict[str, Any]]  # scaler.decisions() at the end
     status: dict[str, Any]
+    good: int  # the executor of the baseline: the executors added later fail every task
+    survivors: list[int]  # the executors once the rollback was done
+    out_dir: Path  # the query's file sink
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +77,8 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Job:
         "spark.sparkscale.events.tickInterval": "6s",  # 3 ticks: throttling shows in the counts
         "spark.sparkscale.checkers.taskFailures.window": "30s",
         "spark.sparkscale.rollback.pauseDuration": "10min",
-        # As in test_rollback_spark: a failed task is retried on another executor, the failing one
-        # is never excluded, so it goes on failing until the rollback removes it.
+        # A failed task is retried on another executor, the failing one is never excluded, so it goes
+        # on failing until the rollback removes it (and no row is lost).
         "spark.excludeOnFailure.enabled": "true",
         "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": "100000",
         "spark.excludeOnFailure.application.maxFailedTasksPerExecutor": "100000",
@@ -100,8 +105,13 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Job:
         wait_for(lambda: [d for d in scaler.decisions() if d["action"] == "rollback"], 240,
                  what="a scale-up, then its rollback by taskFailures")
         wait_for(lambda: scaler.status()["paused"], 30, what="the pause after the rollback")
-        ticks = len(scaler.decisions())
-        wait_for(lambda: len(scaler.decisions()) >= ticks + 3, 60, what="three ticks while paused")
+        # The rollback removes the executor the scale-up added; the query goes on, on the good one.
+        wait_for(lambda: executor_ids() == [good], 120, what=f"only the good executor {good} left")
+        survivors = executor_ids()
+        done, ticks = stream.query.lastProgress["batchId"], len(scaler.decisions())
+        wait_for(lambda: stream.query.lastProgress["batchId"] >= done + 2
+                 and len(scaler.decisions()) >= ticks + 3, 90,
+                 what="two more batches and three ticks while paused")
         decisions, status = scaler.decisions(), scaler.status()
     finally:
         if stream is not None:
@@ -109,7 +119,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Job:
         spark.stop()
     logs = [p for p in (workdir / "events").iterdir() if app_id in p.name]
     assert len(logs) == 1 and logs[0].is_dir(), logs  # Spark 4 rolls event logs by default
-    return Job(app_id, workdir / "events", logs[0], decisions, status)
+    return Job(app_id, workdir / "events", logs[0], decisions, status, good, survivors, stream.out_dir)
 
 
 def readme_one_liner() -> str:
@@ -140,10 +150,29 @@ def logged(job: Job) -> dict[str, Any]:
         # The application's lifecycle and the autoscaler's events, in the log's order (one small file: one
         # partition), for the older lines' History Servers, which may not read all of Spark 4.3's events.
         kept = lines.where(f"event IN {KEPT_EVENTS}").select("value").collect()
+        # The job's sink (through its own log: committed files only).
+        ids = [r.id for r in spark.read.schema(testing_source.SCHEMA).json(str(job.out_dir)).collect()]
         reader_id = spark.sparkContext.applicationId
     finally:
         spark.stop()
-    return {"decisions": rows, "counts": counts, "reader_id": reader_id, "kept": [r.value for r in kept]}
+    return {"decisions": rows, "counts": counts, "reader_id": reader_id, "kept": [r.value for r in kept],
+            "ids": ids}
+
+
+def test_the_rollback_removed_the_failing_executor_and_the_query_lost_no_row(
+        job: Job, logged: dict[str, Any]) -> None:
+    rollback = next(d for d in job.decisions if d["action"] == "rollback")
+    assert rollback["applied"] and "taskFailures" in rollback["reason"], rollback
+    assert (rollback["from_executors"], rollback["to_executors"]) == (2, 1), rollback
+    # The executor the scale-up added (the failing one) was the one removed.
+    assert job.survivors == [job.good], (job.survivors, job.good)
+    assert job.status["paused"] and "taskFailures" in job.status["pause_reason"], job.status
+    assert job.status["target_executors"] == 1 and job.status["healthy_target"] == 1, job.status
+    # No scaling while paused; the query went on (two batches after the rollback), and every row
+    # reached the sink once, the failed tasks' rows included.
+    after = [d for d in job.decisions if d["applied"] and d["time"] > rollback["time"]]
+    assert not [d for d in after if d["action"] in ("scale_up", "scale_down")], after
+    assert logged["ids"] and exactly_once(logged["ids"]), len(logged["ids"])
 
 
 def test_the_readme_one_liner_loads_the_decisions_into_a_dataframe(job: Job, logged: dict[str, Any]) -> None:

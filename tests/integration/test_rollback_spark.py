@@ -7,11 +7,13 @@ row reached the file sink exactly once. (A cluster without room for more executo
 fault of the scaling but a capacity limit: tests/integration/test_kubernetes.py, pods that never
 schedule, and test_yarn.py, a full queue.)
 
-The cases share two applications (each case with an autoscaler of its own): one that retries a
-failed task on another executor (case 1, executors that fail what they run), one with Spark's
-defaults on 2 workers (case 3, a query that fails everywhere). Which target a rollback goes back to
-after quick scale-downs whose watches were cut short (case 5) is the guard's logic, the same on any
-cluster: tests/unit/check/test_rollback.py plays that sequence.
+Case 3 runs here, on an application with Spark's defaults on 2 workers (a query that fails
+everywhere: with one executor left, excludeOnFailure would make its retries unschedulable rather
+than failed). Case 1, executors that fail every task a scale-up gives them, is the History Server's
+job (test_history_server.py): the same rollback, the failing executor removed, no row lost. Which
+target a rollback goes back to after quick scale-downs whose watches were cut short (case 5), and
+maxRollbacks stopping the autoscaler until resume() (case 4), are the guard's logic, the same on
+any cluster: tests/unit/check/test_rollback.py and tests/unit/sim/test_sim_rollback.py.
 Every wait is a condition with a generous deadline; nothing depends on how fast this machine is.
 """
 
@@ -28,7 +30,7 @@ import pytest
 from spark_cluster import SharedCluster, applied, live_executor_ids, rollbacks
 
 from sparkscale_listener.testing import source as testing_source
-from sparkscale_listener.testing.demo import StreamingJob, cost_learned, exactly_once, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, exactly_once, wait_for
 from sparkscale_listener.testing.demo import wait_for_autoscaler as wait
 
 logging.getLogger("sparkscale").setLevel(logging.INFO)  # one line per event, shown on failure
@@ -43,26 +45,6 @@ FAST_CHECKERS: dict[str, str] = {
     "spark.sparkscale.checkers.gcPressure.window": "30s",
     "spark.sparkscale.checkers.heapUsage.window": "30s",
     "spark.sparkscale.rollback.pauseDuration": "10min",
-}
-
-
-# A failed task is retried on another executor (excludeOnFailure's per-task rule), never twice
-# on the failing one; the failing executor itself is never excluded, so it goes on failing the
-# first attempt of every task it gets until the rollback removes it. Every executor of this
-# loopback cluster is on one host, and Spark excludes a task from a host after 2 failed attempts
-# there by default: with two failing executors, a task that failed on both could then run
-# nowhere, and its batch would hang until Spark aborts it (so 7, the most spark.task.maxFailures=8
-# allows). (A query whose every task
-# fails, case 3, needs Spark's defaults instead: with one executor left, excludeOnFailure would
-# make its retries unschedulable rather than failed, and Spark aborts an unschedulable batch only
-# after unschedulableTaskSetTimeout, 120 s, while an executor is idle. The second class's
-# application must not inherit these from the first's driver JVM: SharedCluster clears them.)
-RETRY_ON_ANOTHER_EXECUTOR: dict[str, str] = {
-    "spark.excludeOnFailure.enabled": "true",
-    "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": "100000",
-    "spark.excludeOnFailure.application.maxFailedTasksPerExecutor": "100000",
-    "spark.excludeOnFailure.task.maxTaskAttemptsPerNode": "7",
-    "spark.task.maxFailures": "8",
 }
 
 
@@ -107,68 +89,6 @@ def test_executor_id_is_found_in_an_ancestor_command_line() -> None:
 
 
 @pytest.mark.spark
-class TestExecutorsThatFailTheirTasks:
-    """Case 1: a failed task is retried on another executor, so no row is lost."""
-
-    CLUSTER: ClassVar = {"workers": 3, "conf": FAST_CHECKERS | RETRY_ON_ANOTHER_EXECUTOR}
-
-    def test_task_failures_on_added_executors_roll_back_to_the_last_healthy_target(
-            self, class_cluster: SharedCluster) -> None:
-        """Case 1: the executors a scale-up adds fail every task. Spark retries the tasks on the
-        baseline executor (so no row is lost); taskFailures rolls back to the last healthy target
-        and the failing executors are removed."""
-        cluster, spark = class_cluster, class_cluster.spark
-        scaler = cluster.scenario(**{"maxExecutors": "2", "rollback.target": "last",
-                                     "rollback.maxRollbacks": "1"})
-        wait(scaler, lambda: scaler.status()["target_executors"] == 1 and len(live_executor_ids(spark)) == 1,
-             120, "the baseline of 1 executor (initialExecutors=1)")
-        good = max(live_executor_ids(spark))
-        job = StreamingJob(spark, cluster.workdir, name="task-failures", rows_per_second=30,
-                           source_options={"failOnExecutorsAbove": str(good)}).start()
-        # Learnt at the low rate's short batches (on 1 executor the high rate's take ~4 s each).
-        wait(scaler, lambda: cost_learned(scaler), 120, "the model of the query's batch cost")
-        job.set_rate(220)
-        wait(scaler, lambda: applied(scaler, "scale_up"), 150, "a scale-up under growing backlog")
-        up = applied(scaler, "scale_up")[0]
-        assert (up["from_executors"], up["to_executors"]) == (1, 2), up
-        wait(scaler, lambda: rollbacks(scaler), 150, "a rollback after tasks failed on the new executor")
-        rollback = rollbacks(scaler)[0]
-        assert rollback["applied"], rollback
-        assert (rollback["from_executors"], rollback["to_executors"]) == (2, 1), rollback
-        assert "taskFailures" in rollback["reason"], rollback
-        status = assert_paused(scaler, "taskFailures")
-        assert status["target_executors"] == 1 and status["healthy_target"] == 1, status
-        # Case 4: maxRollbacks=1 within rollback.window -> stopped until resume().
-        assert status["stopped"] and "rollback.maxRollbacks=1" in status["pause_reason"], status
-        # The failing executor was removed; the baseline one stays.
-        wait(scaler, lambda: live_executor_ids(spark) == [good], 120, f"only the good executor {good} left")
-        assert job.query.isActive and job.query.exception() is None
-        # The query goes on: new batches complete on the good executor.
-        done = job.query.lastProgress["batchId"]
-        wait(scaler, lambda: job.query.lastProgress["batchId"] >= done + 2, 90, "two more batches")
-        assert scaler.status()["paused"]
-        assert not applied(scaler, "scale_up")[1:], "no scaling while paused"
-        scaler.resume()
-        status = scaler.status()
-        assert not status["stopped"] and not status["paused"] and status["pause_reason"] is None, status
-        job.stop()
-        assert_exactly_once(job)
-
-        def kinds() -> list[str]:
-            return [e.get("kind") for e in cluster.events("AutoscalerEvent")]
-
-        wait_for(lambda: "resume" in kinds(), 30, what="the resume event in the event log")
-        assert "stopped" in kinds() and kinds().index("stopped") < kinds().index("resume")
-        logged = logged_rollbacks(cluster)
-        assert len(logged) == 1 and "taskFailures" in logged[0]["reason"], logged
-        assert (logged[0]["fromExecutors"], logged[0]["toExecutors"]) == (2, 1), logged
-        # The failures on the executor the rollback was removing do not count against the rollback.
-        failed_rollback = [e for e in cluster.events("AutoscalerEvent")
-                           if "after the rollback" in e["reason"]]
-        assert not failed_rollback, failed_rollback
-
-
-@pytest.mark.spark
 class TestSparksDefaultsOnTwoWorkers:
     """Case 3: a query that fails everywhere, on a cluster of Spark's defaults with 2 workers."""
 
@@ -181,7 +101,7 @@ class TestSparksDefaultsOnTwoWorkers:
         initial); the rows committed before the failure are in the sink exactly once."""
         cluster, spark = class_cluster, class_cluster.spark
         # Spark's task retries as they come: a failed task retried anywhere, 4 attempts, then the
-        # query fails. Not the first class's settings (see RETRY_ON_ANOTHER_EXECUTOR).
+        # query fails (not excludeOnFailure: see the module's docstring).
         conf = spark.sparkContext.getConf()
         assert conf.get("spark.excludeOnFailure.enabled", "false") == "false", conf.toDebugString()
         assert conf.get("spark.task.maxFailures") is None, conf.toDebugString()
