@@ -54,7 +54,10 @@ class Server:
         """The agents the server's JVM runs now (its child processes)."""
         children: list[int] = []
         for task in Path(f"/proc/{self.process.pid}/task").iterdir():
-            children += [int(p) for p in (task / "children").read_text().split()]
+            try:
+                children += [int(p) for p in (task / "children").read_text().split()]
+            except FileNotFoundError:  # a JVM thread that ended meanwhile
+                continue
         return [pid for pid in children
                 if b"sparkscale_listener" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
