@@ -18,9 +18,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from ..observe.logs import LOGGER_NAME
 from .progress import ProgressRecorder
 
-log = logging.getLogger("sparkscale")
+log = logging.getLogger(LOGGER_NAME)
 
 # How long one read waits in the JVM for a new event: a stop is seen within it.
 WAIT_MS = 2000

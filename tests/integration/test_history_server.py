@@ -49,6 +49,8 @@ REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 # The other supported lines, each with the jar of its own (as in test_spark_versions).
 OLDER_LINES = {"3.5.7": "2.12", "4.0.1": "2.13"}
+# The job's tick summaries in the event log: one every 6 ticks of the tests' 1 s interval.
+TICK_INTERVAL_S = 6
 KEPT_EVENTS = ("SparkListenerLogStart", "SparkListenerApplicationStart", "SparkListenerApplicationEnd",
                "io.sparkscale.bridge.ScalingEvent", "io.sparkscale.bridge.AutoscalerEvent",
                "io.sparkscale.bridge.AutoscalerTick")
@@ -74,7 +76,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Job:
         "spark.ui.enabled": "false",
         "spark.eventLog.compress": "true",  # Spark 4's default (zstd), which the demo's settings turn off
         "spark.sparkscale.maxExecutors": "2",
-        "spark.sparkscale.events.tickInterval": "6s",  # 6 ticks: throttling shows in the counts
+        "spark.sparkscale.events.tickInterval": f"{TICK_INTERVAL_S}s",  # throttling shows in the counts
         "spark.sparkscale.checkers.taskFailures.window": "30s",
         "spark.sparkscale.rollback.pauseDuration": "10min",
         # A failed task is retried on another executor, the failing one is never excluded, so it goes
@@ -293,7 +295,7 @@ def test_the_history_server_shows_the_autoscaler_tab(job: Job, logged: dict[str,
     # the last tick summary kept: at most tickInterval / interval of them (6 s / the tests' 1 s).
     nones = sum(1 for d in job.decisions if d["action"] == "none")
     runs = sum(d["count"] for d in document["decisions"] if d["action"] == "none")
-    unlogged = round(6.0 / float(FAST["spark.sparkscale.interval"].rstrip("s")))
+    unlogged = round(TICK_INTERVAL_S / float(FAST["spark.sparkscale.interval"].rstrip("s")))
     assert nones - unlogged <= runs <= nones, (runs, nones)
     assert "pause" in [e["kind"] for e in document["events"]]
     status = document["status"]
