@@ -18,10 +18,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from ..observe.logs import LOGGER_NAME
 from .progress import ProgressRecorder
 
-log = logging.getLogger(LOGGER_NAME)
+log = logging.getLogger("sparkscale")
 
 # How long one read waits in the JVM for a new event: a stop is seen within it.
 WAIT_MS = 2000
