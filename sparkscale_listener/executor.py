@@ -156,6 +156,10 @@ class ScalingExecutor:
                                              situation="unhealthy-after-rollback", details=self.details()))
         elif outcome.action == "rollback":
             return [self.roll_back(now, outcome)]
+        elif outcome.action == "healthy":
+            # What a rollback goes back to, and what a restarted driver or agent starts from.
+            self.events.emit(AutoscalerEvent(now, "notice", outcome.reason, situation="scaling-healthy",
+                                             details={**self.details(), "healthyTarget": outcome.target}))
         return []
 
     def establish_baseline(self, now: float, live: int) -> bool:

@@ -15,12 +15,13 @@ plugin restarts it after.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from ..config.options import ConfigError
 from ..observe.logs import LOGGER_NAME
@@ -40,11 +41,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Attach to the driver JVM whose gateway PYSPARK_GATEWAY_PORT and "
         "PYSPARK_GATEWAY_SECRET name, and run the autoscaler of its application until it ends. The "
         "driver plugin starts it with spark.sparkscale.launch=agent; it is not meant to be run by hand.")
+    p.add_argument("--check", action="store_true",
+                   help="check the application's Spark conf (a JSON object on standard input) as the "
+                   "driver starts, and exit: 0 accepted, 3 refused (the reason on standard error)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     _log_to_stderr()
+    if args.check:
+        return check(sys.stdin)
     if "PYSPARK_GATEWAY_PORT" not in os.environ or "PYSPARK_GATEWAY_SECRET" not in os.environ:
         log.error("the agent needs PYSPARK_GATEWAY_PORT and PYSPARK_GATEWAY_SECRET (the driver plugin sets "
                   "them when spark.sparkscale.launch=agent)")
@@ -60,6 +66,26 @@ def run(args: argparse.Namespace) -> int:
     bridge = JvmBridge(spark.sparkContext)
     while not bridge.context_stopped():
         time.sleep(ALIVE_CHECK_S)
+    return 0
+
+
+def check(conf_json: TextIO) -> int:
+    """The driver plugin's check at the driver's start: the checks the in-job launch makes before
+    its session starts, on the conf as a JSON object."""
+    from .session import check_before_start
+
+    try:
+        conf = json.load(conf_json)
+    except ValueError:
+        conf = None
+    if not isinstance(conf, dict):
+        log.error("the agent's check needs the Spark conf as a JSON object on its input")
+        return 1
+    try:
+        check_before_start({str(k): str(v) for k, v in conf.items()})
+    except ConfigError as err:
+        log.error("%s", err)
+        return CONFIGURATION_REFUSED
     return 0
 
 

@@ -142,6 +142,15 @@ class JvmBridge:
         ``{"last": n, "missed": n, "events": [...]}``; ``{}`` when the plugin is not running."""
         return dict(json.loads(self._bridge().queryEventsJson(int(seen), int(wait_ms))))
 
+    def agent_state(self) -> str | None:
+        """What the agent's memory state store saved last in the driver's heap (JSON), or None."""
+        text = self._bridge().agentState()
+        return None if text is None else str(text)
+
+    def save_agent_state(self, text: str) -> None:
+        """Keep the agent's memory state store (JSON) in the driver's heap, for a restarted agent."""
+        self._bridge().saveAgentState(text)
+
     def watch_source_offsets(self, query_id: str, streaming_query: Any) -> None:
         """Read the latest offsets of a pyspark ``StreamingQuery``'s Kafka sources every second from
         now on (the snapshots' ``source_offsets``)."""

@@ -82,12 +82,9 @@ def autoscale(session_or_builder: Any) -> SparkSession:
     # builder wins over both.
     started_with = JvmBridge.submitted_conf(jvm) if jvm is not None else launch_conf()
     submitted = {**started_with, **options}
-    config = AutoscalerConfig.from_spark_conf(submitted)  # fail before anything starts
+    config = check_before_start(submitted)  # fail before anything starts
     if not config.enabled:
         return builder.getOrCreate()
-    refuse_dynamic_allocation(submitted)
-    refuse_decommission_without_spark(config, submitted)
-    validate_modules(config)
     jar = bridge_jars.bridge_jar(jvm)  # the jar of the Spark that runs (or will run) the driver
     if jvm is not None:
         # spark-submit, the pyspark shell, or an earlier session started the driver JVM before this
@@ -159,7 +156,19 @@ def stop_autoscaler(spark: SparkSession) -> None:
         entry[1].stop()
 
 
-def refuse_dynamic_allocation(conf: dict[str, str]) -> None:
+def check_before_start(conf: Mapping[str, str]) -> AutoscalerConfig:
+    """Every check that needs no SparkContext, before the application starts: the keys, dynamic
+    allocation left on, decommission without Spark's, the modules. Raises :class:`ConfigError`
+    naming the key; the agent's launch runs the same (``agent --check``, from the driver plugin)."""
+    config = AutoscalerConfig.from_spark_conf(conf)
+    if config.enabled:
+        refuse_dynamic_allocation(conf)
+        refuse_decommission_without_spark(config, conf)
+        validate_modules(config)
+    return config
+
+
+def refuse_dynamic_allocation(conf: Mapping[str, str]) -> None:
     if conf.get("spark.dynamicAllocation.enabled", "false").strip().lower() == "true":
         raise ConfigError(
             "spark.dynamicAllocation.enabled=true: Spark's allocation manager would overwrite the "
@@ -373,7 +382,9 @@ def build_autoscaler(spark: SparkSession, config: AutoscalerConfig, bridge: JvmB
                                     details={"mode": config.mode}))
 
     spark_conf = dict(sc.getConf().getAll())
-    store = build_state_store(config, on_fallback=store_fell_back, spark_conf=spark_conf)
+    store = build_state_store(config, on_fallback=store_fell_back, spark_conf=spark_conf,
+                              memory_kept_by=(bridge.agent_state, bridge.save_agent_state)
+                              if queries_from_jvm else None)
     scaler = wire(config, collector, realizer, events, sc.appName, evaluator=evaluator, state_store=store,
                   gauges=GaugePublisher(bridge),
                   observers=[UiPublisher(bridge, live_tab=bridge.ui_tab_attached())],

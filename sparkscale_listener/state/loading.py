@@ -16,6 +16,7 @@ from .store import (
     DEFAULT_MAX_RECORDS,
     STATE_STORE_METHODS,
     InMemoryStateStore,
+    KeptElsewhereStateStore,
     SqliteStateStore,
     StateStore,
 )
@@ -59,13 +60,18 @@ def state_store_choice(config: AutoscalerConfig) -> tuple[str, Any]:
 
 
 def build_state_store(config: AutoscalerConfig, on_fallback: Callable[[str], None] | None = None,
-                      spark_conf: Mapping[str, str] | None = None) -> StateStore:
+                      spark_conf: Mapping[str, str] | None = None,
+                      memory_kept_by: tuple[Callable[[], str | None], Callable[[str], None]] | None = None,
+                      ) -> StateStore:
     """The store named by ``spark.sparkscale.stateStore``: memory, sqlite (at
     ``stateStore.sqlite.path``), kubernetes (a ConfigMap named after ``spark.app.name``, on the API
     server ``spark_conf``, Spark's whole conf, points to) or a Python class path, constructed as every
-    plugin is (its options are the keys under ``stateStore.``).
+    plugin is (its options are the keys under ``stateStore.``). ``memory_kept_by``: where the memory
+    store keeps its state beyond this process (load, save), for an agent that may be restarted.
     """
     kind, chosen = state_store_choice(config)
+    if kind == "memory" and memory_kept_by is not None:
+        return KeptElsewhereStateStore(*memory_kept_by, max_records=chosen["maxRecords"])
     if kind == "memory":
         return InMemoryStateStore(chosen["maxRecords"])
     if kind == "sqlite":

@@ -151,6 +151,49 @@ class InMemoryStateStore(StateStore):
             self._closed = True
 
 
+class KeptElsewhereStateStore(InMemoryStateStore):
+    """The memory store of an autoscaler whose process may be restarted while its application runs
+    (the agent beside a driver): every value and row, saved as one JSON text with ``save`` at each
+    commit that follows a change, and taken over from ``load`` when constructed. The agent keeps it
+    in the driver's heap, so that a restarted agent goes on from the last healthy size and a pause
+    instead of starting afresh; it ends with the application, as the memory store does."""
+
+    def __init__(self, load: Callable[[], str | None], save: Callable[[str], None],
+                 max_records: int = DEFAULT_MAX_RECORDS) -> None:
+        super().__init__(max_records)
+        self._save = save
+        self._changed = False
+        text = load()
+        kept = json.loads(text) if text else {}
+        for app, scope, key, value in kept.get("values", ()):
+            self._values[(app, scope, key)] = value
+        for app, scope, kind, rows in kept.get("records", ()):
+            self._records[(app, scope, kind)] = deque(rows, maxlen=self.max_records)
+
+    def put(self, app: str, scope: str, key: str, value: Any) -> None:
+        super().put(app, scope, key, value)
+        self._changed = True
+
+    def append(self, app: str, scope: str, kind: str, record: dict[str, Any]) -> None:
+        super().append(app, scope, kind, record)
+        self._changed = True
+
+    def commit(self) -> None:
+        with self._lock:
+            if not self._changed:
+                return
+            text = json.dumps({
+                "values": [[*where, value] for where, value in self._values.items()],
+                "records": [[*where, list(rows)] for where, rows in self._records.items()],
+            }, separators=(",", ":"))
+            self._changed = False
+        try:
+            self._save(text)
+        except Exception:
+            self._changed = True  # written at the next commit
+            raise
+
+
 class _Unusable(Exception):
     """The path cannot hold a SQLite store, and moving it aside would not help."""
 

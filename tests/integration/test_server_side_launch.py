@@ -1,20 +1,28 @@
-"""The autoscaler beside a driver that runs no Python of the user's: a Spark Connect server started
-with the plugin and ``spark.sparkscale.launch=agent`` alone, on a local-cluster, and a Spark Connect
-client in this process running a streaming query.
+"""The autoscaler beside drivers that run no Python of the user's, enabled by configuration alone
+(the plugin and ``spark.sparkscale.launch=agent``), each on a local-cluster:
+
+- a Spark Connect server, a Spark Connect client in this process running a streaming query, then
+  ``spark-pipelines run`` of a small pipeline against the same server (a streaming table over a
+  backlog of files, with no Python function);
+- a Java streaming job (tests/jvm_job/RateLoadJob.java, compiled here), whose agent is killed under
+  load: restarted, it takes over the last healthy size from the driver's heap, and the job loses no
+  row; and the same job with a key the autoscaler refuses, which stops its driver at the start.
 
 The plugin starts the agent (``python -m sparkscale_listener agent``) over a gateway of its own; the
-agent reads the client session's query from the JVM (no listener in the client) and scales the
-application up for it. Killed, the agent is started again and says so in the event log. Every wait
-is a condition with a deadline, read from the server's event log and log.
+agent reads every session's queries from the JVM (no listener in any client). Every wait is a
+condition with a deadline, read from the driver's event log, log and output.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,15 +35,38 @@ from sparkscale_listener.testing.demo import read_event_log, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 JAR = REPO / "sparkscale_listener" / "jars" / "sparkscale-bridge-spark4_2.13.jar"
+SPARK_HOME = Path(pyspark.__file__).parent
 CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
 AGENT_LINE = "autoscaler started (mode="
+SCALING = "io.sparkscale.bridge.ScalingEvent"
+NOTICE = "io.sparkscale.bridge.AutoscalerEvent"
 pytestmark = pytest.mark.spark
+
+# Three one-core executors on the machine's 2 cores: each row's work is a wait, not CPU.
+CLUSTER = {
+    **FAST,
+    "spark.master": "local-cluster[3,1,1024]",
+    "spark.executor.cores": "1",
+    "spark.executor.memory": "512m",
+    "spark.sql.shuffle.partitions": "3",
+    "spark.eventLog.enabled": "true",
+    "spark.eventLog.compress": "false",
+    "spark.jars": str(JAR),
+    "spark.plugins": "io.sparkscale.bridge.SparkscalePlugin",
+    "spark.sparkscale.launch": "agent",
+    "spark.sparkscale.initialExecutors": "1",
+    "spark.sparkscale.maxExecutors": "3",
+    # One scale-down straight back, as soon as the load is gone: the scale-down is what is waited for.
+    "spark.sparkscale.scaleDownInterval": "4s",
+    "spark.sparkscale.scaleDown.maxFactor": "1.0",
+}
 
 
 @dataclass
-class Server:
+class Driver:
+    """A driver JVM started by spark-submit, its output in ``log`` and its event log in ``events``."""
+
     process: subprocess.Popen[bytes]
-    url: str
     log: Path
     events: Path
 
@@ -47,11 +78,24 @@ class Server:
 
     def alive(self) -> None:
         if self.process.poll() is not None:
-            raise RuntimeError(f"the Connect server exited with {self.process.returncode}:\n"
+            raise RuntimeError(f"the driver exited with {self.process.returncode}:\n"
                                f"{self.log_text()[-4000:]}")
 
+    def scalings(self, action: str) -> list[dict[str, Any]]:
+        self.alive()
+        return [e for e in self.event_log() if e.get("Event") == SCALING and e.get("applied")
+                and e["action"] == action]
+
+    def notices(self, situation: str) -> list[dict[str, Any]]:
+        return [e for e in self.event_log() if e.get("Event") == NOTICE
+                and e["details"].get("situation") == situation]
+
+    def agents_started(self) -> int:
+        self.alive()
+        return self.log_text().count(AGENT_LINE)
+
     def agent_pids(self) -> list[int]:
-        """The agents the server's JVM runs now (its child processes)."""
+        """The agents the driver's JVM runs now (its child processes)."""
         children: list[int] = []
         for task in Path(f"/proc/{self.process.pid}/task").iterdir():
             try:
@@ -61,72 +105,81 @@ class Server:
         return [pid for pid in children
                 if b"sparkscale_listener" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        print(self.log_text()[-3000:])
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """The Connect server: the bridge jar, the plugin and launch=agent, FAST's settings."""
-    work = tmp_path_factory.mktemp("connect")
+
+def environment() -> dict[str, str]:
+    # The agent and the executors' Python workers run this Python, with this tree's package.
+    return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "PYSPARK_PYTHON": sys.executable,
+            "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1"}
+
+
+def submit(work: Path, main: list[str], conf: Mapping[str, str]) -> Driver:
+    """``spark-submit`` of ``main`` (``--class X`` and its jar or arguments) with ``conf``."""
+    work.mkdir(parents=True, exist_ok=True)
     events = work / "events"
     events.mkdir()
-    port = free_port()
-    conf = {
-        **FAST,
-        "spark.master": "local-cluster[3,1,1024]",
-        "spark.executor.cores": "1",
-        "spark.executor.memory": "512m",
-        "spark.sql.shuffle.partitions": "3",
-        "spark.eventLog.enabled": "true",
-        "spark.eventLog.dir": str(events),
-        "spark.eventLog.compress": "false",
-        "spark.jars": str(JAR),
-        "spark.plugins": "io.sparkscale.bridge.SparkscalePlugin",
-        "spark.sparkscale.launch": "agent",
-        "spark.sparkscale.initialExecutors": "1",
-        "spark.sparkscale.maxExecutors": "3",
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.connect.grpc.binding.port": str(port),
-    }
-    spark_home = Path(pyspark.__file__).parent
-    # The agent and the executors' Python workers run this Python, with this tree's package.
-    env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": sys.executable,
-           "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1"}
-    log = work / "server.log"
-    confs = [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
+    confs = [arg for key, value in {**conf, "spark.eventLog.dir": str(events)}.items()
+             for arg in ("--conf", f"{key}={value}")]
+    log = work / "driver.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [str(spark_home / "bin" / "spark-submit"), "--class", CONNECT_SERVER,
-             "--driver-java-options", TEST_JVM_OPTIONS, *confs],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    running = Server(process, f"sc://127.0.0.1:{port}", log, events)
+            [str(SPARK_HOME / "bin" / "spark-submit"), "--driver-java-options", TEST_JVM_OPTIONS, *confs,
+             *main],
+            cwd=work, env=environment(), stdout=out, stderr=subprocess.STDOUT)
+    return Driver(process, log, events)
+
+
+# -------------------------------------------------------------------------------- Spark Connect
+
+
+@dataclass
+class ConnectServer:
+    driver: Driver
+    url: str
+    ui: str
+
+    def tab_document(self) -> dict[str, Any]:
+        """The document the Autoscaler tab's page carries (what its script renders)."""
+        with urllib.request.urlopen(f"{self.ui}/autoscaler/", timeout=30) as response:
+            page = response.read().decode("utf-8")
+        match = re.search(r'<script type="application/json" id="sparkscale-document">(.*?)</script>', page,
+                          re.S)
+        assert match, "the tab's page carries no document"
+        return dict(json.loads(match.group(1)))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """The Connect server: the bridge jar, the plugin and launch=agent."""
+    work = tmp_path_factory.mktemp("connect")
+    port, ui_port = free_port(), free_port()
+    driver = submit(work, ["--class", CONNECT_SERVER], {
+        **CLUSTER,
+        "spark.ui.enabled": "true",
+        "spark.ui.port": str(ui_port),
+        "spark.sql.warehouse.dir": str(work / "warehouse"),
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+    })
     try:
-        yield running
+        yield ConnectServer(driver, f"sc://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}")
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        print(running.log_text()[-3000:])
+        driver.stop()
 
 
-def agent_started(server: Server, times: int) -> bool:
-    server.alive()
-    return server.log_text().count(AGENT_LINE) >= times
-
-
-def test_the_agent_beside_a_connect_server_scales_the_clients_query_and_comes_back_when_killed(
-        server: Server, tmp_path: Path) -> None:
-    wait_for(lambda: agent_started(server, 1), 120, what="the agent to start beside the Connect server")
+def test_the_agent_beside_a_connect_server_scales_the_clients_query_up_and_down(server: ConnectServer,
+                                                                               tmp_path: Path) -> None:
+    driver = server.driver
+    wait_for(lambda: driver.agents_started() >= 1, 120, what="the agent to start beside the Connect server")
     # The driver log carries the agent's own lines, on the logger the in-job launch's go to.
-    assert f"INFO sparkscale: {AGENT_LINE}" in server.log_text()
-
-    [pid] = server.agent_pids()
-    os.kill(pid, signal.SIGKILL)
-    restarted = wait_for(lambda: [e for e in server.event_log() if e.get("Event") == "io.sparkscale.bridge."
-                                  "AutoscalerEvent" and e["details"].get("situation") == "agent-restarted"],
-                         60, what="the event of the agent's restart")
-    assert restarted[0]["details"]["exitCode"] == 128 + signal.SIGKILL  # as Java reports a killed process
-    wait_for(lambda: agent_started(server, 2), 60, what="the agent to start again")
+    assert f"INFO sparkscale: {AGENT_LINE}" in driver.log_text()
 
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
@@ -145,13 +198,171 @@ def test_the_agent_beside_a_connect_server_scales_the_clients_query_and_comes_ba
                  .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "checkpoint"))
                  .queryName("connect-load").start())
         try:
-            scaled = wait_for(lambda: server.alive() or [
-                e for e in server.event_log() if e.get("Event") == "io.sparkscale.bridge.ScalingEvent"
-                and e.get("applied") and e["action"] == "scale_up"], 180,
-                what="a scale-up for the client's query")
-            assert scaled[0]["fromExecutors"] == 1 and scaled[0]["toExecutors"] >= 2, scaled[0]
-            assert "connect-load" in scaled[0]["reason"], scaled[0]["reason"]
+            [scaled, *_] = wait_for(lambda: driver.scalings("scale_up"), 180,
+                                    what="a scale-up for the client's query")
+            assert scaled["fromExecutors"] == 1 and scaled["toExecutors"] >= 2, scaled
+            assert "connect-load" in scaled["reason"], scaled["reason"]
         finally:
             query.stop()
+        # The query gone, the executors go back.
+        [down, *_] = wait_for(lambda: driver.scalings("scale_down"), 120,
+                              what="the scale-down once the client's query stopped")
+        assert down["toExecutors"] == 1, down
     finally:
         client.stop()
+    # The server's Autoscaler tab shows the decisions the agent made.
+    shown = {(d["action"], d["reason"]) for d in server.tab_document()["decisions"]}
+    assert {("scale_up", scaled["reason"]), ("scale_down", down["reason"])} <= shown, shown
+
+
+PIPELINE_FILES = 36
+PIPELINE_ROWS_PER_FILE = 40
+
+PIPELINE_SPEC = """\
+name: sparkscale_test_pipeline
+storage: {storage}
+configuration:
+  sparkscale.test.source: {source}
+libraries:
+  - glob:
+      include: transformations/**
+"""
+
+# A streaming table over JSON files, 2 a batch; each row waits 25 ms on an executor (Java's
+# Thread.sleep through the SQL function reflect: no Python function runs on the executors).
+PIPELINE_FLOW = """\
+from pyspark import pipelines as dp
+from pyspark.sql import SparkSession
+
+spark = SparkSession.active()
+
+
+@dp.table
+def waited_rows():
+    source = spark.conf.get("sparkscale.test.source")
+    return (spark.readStream.format("json").schema("id LONG").option("maxFilesPerTrigger", 2)
+            .load(source).repartition(3)
+            .selectExpr("id", "reflect('java.lang.Thread', 'sleep', CAST(25 AS BIGINT)) AS slept"))
+"""
+
+
+def test_a_pipeline_run_against_the_server_is_scaled_on_its_flow_and_writes_each_row_once(
+        server: ConnectServer, tmp_path: Path) -> None:
+    driver = server.driver
+    wait_for(lambda: driver.agents_started() >= 1, 120, what="the agent to start beside the Connect server")
+    scaled_before = len(driver.scalings("scale_up"))
+    source = tmp_path / "source"
+    source.mkdir()
+    for n in range(PIPELINE_FILES):  # a backlog: the run reads what is there when it starts
+        rows = range(n * PIPELINE_ROWS_PER_FILE, (n + 1) * PIPELINE_ROWS_PER_FILE)
+        (source / f"part-{n:03d}.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in rows))
+    project = tmp_path / "pipeline"
+    (project / "transformations").mkdir(parents=True)
+    (project / "pipeline.yml").write_text(PIPELINE_SPEC.format(storage=(tmp_path / "storage").as_uri(),
+                                                              source=source))
+    (project / "transformations" / "waited_rows.py").write_text(PIPELINE_FLOW)
+
+    log = tmp_path / "pipeline.log"
+    with open(log, "wb") as out:
+        run = subprocess.run([str(SPARK_HOME / "bin" / "spark-pipelines"), "--remote", server.url, "run",
+                              "--spec", str(project / "pipeline.yml")],
+                             cwd=project, env=environment(), stdout=out, stderr=subprocess.STDOUT,
+                             timeout=600)
+    assert run.returncode == 0, log.read_text(errors="replace")[-4000:]
+
+    ups = driver.scalings("scale_up")[scaled_before:]
+    assert ups, "no scale-up during the pipeline's run"
+    assert "waited_rows" in ups[0]["reason"], ups[0]["reason"]
+
+    from pyspark.sql import SparkSession
+
+    client = SparkSession.builder.remote(server.url).getOrCreate()
+    try:
+        [row] = client.sql("SELECT count(*) AS n, count(DISTINCT id) AS ids FROM waited_rows").collect()
+    finally:
+        client.stop()
+    assert (row.n, row.ids) == (PIPELINE_FILES * PIPELINE_ROWS_PER_FILE,) * 2
+
+
+# -------------------------------------------------------------------------------- a JVM job
+
+LOAD_ROWS_PER_S = 60
+ROW_WAIT_MS = 25
+
+
+@pytest.fixture(scope="module")
+def jvm_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/jvm_job/RateLoadJob.java, compiled against this pyspark's jars, in a jar."""
+    build = tmp_path_factory.mktemp("jvm-job")
+    classes = build / "classes"
+    subprocess.run(["javac", "-d", str(classes), "-cp", str(SPARK_HOME / "jars" / "*"),
+                    str(REPO / "tests" / "jvm_job" / "RateLoadJob.java")], check=True)
+    jar = build / "rate-load-job.jar"
+    subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True)
+    return jar
+
+
+def job_args(jar: Path, work: Path) -> list[str]:
+    control = work / "control"
+    control.mkdir(parents=True)
+    return ["--class", "RateLoadJob", str(jar), str(control), str(work / "out"), str(LOAD_ROWS_PER_S),
+            str(ROW_WAIT_MS)]
+
+
+# No checker: a scaling is healthy at once (the restart is the subject, not the checkers' windows).
+HEALTHY_AT_ONCE = {"spark.sparkscale.checkers": ""}
+
+
+def test_the_agent_beside_a_jvm_job_comes_back_when_killed_under_load_with_the_last_healthy_size(
+        jvm_job: Path, tmp_path: Path) -> None:
+    driver = submit(tmp_path, job_args(jvm_job, tmp_path), {**CLUSTER, **HEALTHY_AT_ONCE})
+    try:
+        [up, *_] = wait_for(lambda: driver.scalings("scale_up"), 180, what="a scale-up for the job's load")
+        assert up["fromExecutors"] == 1 and up["toExecutors"] >= 2 and "jvm-load" in up["reason"], up
+        wait_for(lambda: driver.notices("scaling-healthy"), 120, what="the scale-up judged healthy")
+
+        [pid] = driver.agent_pids()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: driver.notices("agent-restarted"), 60, what="the event of the agent's restart")
+        events = driver.event_log()
+        restart = next(i for i, e in enumerate(events) if e.get("Event") == NOTICE
+                       and e["details"].get("situation") == "agent-restarted")
+        # As Java reports a killed process.
+        assert events[restart]["details"]["exitCode"] == 128 + signal.SIGKILL
+        # The last size judged healthy before the kill.
+        size = [e for e in events[:restart] if e.get("Event") == NOTICE
+                and e["details"].get("situation") == "scaling-healthy"][-1]["details"]["healthyTarget"]
+        assert size >= 2
+        baselines = wait_for(lambda: driver.notices("baseline")[1:], 60,
+                             what="the restarted agent's baseline")
+        # The restarted agent went on from that size (kept in the driver's heap), not from initialExecutors.
+        assert f"restored last healthy target {size}" in baselines[0]["reason"], baselines[0]
+
+        (tmp_path / "control" / "quiet").touch()
+        wait_for(lambda: driver.scalings("scale_down"), 120, what="the scale-down in the quiet phase")
+        (tmp_path / "control" / "end").touch()
+        driver.process.wait(timeout=120)
+        assert driver.process.returncode == 0, driver.log_text()[-4000:]
+        [counted] = re.findall(r"rows=(\d+) distinct=(\d+) min=(-?\d+) max=(-?\d+)", driver.log_text())
+        rows, distinct, low, high = map(int, counted)
+        assert rows > 0 and (distinct, low, high) == (rows, 0, rows - 1), counted  # every value once
+        assert not [e for e in driver.event_log() if e.get("Event") == "SparkListenerTaskEnd"
+                    and e["Task End Reason"]["Reason"] != "Success" and e["Stage ID"] >= 0
+                    and "killed" not in json.dumps(e["Task End Reason"]).lower()], "a task failed"
+    finally:
+        driver.stop()
+
+
+def test_a_key_the_autoscaler_refuses_stops_the_jvm_jobs_driver_at_the_start(jvm_job: Path,
+                                                                            tmp_path: Path) -> None:
+    driver = submit(tmp_path, job_args(jvm_job, tmp_path),
+                    {**CLUSTER, "spark.sparkscale.maxExecutors": "lots"})
+    try:
+        driver.process.wait(timeout=120)
+        text = driver.log_text()
+        assert driver.process.returncode != 0, text[-4000:]
+        # The in-job launch's message, naming the key and the value.
+        assert "spark.sparkscale.maxExecutors" in text and "'lots'" in text, text[-4000:]
+        assert not (tmp_path / "out" / "load").exists()  # stopped before the job's query started
+    finally:
+        driver.stop()

@@ -4,6 +4,8 @@ tests/integration/test_server_side_launch.py)."""
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import logging
 
 import pytest
@@ -25,8 +27,38 @@ def test_without_a_gateway_to_attach_to_the_agent_refuses_to_start(monkeypatch: 
     root, own = logging.getLogger(), logging.getLogger("sparkscale")
     handlers, levels = list(root.handlers), (root.level, own.level)
     try:
-        assert agent.run(argparse.Namespace()) == agent.CONFIGURATION_REFUSED
+        assert agent.run(argparse.Namespace(check=False)) == agent.CONFIGURATION_REFUSED
     finally:
         root.handlers[:] = handlers
         root.setLevel(levels[0])
         own.setLevel(levels[1])
+
+
+def checked(conf: object, caplog: pytest.LogCaptureFixture) -> tuple[int, str]:
+    with caplog.at_level(logging.ERROR, logger="sparkscale"):
+        code = agent.check(io.StringIO(json.dumps(conf)))
+    return code, caplog.text
+
+
+def test_the_check_at_the_drivers_start_accepts_what_the_in_job_launch_accepts(
+        caplog: pytest.LogCaptureFixture) -> None:
+    conf = {"spark.sparkscale.launch": "agent", "spark.sparkscale.maxExecutors": "4"}
+    assert checked(conf, caplog) == (0, "")
+
+
+@pytest.mark.parametrize(("conf", "said"), [
+    ({"spark.sparkscale.maxExecutors": "many"}, "spark.sparkscale.maxExecutors"),
+    ({"spark.sparkscale.launch": "agent", "spark.dynamicAllocation.enabled": "true"},
+     "spark.dynamicAllocation.enabled=true"),
+    ({"spark.sparkscale.stateStore": "sqlite"}, "stateStore.sqlite.path"),
+])
+def test_the_check_refuses_with_the_in_job_launchs_message(conf: dict[str, str], said: str,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    code, text = checked(conf, caplog)
+    assert code == agent.CONFIGURATION_REFUSED
+    assert said in text
+
+
+def test_the_check_says_what_it_needs_when_its_input_is_not_a_conf(caplog: pytest.LogCaptureFixture) -> None:
+    code, text = checked(["spark.master"], caplog)
+    assert code == 1 and "JSON object" in text

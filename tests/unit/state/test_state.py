@@ -18,16 +18,82 @@ from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.config.options import ConfigError
 from sparkscale_listener.state.autoscaler_state import AutoscalerState
 from sparkscale_listener.state.loading import build_state_store
-from sparkscale_listener.state.store import APP_SCOPE, InMemoryStateStore, SqliteStateStore, StateStore
+from sparkscale_listener.state.store import (
+    APP_SCOPE,
+    InMemoryStateStore,
+    KeptElsewhereStateStore,
+    SqliteStateStore,
+    StateStore,
+)
+
+
+class Elsewhere:
+    """Where a :class:`KeptElsewhereStateStore` keeps its state (the driver's heap, for the agent)."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.saves = 0
+
+    def load(self) -> str | None:
+        return self.text
+
+    def save(self, text: str) -> None:
+        self.text = text
+        self.saves += 1
 
 
 class TestLocalStores(StateStoreContract):
-    @pytest.fixture(params=["memory", "sqlite"])
+    @pytest.fixture(params=["memory", "sqlite", "kept elsewhere"])
     def store(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-        s: StateStore = InMemoryStateStore(max_records=5) if request.param == "memory" \
-            else SqliteStateStore(tmp_path / "state.db", max_records=5)
+        heap = Elsewhere()
+        s: StateStore = {
+            "memory": lambda: InMemoryStateStore(max_records=5),
+            "sqlite": lambda: SqliteStateStore(tmp_path / "state.db", max_records=5),
+            "kept elsewhere": lambda: KeptElsewhereStateStore(heap.load, heap.save, max_records=5),
+        }[request.param]()
         yield s
         s.close()
+
+
+def test_a_restarted_agent_takes_over_what_its_memory_store_kept_in_the_drivers_heap() -> None:
+    heap = Elsewhere()
+    first = KeptElsewhereStateStore(heap.load, heap.save, max_records=3)
+    first.put("app", APP_SCOPE, "guard", {"healthy_target": 3})
+    for n in range(5):
+        first.append("app", APP_SCOPE, "scaling", {"n": n})
+    first.commit()
+    first.commit()  # nothing changed since: nothing saved
+    assert heap.saves == 1
+    # The agent is killed; the one started after it finds what the first kept.
+    second = KeptElsewhereStateStore(heap.load, heap.save, max_records=3)
+    assert second.get("app", APP_SCOPE, "guard") == {"healthy_target": 3}
+    assert second.records("app", APP_SCOPE, "scaling") == [{"n": 2}, {"n": 3}, {"n": 4}]
+    second.append("app", APP_SCOPE, "scaling", {"n": 5})
+    assert second.records("app", APP_SCOPE, "scaling") == [{"n": 3}, {"n": 4}, {"n": 5}]
+
+
+def test_a_failed_save_is_tried_again_at_the_next_commit() -> None:
+    heap = Elsewhere()
+    attempts: list[str] = []
+
+    def save(text: str) -> None:
+        attempts.append(text)
+        if len(attempts) == 1:
+            raise ConnectionError("the gateway is gone")
+        heap.save(text)
+
+    store = KeptElsewhereStateStore(heap.load, save)
+    store.put("app", APP_SCOPE, "k", 1)
+    with pytest.raises(ConnectionError):
+        store.commit()
+    store.commit()
+    assert heap.saves == 1 and KeptElsewhereStateStore(heap.load, heap.save).get("app", APP_SCOPE, "k") == 1
+
+
+def test_the_memory_store_of_an_agent_is_kept_where_the_agent_says() -> None:
+    heap = Elsewhere()
+    store = build_state_store(AutoscalerConfig(), memory_kept_by=(heap.load, heap.save))
+    assert isinstance(store, KeptElsewhereStateStore)
 
 
 def test_sqlite_persists_across_reopen(tmp_path: Path) -> None:

@@ -4,13 +4,16 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.python.Py4JServer;
@@ -39,6 +42,9 @@ final class AgentProcess {
   // An agent that ran this long before it exited was healthy: the next backoff starts again at the first.
   static final long HEALTHY_RUN_MS = 60_000L;
   private static final long STOP_GRACE_MS = 5_000L;
+  // Python's start and the package's imports: seconds, more on a busy machine.
+  private static final long CHECK_TIMEOUT_MS = 120_000L;
+  private static final Set<String> LEVELS = Set.of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL");
 
   // The logger of the in-job launch's lines too: the driver log reads the same in both launches.
   private static final Logger LOG = LoggerFactory.getLogger("sparkscale");
@@ -73,14 +79,98 @@ final class AgentProcess {
   static AgentProcess start(SparkContext sc) {
     Py4JServer gateway = new Py4JServer(sc.conf());
     gateway.start();
-    Map<String, String> env = new LinkedHashMap<>(System.getenv());
+    Map<String, String> env = environment();
     env.put("PYSPARK_GATEWAY_PORT", Integer.toString(gateway.getListeningPort()));
     env.put("PYSPARK_GATEWAY_SECRET", gateway.secret());
     // pyspark connects with py4j's ClientServer ("pinned threads") or its GatewayServer as this variable says; it
     // must name the kind Spark's Py4JServer made (from the same variable, read in this JVM).
     env.put("PYSPARK_PIN_THREAD", Boolean.toString(gateway.server() instanceof py4j.ClientServer));
+    List<String> command = List.of(python(sc.conf(), System.getenv()), "-m", "sparkscale_listener", "agent");
+    AgentProcess agent = new AgentProcess(sc, gateway, command, env);
+    agent.supervisor.start();
+    return agent;
+  }
+
+  /**
+   * Checks the application's configuration with the agent's own checks, before the SparkContext has started anything
+   * ({@code python -m sparkscale_listener agent --check}, the conf as a JSON object on its input): a key the autoscaler
+   * refuses, or dynamic allocation left on, stops the driver here with the message the in-job launch gives. So does a
+   * Python that cannot be started (the agent could not run either). A check that fails in another way is logged, and
+   * the application starts: the agent's own start meets the same problem and reports it.
+   */
+  static void checkConfiguration(SparkConf conf) {
+    String python = python(conf, System.getenv());
+    List<String> command = List.of(python, "-m", "sparkscale_listener", "agent", "--check");
+    Map<String, String> settings = new LinkedHashMap<>();
+    for (scala.Tuple2<String, String> entry : conf.getAll()) {
+      settings.put(entry._1(), entry._2());
+    }
+    ProcessBuilder builder = new ProcessBuilder(new ArrayList<>(command)).redirectErrorStream(true);
+    builder.environment().clear();
+    builder.environment().putAll(environment());
+    Process p;
+    try {
+      p = builder.start();
+    } catch (IOException e) {
+      throw new IllegalArgumentException("could not start the autoscaler's Python " + python + " (" + e.getMessage() + "): set "
+          + PYTHON_KEY + " to a Python with sparkscale-listener and pyspark installed");
+    }
+    StringBuilder output = new StringBuilder();
+    Thread reader = new Thread(() -> collect(p, output), "sparkscale-agent-check");
+    reader.setDaemon(true);
+    reader.start();
+    try (OutputStream in = p.getOutputStream()) {
+      in.write(new ObjectMapper().writeValueAsBytes(settings));
+    } catch (IOException e) {
+      // It exited before it read: its exit code and output say why.
+    }
+    int code;
+    try {
+      if (!p.waitFor(CHECK_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+        p.destroyForcibly();
+        LOG.error("the check of the autoscaler's configuration took over {} s; starting without it",
+            CHECK_TIMEOUT_MS / 1000);
+        return;
+      }
+      code = p.exitValue();
+      reader.join(STOP_GRACE_MS);
+    } catch (InterruptedException e) {
+      p.destroyForcibly();
+      Thread.currentThread().interrupt();
+      return;
+    }
+    String said = output.toString().strip();
+    if (code == CONFIGURATION_REFUSED) {
+      throw new IllegalArgumentException(said.isEmpty() ? "the autoscaler refused the configuration" : said);
+    }
+    if (code != 0) {
+      LOG.error("the check of the autoscaler's configuration failed (exit code {}): {}", code, said);
+    }
+  }
+
+  /** The agent's output, each line without the level the agent's log format starts it with. */
+  private static void collect(Process p, StringBuilder output) {
+    try (BufferedReader lines = new BufferedReader(
+        new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+      for (String line = lines.readLine(); line != null; line = lines.readLine()) {
+        synchronized (output) {
+          output.append(withoutLevel(line)).append('\n');
+        }
+      }
+    } catch (IOException e) {
+      // The process ended: its output closed with it.
+    }
+  }
+
+  private static String withoutLevel(String line) {
+    int space = line.indexOf(' ');
+    return space > 0 && LEVELS.contains(line.substring(0, space)) ? line.substring(space + 1) : line;
+  }
+
+  /** The agent's environment: the driver's, with the pyspark of this Spark on its path, as spark-submit gives it. */
+  private static Map<String, String> environment() {
+    Map<String, String> env = new LinkedHashMap<>(System.getenv());
     env.put("PYTHONUNBUFFERED", "1");
-    // The pyspark of a Spark distribution, as spark-submit gives it to a PySpark application.
     String inherited = env.get("PYTHONPATH");
     String sparkPath = PythonUtils.sparkPythonPath();
     env.put("PYTHONPATH", inherited == null || inherited.isEmpty() ? sparkPath
@@ -88,10 +178,7 @@ final class AgentProcess {
     // A Spark Connect server's environment may name Connect: the agent is a classic PySpark driver process.
     env.remove("SPARK_CONNECT_MODE_ENABLED");
     env.remove("SPARK_REMOTE");
-    List<String> command = List.of(python(sc.conf(), System.getenv()), "-m", "sparkscale_listener", "agent");
-    AgentProcess agent = new AgentProcess(sc, gateway, command, env);
-    agent.supervisor.start();
-    return agent;
+    return env;
   }
 
   /**
@@ -220,7 +307,7 @@ final class AgentProcess {
       for (String line = lines.readLine(); line != null; line = lines.readLine()) {
         int space = line.indexOf(' ');
         String first = space > 0 ? line.substring(0, space) : "";
-        if (first.matches("DEBUG|INFO|WARNING|ERROR|CRITICAL")) {
+        if (LEVELS.contains(first)) {
           level = first;
           line = line.substring(space + 1);
         }

@@ -37,6 +37,10 @@ public final class SparkscaleBridge {
   private static volatile SourceOffsets sourceOffsets;
   private static volatile IdleRemovals idleRemovals;
   private static volatile QueryEvents queryEvents;
+  // The agent's in-memory state store, kept here, in the driver's heap: an agent restarted after a crash takes over
+  // the last healthy size, a pause and the scale-down wait instead of starting afresh (and asking for its initial
+  // executors under load). It ends with the application, as the in-job launch's memory store does.
+  private static volatile String agentState;
 
   private SparkscaleBridge() {
   }
@@ -48,6 +52,7 @@ public final class SparkscaleBridge {
     sc = context;
     listener = l;
     queryEvents = events;
+    agentState = null;
     l.countDroppedEventsWith(() -> SparkContextViews.droppedListenerEvents(context));
     SourceOffsets offsets = new SourceOffsets();
     sourceOffsets = offsets;
@@ -103,6 +108,7 @@ public final class SparkscaleBridge {
       sc = null;
       listener = null;
       queryEvents = null;
+      agentState = null;
       Gauges.uninstall();
     }
   }
@@ -113,6 +119,18 @@ public final class SparkscaleBridge {
    */
   public static int repliesWithoutDelay(Object gatewayServer) {
     return Py4jReplies.withoutDelay(gatewayServer);
+  }
+
+  // ---------------------------------------------------------------- the agent's state
+
+  /** What the agent's in-memory state store saved last (its JSON), or null: nothing yet in this application. */
+  public static String agentState() {
+    return agentState;
+  }
+
+  /** Keeps the agent's in-memory state store (its JSON) until the application ends or the agent saves it again. */
+  public static void saveAgentState(String json) {
+    agentState = json;
   }
 
   // ---------------------------------------------------------------- queries

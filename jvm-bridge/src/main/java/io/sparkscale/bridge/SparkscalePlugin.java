@@ -39,6 +39,10 @@ public class SparkscalePlugin implements SparkPlugin {
     public Map<String, String> init(SparkContext sc, PluginContext ctx) {
       // The task scheduler does not exist yet: only wire things up here, never call into scheduling.
       this.sc = sc;
+      if (AgentProcess.wanted(sc.conf())) {
+        // A refused configuration stops the driver now, before any executor starts, as it stops the in-job launch.
+        AgentProcess.checkConfiguration(sc.conf());
+      }
       SparkscaleListener listener = new SparkscaleListener(sc.conf());
       // Own queue: a slow snapshot never delays Spark's queues, and a busy app never delays ours.
       sc.listenerBus().addToQueue(listener, QUEUE);
