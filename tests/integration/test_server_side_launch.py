@@ -222,7 +222,7 @@ PIPELINE_SPEC = """\
 name: sparkscale_test_pipeline
 storage: {storage}
 configuration:
-  sparkscale.test.source: {source}
+  waited_rows.source: {source}
 libraries:
   - glob:
       include: transformations/**
@@ -239,7 +239,7 @@ spark = SparkSession.active()
 
 @dp.table
 def waited_rows():
-    source = spark.conf.get("sparkscale.test.source")
+    source = spark.conf.get("waited_rows.source")
     return (spark.readStream.format("json").schema("id LONG").option("maxFilesPerTrigger", 2)
             .load(source).repartition(3)
             .selectExpr("id", "reflect('java.lang.Thread', 'sleep', CAST(25 AS BIGINT)) AS slept"))
