@@ -340,7 +340,8 @@ class Autoscaler:
         if self.gauges is not None:
             try:
                 self.gauges.publish(sample, decisions[-1], self._reported_target(),
-                                    self.realizer.requested_total, self.guard.pause.active(sample.time))
+                                    self.realizer.requested_total, self.guard.pause.active(sample.time),
+                                    self.forecasts.forecasts() if self.forecasts is not None else None)
             except Exception as exc:
                 self._failed(sample.time, "gauges", exc)
         for observer in self.observers:
