@@ -222,8 +222,9 @@ class Autoscaler:
         self._record(decisions, sample)
         executor.persist()
         self.state.store_policy_state(self.policy.to_state())
-        if self.forecasts is not None:
-            self.state.store_forecast_state(self.forecasts.to_state())
+        learnt = self.forecasts.learnt_state() if self.forecasts is not None else None
+        if learnt is not None:
+            self.state.store_forecast_state(learnt)
         return decisions
 
     def _restore(self, now: float) -> bool:

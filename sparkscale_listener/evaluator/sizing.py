@@ -166,11 +166,11 @@ def size_ahead(evaluation: Evaluation, demands: list[Demand], costs: dict[str, B
     """``evaluation`` with what the forecast load needs (``context.forecasts``), sized by :func:`size`
     as the present load is, each query on the higher of its arrivals and its forecast: at its peak
     from now to a provisioning time plus a batch ahead (executors asked for now register before the
-    load comes), and at its peak within ``scaleDownInterval`` (no scale-down below what the load
-    returns to). Applied only where each query's forecast is (its recent error within
-    ``forecast.maxError`` and ``forecast.mode=on``): the recommendation is then the larger of the
-    present load's, the peak ahead's and, up to the current size, the returning load's. In shadow
-    the figures are only told."""
+    load comes; where that asks for more, at its peak until a decision after the change can come),
+    and at its peak within ``scaleDownInterval`` (no scale-down below what the load returns to).
+    Applied only where each query's forecast is (its recent error within ``forecast.maxError`` and
+    ``forecast.mode=on``): the recommendation is then the larger of the present load's, the peak
+    ahead's and, up to the current size, the returning load's. In shadow the figures are only told."""
     forecasts = {d.q.query_id: f for d in demands
                  if not d.idle and (f := context.forecasts.get(d.q.query_id)) is not None}
     if not evaluation.ready or not forecasts:
@@ -186,12 +186,15 @@ def size_ahead(evaluation: Evaluation, demands: list[Demand], costs: dict[str, B
                                            learning).recommended_executors)
 
     ahead = sized_on({qid: f.peak_rate for qid, f in used.items()})
+    if ahead > evaluation.recommended_executors:
+        # A pre-scale: sized for the load until the next decision can come, not only the horizon's.
+        ahead = max(ahead, sized_on({qid: f.settled_rate for qid, f in used.items()}))
     returning = sized_on({qid: f.return_rate for qid, f in used.items()})
     now, current, present = context.now, context.current_target, evaluation.recommended_executors
     wanted = max(present, ahead, min(current, returning))
     # The query whose forecast is furthest above its arrivals: the one the text names.
     by_id = {d.q.query_id: d for d in demands}
-    qid, f = max(used.items(), key=lambda item: item[1].peak_rate - by_id[item[0]].rate)
+    qid, f = max(used.items(), key=lambda item: item[1].settled_rate - by_id[item[0]].rate)
     label = readable.query(by_id[qid].q.name, qid)
     if ahead > present:
         said = f"{label}: {f.reaches(now)}"

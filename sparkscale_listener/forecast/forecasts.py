@@ -45,16 +45,21 @@ class QueryForecast:
     peak_at: float  # the start of that slot
     return_rate: float  # the highest forecast rows/s from now to scaleDownInterval ahead
     return_at: float
+    # The highest forecast rows/s until a decision after a change can come (the horizon,
+    # stabilizationInterval and two batches): what a pre-scale is sized for.
+    settled_rate: float
+    settled_at: float
     error: float | None  # the recent forecasts' error: |forecast - arrivals| over arrivals; None: unchecked
     checked_periods: float  # the periods that error covers
     applied: bool
     state: str  # why it is applied or in shadow, in words
 
     def reaches(self, now: float) -> str:
-        """``the load reaches 480 rows/s at 09:00 in 40 s, forecast error 6 % over the last 3 periods``."""
-        at = clock_time(self.peak_at, self.period_s)
-        return (f"the load reaches {readable.rate(self.peak_rate)} at {at} "
-                f"in {readable.seconds(max(0.0, self.peak_at - now))}, {self.error_text()}")
+        """``the load reaches 480 rows/s at 09:00 in 40 s, forecast error 6 % over the last 3 periods``:
+        the load a pre-scale is sized for."""
+        at = clock_time(self.settled_at, self.period_s)
+        return (f"the load reaches {readable.rate(self.settled_rate)} at {at} "
+                f"in {readable.seconds(max(0.0, self.settled_at - now))}, {self.error_text()}")
 
     def error_text(self) -> str:
         if self.error is None:
@@ -117,6 +122,7 @@ class ArrivalForecasts:
         self.slot_s = 2.0 * config.interval_s
         self._queries: dict[str, _Query] = {}
         self._latest: dict[str, QueryForecast] = {}
+        self._learnt = False  # a slot closed or the history grew since the state was last taken
 
     def forecasts(self) -> Mapping[str, QueryForecast]:
         """The latest forecast of each query that has one."""
@@ -142,6 +148,15 @@ class ArrivalForecasts:
                     if now - s.last_seen > FORGET_PERIODS * (s.profile.period_s if s.profile else _DAY_S)]:
             del self._queries[qid]
 
+    def learnt_state(self) -> dict[str, Any] | None:
+        """:meth:`to_state` when something was learnt since the last call (a slot closed, the history
+        grew), else None: the state is written as it changes, not at every tick (it holds a history
+        and a profile per query, and each write is one more JSON of them to the store)."""
+        if not self._learnt:
+            return None
+        self._learnt = False
+        return self.to_state()
+
     def horizon_s(self, q: QueryMetrics, provisioning_s: float) -> float:
         """How far ahead a query is sized: a provisioning time (new executors register) plus a batch
         period (the batch that then reads the load)."""
@@ -152,6 +167,7 @@ class ArrivalForecasts:
 
     def _learn(self, state: _Query, q: QueryMetrics) -> None:
         batches = list(q.recent_batches)
+        known = (len(state.history.rates), state.history.resolution_s, state.slot)
         for previous, b in itertools.pairwise(batches):
             if state.last_batch is not None and b.batch_id <= state.last_batch:
                 continue
@@ -166,6 +182,8 @@ class ArrivalForecasts:
             state.last_batch = max(batches[-1].batch_id, state.last_batch or -1)
         if state.profile is None:
             self._start_profile(state)
+        if (len(state.history.rates), state.history.resolution_s, state.slot) != known:
+            self._learnt = True
 
     def _into_slot(self, state: _Query, t: float, rows: float, seconds: float) -> None:
         """Arrivals into the profile's slot of ``t``; a later slot closes the open one (learnt, and its
@@ -197,8 +215,9 @@ class ArrivalForecasts:
             state.profile = SeasonalProfile(self.period_s, bins_for(self.period_s, self.slot_s))
             return
         history = state.history
-        if len(history.rates) == state.detect_length:
-            return  # nothing new since the last attempt
+        grown = len(history.rates) - state.detect_length
+        if 0 <= grown < max(1, len(history.rates) // 20):
+            return  # tried on nearly this history already (a negative growth: its resolution halved)
         state.detect_length = len(history.rates)
         period = detect_period(history.rates, history.resolution_s, shortest_s=6 * self.slot_s)
         if period is None:
@@ -228,13 +247,21 @@ class ArrivalForecasts:
         # Recorded once per slot, as first forecast a horizon ahead: checked when the slot closes.
         ahead = profile.slot_of(now + horizon)
         state.predicted.setdefault(ahead, profile.rate_at(ahead))
-        peak, peak_at = profile.peak(now, now + horizon)
+        # A slot's forecast is its mean: on a ramp the load reaches the next slot's by its end, so the
+        # slot after the horizon's counts too (without it, a 30 s ramp was pre-scaled for in two steps,
+        # the second after the first's stabilization, as the ramp ended).
+        peak, peak_at = profile.peak(now, now + horizon + profile.slot_s)
         back, back_at = profile.peak(now, now + self.config.scale_down_interval_s)
+        # After a change no decision comes until its executors registered, stabilizationInterval passed
+        # and two batches ran: a pre-scale to the peak within the horizon alone was followed by a
+        # second one as a 30 s ramp ended.
+        settle = horizon + self.config.stabilization_interval_s + 2 * (horizon - provisioning_s)
+        settled, settled_at = profile.peak(now, now + settle + profile.slot_s)
         error, periods = _error(state.checks, profile)
         applied, why = self._verdict(error, state.checks, profile)
         return QueryForecast(q.query_id, profile.period_s, state.detected,
                              profile.rate_at(profile.slot_of(now)), horizon, peak, peak_at, back, back_at,
-                             error, periods, applied, why)
+                             settled, settled_at, error, periods, applied, why)
 
     def _verdict(self, error: float | None, checks: deque[tuple[int, float, float]],
                  profile: SeasonalProfile) -> tuple[bool, str]:

@@ -126,8 +126,9 @@ class SeasonalProfile:
         self.first[j] = rate
 
     def to_state(self) -> dict[str, Any]:
-        return {"periodS": self.period_s, "bins": self.bins, "season": self.season, "level": self.level,
-                "trend": self.trend, "lastSlot": self.last_slot, "first": self.first,
+        return {"periodS": self.period_s, "bins": self.bins, "season": [short(x) for x in self.season],
+                "level": self.level, "trend": self.trend, "lastSlot": self.last_slot,
+                "first": [None if x is None else short(x) for x in self.first],
                 "firstStart": self.first_start}
 
     @classmethod
@@ -141,6 +142,11 @@ class SeasonalProfile:
         if profile.season and len(profile.season) != profile.bins:
             raise ValueError("a profile of another number of slots")
         return profile
+
+
+def short(value: float) -> float:
+    """4 significant digits: what a rate's noise leaves of meaning, in a third of the JSON."""
+    return float(f"{value:.4g}")
 
 
 def _filled(rates: list[float | None]) -> list[float]:
@@ -190,7 +196,8 @@ class RateHistory:
         self.resolution_s *= 2.0
 
     def to_state(self) -> dict[str, Any]:
-        return {"resolutionS": self.resolution_s, "startSlot": self.start_slot, "rates": self.rates}
+        return {"resolutionS": self.resolution_s, "startSlot": self.start_slot,
+                "rates": [None if x is None else short(x) for x in self.rates]}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> RateHistory:
