@@ -106,7 +106,7 @@ class Result:
 def after(timeline: Timeline, start: float) -> Timeline:
     """The timeline from ``start`` on."""
     i = int(np.searchsorted(np.asarray(timeline.t), start))
-    return replace(timeline, t=timeline.t[i:], executors=timeline.executors[i:], total=timeline.total[i:],
+    return replace(timeline, t=timeline.t[i:], executors=timeline.executors[i:], load=timeline.load[i:],
                    lag_s=timeline.lag_s[i:], actions=[a for a in timeline.actions if a[0] >= start])
 
 
