@@ -178,18 +178,23 @@ def size_ahead(evaluation: Evaluation, demands: list[Demand], costs: dict[str, B
     applied = {qid: f for qid, f in forecasts.items() if f.applied}
     used = applied or forecasts  # in shadow, what the forecasts would do
 
-    def sized_on(rates: Mapping[str, float]) -> int:
+    def sized_on(rates: Mapping[str, float]) -> Evaluation:
         if not any(rates.get(d.q.query_id, 0.0) > d.rate for d in demands):
-            return evaluation.recommended_executors  # the present load's size already covers it
+            return evaluation  # the present load's size already covers it
         forecast = [replace(d, rate=max(d.rate, rates.get(d.q.query_id, 0.0)), notes=[]) for d in demands]
-        return context.config.bounded(size(forecast, costs, history, context, "", held,
-                                           learning).recommended_executors)
+        return size(forecast, costs, history, context, "", held, learning)
 
-    ahead = sized_on({qid: f.peak_rate for qid, f in used.items()})
-    if ahead > evaluation.recommended_executors:
+    bounded = context.config.bounded
+    ahead = evaluation.recommended_executors
+    coming = sized_on({qid: f.peak_rate for qid, f in used.items()})
+    # The band as for the present load: a pre-scale only where the forecast load would take the current
+    # executors past utilization.max (sized at the target on every forecast, the day's peak was held all
+    # day where the present load, inside the band, kept half the executors with no lag).
+    if coming.utilization is not None and coming.utilization > context.config.utilization_max:
         # A pre-scale: sized for the load until the next decision can come, not only the horizon's.
-        ahead = max(ahead, sized_on({qid: f.settled_rate for qid, f in used.items()}))
-    returning = sized_on({qid: f.return_rate for qid, f in used.items()})
+        settled = sized_on({qid: f.settled_rate for qid, f in used.items()})
+        ahead = max(ahead, bounded(coming.recommended_executors), bounded(settled.recommended_executors))
+    returning = bounded(sized_on({qid: f.return_rate for qid, f in used.items()}).recommended_executors)
     now, current, present = context.now, context.current_target, evaluation.recommended_executors
     wanted = max(present, ahead, min(current, returning))
     # The query whose forecast is furthest above its arrivals: the one the text names.
