@@ -194,8 +194,10 @@ def size_ahead(evaluation: Evaluation, demands: list[Demand], costs: dict[str, B
         # A pre-scale: sized for the load until the next decision can come, not only the horizon's.
         settled = sized_on({qid: f.settled_rate for qid, f in used.items()})
         ahead = max(ahead, bounded(coming.recommended_executors), bounded(settled.recommended_executors))
-    returning = bounded(sized_on({qid: f.return_rate for qid, f in used.items()}).recommended_executors)
     now, current, present = context.now, context.current_target, evaluation.recommended_executors
+    # Only a scale-down can be held (a size scan fewer at every tick that has none to hold).
+    returning = (bounded(sized_on({qid: f.return_rate for qid, f in used.items()}).recommended_executors)
+                 if current > present else present)
     wanted = max(present, ahead, min(current, returning))
     # The query whose forecast is furthest above its arrivals: the one the text names.
     by_id = {d.q.query_id: d for d in demands}
