@@ -26,6 +26,7 @@ from .config.core import AutoscalerConfig, Mode
 from .decisions import Decision, Evaluation, ScalingContext, decision_to_dict, not_ready
 from .evaluator import MetricEvaluator, MicroBatchEvaluator
 from .executor import ScalingExecutor
+from .forecast import ArrivalForecasts
 from .metrics import MetricSample, processed_rates
 from .observe.errors import ErrorReporter
 from .observe.events import (
@@ -92,6 +93,8 @@ class Autoscaler:
         self.provisioning = ProvisioningTracker(config, self.state, allocation_batches)
         self.executor = ScalingExecutor(config, realizer, guard, events, self.state, self.provisioning,
                                         app_name)
+        # Each query's forecast of its arrivals (forecast.mode shadow or on), learnt at every tick.
+        self.forecasts = ArrivalForecasts(config) if config.forecast_mode != "off" else None
 
     # ------------------------------------------------------------------ public API
     def step(self) -> list[Decision]:
@@ -149,6 +152,8 @@ class Autoscaler:
                 "events_lost": self._events_lost or 0,
                 "errors": self.errors.count,
                 "last_error": self.errors.last,
+                "forecasts": {qid: f.to_dict() for qid, f in self.forecasts.forecasts().items()}
+                if self.forecasts is not None else {},
             })
             if brief:
                 del status["last_decision"], status["last_scaling"]
@@ -200,6 +205,8 @@ class Autoscaler:
                 now, sample.cluster.live_executors):
             return []
         executor.follow_the_cluster(now, sample)
+        if self.forecasts is not None:
+            self.forecasts.observe(sample, self.provisioning.time_s())
         self._note_lost_events(now, sample)
         decisions = self._check_last_scaling(now)
         pause = self.guard.pause
@@ -215,6 +222,9 @@ class Autoscaler:
         self._record(decisions, sample)
         executor.persist()
         self.state.store_policy_state(self.policy.to_state())
+        learnt = self.forecasts.learnt_state() if self.forecasts is not None else None
+        if learnt is not None:
+            self.state.store_forecast_state(learnt)
         return decisions
 
     def _restore(self, now: float) -> bool:
@@ -232,6 +242,8 @@ class Autoscaler:
         policy_state = self.state.policy_state()
         if policy_state:
             self.policy.load_state(policy_state)
+        if self.forecasts is not None:
+            self.forecasts.load_state(self.state.forecast_state())
         return True
 
     def _note_lost_events(self, now: float, sample: MetricSample) -> None:
@@ -306,7 +318,8 @@ class Autoscaler:
             processed_rates=processed_rates(list(self._history), t.window_start,
                                             self.config.metrics_window_s),
             window_start=t.window_start, provisioning_time_s=self.provisioning.time_s(),
-            last_scaling=t.last_scaling)
+            last_scaling=t.last_scaling,
+            forecasts=self.forecasts.forecasts() if self.forecasts is not None else {})
 
     # ------------------------------------------------------------------ bookkeeping
     def _remember(self, sample: MetricSample) -> None:
@@ -328,7 +341,8 @@ class Autoscaler:
         if self.gauges is not None:
             try:
                 self.gauges.publish(sample, decisions[-1], self._reported_target(),
-                                    self.realizer.requested_total, self.guard.pause.active(sample.time))
+                                    self.realizer.requested_total, self.guard.pause.active(sample.time),
+                                    self.forecasts.forecasts() if self.forecasts is not None else None)
             except Exception as exc:
                 self._failed(sample.time, "gauges", exc)
         for observer in self.observers:

@@ -8,11 +8,12 @@ excluded periods. Every decision, "none" included, carries a reason a person can
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from .config.core import AutoscalerConfig
+from .forecast import QueryForecast
 from .model import BatchCost
 
 Action = Literal["scale_up", "scale_down", "none", "rollback"]
@@ -112,6 +113,8 @@ class ScalingContext:
     # Rows/s each query processed over the window (counter deltas): the measure a scale-up's
     # effect is judged by, the same one its "before" rate was taken with.
     processed_rates: dict[str, float] = field(default_factory=dict)
+    # Each query's forecast of its arrivals (forecast.mode shadow or on), once it has one.
+    forecasts: Mapping[str, QueryForecast] = field(default_factory=dict)
 
     @property
     def slots_per_executor(self) -> int:
@@ -180,6 +183,24 @@ class Evaluation:
     # The queries still learning their cost, as reasons name them: the others are sized, and the
     # policy keeps the current size meanwhile (policy.held_while_learning).
     still_learning: tuple[str, ...] = ()
+    # What the forecast load needs (evaluator.sizing.size_ahead), applied or in shadow; None: no forecast.
+    forecast: ForecastSizing | None = None
+
+
+@dataclass(frozen=True)
+class ForecastSizing:
+    """The executors the forecast load needs: ``ahead`` for the load a provisioning time plus a batch
+    ahead (a pre-scale), ``returning`` for the load within scaleDownInterval (no scale-down below it).
+    ``applied``: they raised the recommendation; else shadow, shown only. ``text`` says which query's
+    forecast asked for the most and why it is applied or not."""
+
+    ahead: int
+    returning: int
+    applied: bool
+    text: str
+
+    def summary(self) -> dict[str, Any]:
+        return {"ahead": self.ahead, "returning": self.returning, "applied": self.applied, "text": self.text}
 
 
 def not_ready(time: float, current_executors: int, whys: Sequence[str]) -> Evaluation:
@@ -233,6 +254,8 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
         out["recommended_executors"] = ev.recommended_executors
         out["required_slots"] = ev.required_slots
         out["backlog_mode"] = ev.backlog_mode
+        if ev.forecast is not None:
+            out["forecast"] = ev.forecast.summary()
         # Shallow: the fields are figures, and the model (cost) is left out, so asdict's deep copy
         # of it would be wasted work at every tick.
         out["queries"] = {q: {f.name: getattr(e, f.name) for f in fields(e) if f.name != "cost"}

@@ -226,6 +226,22 @@ class AutoscalerConfig:
                                           "most this often, and at every change of executors or pause; "
                                           "the History Server's Autoscaler tab draws its chart from "
                                           "them. 0: every tick.")
+    forecast_mode: str = option(
+        "forecast.mode", Choice("off", "shadow", "on"), "shadow",
+        "Pre-scaling on each query's forecast arrivals (a recurring profile with level and trend, learnt "
+        "from its history). off: no forecast. shadow: forecast, checked and shown, never applied. on: "
+        "size for the forecast load a provisioning time plus a batch ahead, and hold a scale-down when "
+        "the load returns within scaleDownInterval, while its recent error is within forecast.maxError.")
+    forecast_period_s: float | None = option(
+        "forecast.period", Duration(positive=True, at_most=5 * WEEK, until="detect"), None,
+        "The period the load recurs with (1d for a daily pattern, 7d for a weekly one). detect: found "
+        "in each query's history (its autocorrelation), once 2.5 periods of it are seen.")
+    forecast_max_error: float = option(
+        "forecast.maxError", Number(0.0, None, low_open=True), 0.2,
+        "The forecast is applied only while its recent error (each forecast made a horizon ahead "
+        "checked against the arrivals that came: the misses over the arrivals, over the last 3 periods "
+        "and over the newest tenth of a period alike) is at most this; above it, it runs in shadow and "
+        "says so.")
     # Every spark.sparkscale.* key as given (prefix stripped), for the
     # modules' own keys.
     raw: Mapping[str, str] = field(default_factory=dict)

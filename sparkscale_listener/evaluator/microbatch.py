@@ -15,7 +15,7 @@ from ..model import MIN_BATCHES, BatchCost, BatchCostLearner, fit_all
 from .base import MetricEvaluator
 from .demand import Demand, DemandReader, other_tasks, slots_kept_busy
 from .outcomes import CONFIRMING_BATCHES, measure_outcomes
-from .sizing import size
+from .sizing import size, size_ahead
 
 
 class MicroBatchEvaluator(MetricEvaluator):
@@ -100,8 +100,9 @@ class MicroBatchEvaluator(MetricEvaluator):
                 return not_ready(context.now, context.current_target, whys)
         if not active:
             return size([], {}, history, context, "" if held else "no active streaming query", held)
-        evaluation = size(demands, {qid: c for qid, c in costs.items() if qid not in learning},
-                          history, context, "", held, learning)
+        sized = {qid: c for qid, c in costs.items() if qid not in learning}
+        evaluation = size_ahead(size(demands, sized, history, context, "", held, learning),
+                                demands, sized, history, context, held, learning)
         if learning:
             evaluation = replace(evaluation, still_learning=tuple(readable.query(last.queries[q].name, q)
                                                                   for q in learning))

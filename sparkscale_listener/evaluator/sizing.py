@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from ..decisions import Evaluation, QueryEvaluation, ScalingContext
+from .. import readable
+from ..decisions import Evaluation, ForecastSizing, QueryEvaluation, ScalingContext
 from ..metrics import MetricSample, QueryMetrics
 from ..model import NONE_CONCURRENT, BatchCost, Concurrent, executors_for
 from .demand import Demand, measured_until, other_tasks
@@ -156,6 +158,68 @@ def size(demands: list[Demand], costs: dict[str, BatchCost | None],
                       utilization=utilization, backlog_mode=backlog_mode, queries=queries,
                       reason=details, headline=headline, rising=any(d.rising for d in demands),
                       measured_until=measured_until(demands))
+
+
+def size_ahead(evaluation: Evaluation, demands: list[Demand], costs: dict[str, BatchCost | None],
+               history: Sequence[MetricSample], context: ScalingContext, held: Mapping[str, QueryMetrics],
+               learning: Mapping[str, float] | None = None) -> Evaluation:
+    """``evaluation`` with what the forecast load needs (``context.forecasts``), sized by :func:`size`
+    as the present load is, each query on the higher of its arrivals and its forecast: at its peak
+    from now to a provisioning time plus a batch ahead (executors asked for now register before the
+    load comes; where that asks for more, at its peak until a decision after the change can come),
+    and at its peak within ``scaleDownInterval`` (no scale-down below what the load returns to).
+    Applied only where each query's forecast is (its recent error within ``forecast.maxError`` and
+    ``forecast.mode=on``): the recommendation is then the larger of the present load's, the peak
+    ahead's and, up to the current size, the returning load's. In shadow the figures are only told."""
+    forecasts = {d.q.query_id: f for d in demands
+                 if not d.idle and (f := context.forecasts.get(d.q.query_id)) is not None}
+    if not evaluation.ready or not forecasts:
+        return evaluation
+    applied = {qid: f for qid, f in forecasts.items() if f.applied}
+    used = applied or forecasts  # in shadow, what the forecasts would do
+
+    def sized_on(rates: Mapping[str, float]) -> Evaluation:
+        if not any(rates.get(d.q.query_id, 0.0) > d.rate for d in demands):
+            return evaluation  # the present load's size already covers it
+        forecast = [replace(d, rate=max(d.rate, rates.get(d.q.query_id, 0.0)), notes=[]) for d in demands]
+        return size(forecast, costs, history, context, "", held, learning)
+
+    bounded = context.config.bounded
+    ahead = evaluation.recommended_executors
+    coming = sized_on({qid: f.peak_rate for qid, f in used.items()})
+    # The band as for the present load: a pre-scale only where the forecast load would take the current
+    # executors past utilization.max (sized at the target on every forecast, the day's peak was held all
+    # day where the present load, inside the band, kept half the executors with no lag).
+    if coming.utilization is not None and coming.utilization > context.config.utilization_max:
+        # A pre-scale: sized for the load until the next decision can come, not only the horizon's.
+        settled = sized_on({qid: f.settled_rate for qid, f in used.items()})
+        ahead = max(ahead, bounded(coming.recommended_executors), bounded(settled.recommended_executors))
+    now, current, present = context.now, context.current_target, evaluation.recommended_executors
+    # Only a scale-down can be held (a size scan fewer at every tick that has none to hold).
+    returning = (bounded(sized_on({qid: f.return_rate for qid, f in used.items()}).recommended_executors)
+                 if current > present else present)
+    wanted = max(present, ahead, min(current, returning))
+    # The query whose forecast is furthest above its arrivals: the one the text names.
+    by_id = {d.q.query_id: d for d in demands}
+    qid, f = max(used.items(), key=lambda item: item[1].settled_rate - by_id[item[0]].rate)
+    label = readable.query(by_id[qid].q.name, qid)
+    if ahead > present:
+        said = f"{label}: {f.reaches(now)}"
+    elif wanted > present:
+        said = (f"{label}: the load returns to {readable.rate(f.return_rate)} in "
+                f"{readable.seconds(max(0.0, f.return_at - now))}, within scaleDownInterval; "
+                f"{f.error_text()}")
+    else:
+        said = f"{label}: the load forecast within the present size's, {f.error_text()}"
+    sizing = ForecastSizing(ahead, returning, bool(applied), f"{said} ({f.state})")
+    if not applied or wanted <= present:
+        details = f"forecast: {ahead} executors ahead, {returning} within scaleDownInterval; {sizing.text}"
+        return replace(evaluation, forecast=sizing,
+                       reason="; ".join(x for x in (evaluation.reason, details) if x))
+    headline = (f"{evaluation.headline}; forecast: {said}, {readable.executors(wanted)}" if wanted <= current
+                else evaluation.headline)
+    return replace(evaluation, recommended_executors=wanted, forecast=sizing, headline=headline,
+                   reason="; ".join(x for x in (evaluation.reason, f"forecast: {sizing.text}") if x))
 
 
 def held_slots(q: QueryMetrics) -> int:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..decisions import Decision
+from ..forecast import QueryForecast
 from ..metrics import MetricSample
 
 QUERY = "{query}"  # stands for the query's name (its id when it has none) in a per-query gauge's name
@@ -80,9 +81,19 @@ GAUGES: tuple[Gauge, ...] = (
           "where longer or without a trigger) over the rows a batch can read and still end within the "
           "period (1 = a batch of the arrivals just ends within it), or at the arrivals themselves "
           "over a quarter of backlogThreshold where that reads higher"),
+    Gauge(f"query.{QUERY}.forecastRowsPerSecond", "sparkscale_query_forecast_rows_per_second", "rows/s",
+          "the arrivals its forecast (forecast.mode shadow or on) gives for now, beside what it processed "
+          "(absent until a period is learnt)"),
+    Gauge(f"query.{QUERY}.forecastError", "sparkscale_query_forecast_error_ratio", "ratio",
+          "its recent forecasts' misses over the arrivals that came, each forecast a horizon ahead (absent "
+          "until checked)"),
+    Gauge(f"query.{QUERY}.forecastApplied", "sparkscale_query_forecast_applied", "0 or 1",
+          "1 while its forecast is applied (forecast.mode=on, its error within forecast.maxError), "
+          "0 in shadow"),
 )
 _BY_NAME = {g.name: g for g in GAUGES}
-PROCESSED, BACKLOG_ROWS, BACKLOG_SECONDS, UTILIZATION = (g.name for g in GAUGES if g.per_query)
+(PROCESSED, BACKLOG_ROWS, BACKLOG_SECONDS, UTILIZATION, FORECAST, FORECAST_ERROR,
+ FORECAST_APPLIED) = (g.name for g in GAUGES if g.per_query)
 
 
 class GaugeSink(Protocol):
@@ -104,7 +115,8 @@ class GaugePublisher:
         self._sent: dict[str, float] = {}  # what the JVM holds: unchanged values cost no py4j call
 
     def publish(self, sample: MetricSample, decision: Decision | None, target: int,
-                requested_total: int, paused: bool) -> None:
+                requested_total: int, paused: bool,
+                forecasts: Mapping[str, QueryForecast] | None = None) -> None:
         live = sample.cluster.live_executors
         app = {"targetExecutors": float(target), "liveExecutors": float(live),
                "pendingExecutors": float(max(0, requested_total - live)),
@@ -139,6 +151,12 @@ class GaugePublisher:
                     values[BACKLOG_SECONDS] = 0.0
                 elif arrival is not None and arrival > 0:
                     values[BACKLOG_SECONDS] = backlog / arrival
+            forecast = (forecasts or {}).get(q.query_id)
+            if forecast is not None:
+                values[FORECAST] = forecast.rate_now
+                values[FORECAST_APPLIED] = 1.0 if forecast.applied else 0.0
+                if forecast.error is not None:
+                    values[FORECAST_ERROR] = forecast.error
             queries[label] = {k: float(v) for k, v in values.items() if _finite(v)}
         app["backlog"] = total
         removed: list[str] = []

@@ -38,10 +38,11 @@ import json
 import logging
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .. import readable
 from ..config.core import AutoscalerConfig
 from ..decisions import Decision, Evaluation
 from ..metrics import MetricSample
@@ -182,7 +183,7 @@ class UiPublisher:
         summary: dict[str, Any] = {
             "point": {k: v if k == "t" else _rounded(v) for k, v in point.items()},
             "decision": self.summaries.run(), "status": _tick_status(status),
-            "queries": self._queries(sample, evaluation)}
+            "queries": self._queries(sample, evaluation, status.get("forecasts") or {})}
         if not self._config_posted:
             summary["config"] = {
                 "interval_s": config.interval_s,
@@ -234,9 +235,11 @@ class UiPublisher:
             "utilization": self._utilization,
         }
 
-    def _queries(self, sample: MetricSample, evaluation: Evaluation | None) -> list[dict[str, Any]]:
+    def _queries(self, sample: MetricSample, evaluation: Evaluation | None,
+                 forecasts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
         """The queries table: per query its latest evaluation (ticks that wait for a full window after
-        a change would otherwise blank it); the id only when it is not the name, flags only when set."""
+        a change would otherwise blank it), its forecast in the note beside its load; the id only when
+        it is not the name, flags only when set."""
         fresh = set(evaluation.queries) if evaluation is not None and evaluation.ready else set()
         out = []
         for qid, q in sample.queries.items():
@@ -253,6 +256,12 @@ class UiPublisher:
             if ev.get("backlog_mode"):
                 row["backlog_mode"] = True
             note = ev.get("note") or q.exception or ""
+            forecast = forecasts.get(qid)
+            if forecast:
+                said = (f"forecast {readable.rate(forecast['rate_now'])} now, "
+                        f"{readable.rate(forecast['peak_rate'])} within "
+                        f"{readable.seconds(forecast['horizon_s'])} ({forecast['state']})")
+                note = "; ".join(x for x in (said, note) if x)
             if note:
                 row["note"] = _cut(note, MAX_NOTE)
             if ev and qid not in fresh:

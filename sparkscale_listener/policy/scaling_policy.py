@@ -183,8 +183,12 @@ class ScalingPolicy:
             limited = "parallelism"
         growing = any(q.backlog_growth_rate > 0 or q.catch_up_rate > 0 for q in ev.queries.values())
         signal = "backlog" if ev.backlog_mode or growing else "utilization"
+        # A pre-scale: the forecast load ahead, not the present one, asks for the executors.
+        forecast = ev.forecast if insists and ev.forecast is not None and ev.forecast.applied else None
+        ahead = forecast is not None and forecast.ahead >= ev.recommended_executors
         if insists:
-            signal = f"the evaluator's recommendation of {ev.recommended_executors}"
+            signal = ("the forecast load ahead" if ahead
+                      else f"the evaluator's recommendation of {ev.recommended_executors}")
         blocked_text = ("scale-up blocked (ineffective scale-up) for " + "; ".join(blocked_notes)
                         if blocked_notes else "")
         if target <= cur:
@@ -202,8 +206,9 @@ class ScalingPolicy:
         short_limit = f" (limited by {limited})" if limited in ("maxExecutors", "scaleUp.maxFactor") else ""
         extra = "; ".join(x for x in (f"driven by {signal}" + (", backlog mode" if ev.backlog_mode else ""),
                                       limit_text, blocked_text) if x)
-        return self._decision(ev, ctx, "scale_up", target,
-                              f"scale up {cur} -> {target}{short_limit}: {_summary(ev)}", limited, extra)
+        headline = (f"pre-scale {cur} -> {target}{short_limit}: {forecast.text}" if ahead and forecast
+                    else f"scale up {cur} -> {target}{short_limit}: {_summary(ev)}")
+        return self._decision(ev, ctx, "scale_up", target, headline, limited, extra)
 
     def _hold_high(self, ev: Evaluation, ctx: ScalingContext, raw: int) -> Decision:
         cfg = ctx.config

@@ -118,6 +118,17 @@ class AutoscalerState:
     def store_policy_state(self, state: dict[str, Any]) -> None:
         self._values["policy"] = state
 
+    # -- each query's forecast of its arrivals: its history and profile ----------------------------
+
+    def forecast_state(self) -> dict[str, Any] | None:
+        """What :meth:`ArrivalForecasts.to_state` stored last, or None."""
+        value = self._guarded("state store (restore)",
+                              lambda: self.store.get(self.app, APP_SCOPE, "forecast"))
+        return value if isinstance(value, dict) else None
+
+    def store_forecast_state(self, state: dict[str, Any]) -> None:
+        self._values["forecast"] = state
+
     # -- the rollback guard and the scaling it rolled back ------------------------------------
 
     def rollback_guard(self) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ import pytest
 
 from harness import query, sample
 from sparkscale_listener.decisions import Decision, Evaluation, QueryEvaluation
+from sparkscale_listener.forecast import QueryForecast
 from sparkscale_listener.metrics import MetricSample
 from sparkscale_listener.observe.gauges import GAUGES, GaugePublisher, metrics_table, render_prometheus
 
@@ -139,8 +140,10 @@ def test_the_prometheus_text_passes_promtool() -> None:
                     "package (apt-get download prometheus)")
     sink = _Sink()
     publisher = GaugePublisher(sink)
+    forecast = QueryForecast("id-1", 1200.0, False, 130.0, 40.0, 180.0, 130.0, 180.0, 130.0, 180.0, 130.0,
+                             0.06, 3.0, True, "applied")
     publisher.publish(_sample(100.0, backlog=600.0), _evaluated(100.0, "id-1", ORDERS, 0.6, 80.0, 120.0),
-                      target=3, requested_total=3, paused=False)
+                      target=3, requested_total=3, paused=False, forecasts={"id-1": forecast})
     assert all(f"# HELP {g.prometheus} " in sink.text for g in GAUGES)
     check = subprocess.run([promtool, "check", "metrics"], input=sink.text, capture_output=True, text=True,
                            timeout=60)

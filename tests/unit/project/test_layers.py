@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3] / PACKAGE
 # Each layer's parts (a subpackage or a top-level module), lowest first.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"readable", "config", "metrics"},  # ground floor: keys, readable units, the metric records
-    {"views", "model", "state", "concurrency"},
+    {"views", "model", "state", "concurrency", "forecast"},
     {"decisions", "collect"},
     {"check", "observe", "evaluator", "policy"},
     {"realize"},

@@ -353,3 +353,17 @@ def test_actions_after_the_queries_last_batch_are_left_out_and_said(rolling) -> 
     # What it did lists it, so that it matches the actions the application logged.
     assert (f"- t={late.time - h.start:.0f} s: scale_up 2 -> 3 (after the queries' last batch: outside the "
             "replayed window): other jobs' tasks need 3 executors") in markdown(c)
+
+
+def test_compare_replays_the_forecast_off_and_on_over_a_recurring_log(tiled) -> None:
+    """``replay --compare forecast.mode=off forecast.mode=on``: the tiled log's steps recur; with the
+    forecast on, its period is detected and a scale-up comes as a pre-scale before a recurring step;
+    off, none does."""
+    c = compare(tiled, [{"forecast.mode": "off"}, {"forecast.mode": "on"}])
+    _, off, on = c.runs
+    assert not [a for a in off.actions if a.reason.startswith("pre-scale")]
+    pre_scales = [a for a in on.actions if a.reason.startswith("pre-scale")]
+    assert pre_scales and all(a.action == "scale_up" for a in pre_scales)
+    assert "forecast error" in pre_scales[0].reason
+    text = markdown(c)
+    assert "| sparkscale: forecast.mode=off |" in text and "| sparkscale: forecast.mode=on |" in text
