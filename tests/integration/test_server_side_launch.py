@@ -195,7 +195,8 @@ def test_the_agent_beside_a_connect_server_scales_the_clients_query_up_and_down(
 
         query = (client.readStream.format("rate").option("rowsPerSecond", 60).option("numPartitions", 3)
                  .load().select(work("value").alias("value"))
-                 .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
                  .queryName("connect-load").start())
         try:
             [scaled, *_] = wait_for(lambda: driver.scalings("scale_up"), 180,
@@ -208,6 +209,10 @@ def test_the_agent_beside_a_connect_server_scales_the_clients_query_up_and_down(
         [down, *_] = wait_for(lambda: driver.scalings("scale_down"), 120,
                               what="the scale-down once the client's query stopped")
         assert down["toExecutors"] == 1, down
+        # Every value the rate source made, once, across the scalings.
+        [row] = client.read.parquet(str(tmp_path / "out")).selectExpr(
+            "count(*) AS n", "count(DISTINCT value) AS ids", "max(value) AS top").collect()
+        assert row.n > 0 and (row.ids, row.top) == (row.n, row.n - 1), row
     finally:
         client.stop()
     # The server's Autoscaler tab shows the decisions the agent made.
