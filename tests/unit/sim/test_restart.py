@@ -117,3 +117,17 @@ def test_ineffective_scale_up_blocks_survive_a_restart() -> None:
     broken = ScalingPolicy()
     broken.load_state({"scaleDownWishes": [{"time": "x"}], "blocked": {"q": {"reason": "r"}}, "checked": [1]})
     assert broken.pending_scale_down(4) is None and broken.blocked_queries() == {}
+
+
+def test_a_scaling_judged_healthy_is_an_event_naming_the_target_a_rollback_returns_to(tmp_path: Path) -> None:
+    cfg = AutoscalerConfig(max_executors=20, rollback_pause_s=1800.0)
+    sim = Simulation(cfg, [_query(load)], 3, seed=1, cores_per_executor=CORES,
+                     fail_tasks_on_new_executors=True, faults_from=FAULT_AT,
+                     state_store=SqliteStateStore(str(tmp_path / "sparkscale.db")), app_name="orders-job")
+    result = sim.run(2400)
+    (rollback,) = result.events_of("rollback")
+    healthy = [e for e in result.events_of("notice")
+               if e.situation == "scaling-healthy" and e.time < rollback.time]
+    assert healthy, "the scale-ups before the faults were judged healthy"
+    assert healthy[-1].details["healthyTarget"] == rollback.to_executors
+    assert "is the last healthy target" in healthy[-1].reason
