@@ -87,8 +87,9 @@ class Driver:
                 and e["action"] == action]
 
     def notices(self, situation: str) -> list[dict[str, Any]]:
+        """The AutoscalerEvents of ``situation`` (``scaling-healthy`` matches ``scaling-healthy:3``)."""
         return [e for e in self.event_log() if e.get("Event") == NOTICE
-                and e["details"].get("situation") == situation]
+                and e["details"].get("situation", "").split(":")[0] == situation]
 
     def agents_started(self) -> int:
         self.alive()
@@ -335,8 +336,8 @@ def test_the_agent_beside_a_jvm_job_comes_back_when_killed_under_load_with_the_l
         # As Java reports a killed process.
         assert events[restart]["details"]["exitCode"] == 128 + signal.SIGKILL
         # The last size judged healthy before the kill.
-        size = [e for e in events[:restart] if e.get("Event") == NOTICE
-                and e["details"].get("situation") == "scaling-healthy"][-1]["details"]["healthyTarget"]
+        size = [e for e in events[:restart] if e.get("Event") == NOTICE and e["details"].get(
+            "situation", "").startswith("scaling-healthy:")][-1]["details"]["healthyTarget"]
         assert size >= 2
         baselines = wait_for(lambda: driver.notices("baseline")[1:], 60,
                              what="the restarted agent's baseline")

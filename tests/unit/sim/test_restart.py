@@ -127,7 +127,7 @@ def test_a_scaling_judged_healthy_is_an_event_naming_the_target_a_rollback_retur
     result = sim.run(2400)
     (rollback,) = result.events_of("rollback")
     healthy = [e for e in result.events_of("notice")
-               if e.situation == "scaling-healthy" and e.time < rollback.time]
+               if e.situation.startswith("scaling-healthy:") and e.time < rollback.time]
     assert healthy, "the scale-ups before the faults were judged healthy"
     assert healthy[-1].details["healthyTarget"] == rollback.to_executors
     assert "is the last healthy target" in healthy[-1].reason
