@@ -94,6 +94,8 @@ GAUGES: tuple[Gauge, ...] = (
 _BY_NAME = {g.name: g for g in GAUGES}
 (PROCESSED, BACKLOG_ROWS, BACKLOG_SECONDS, UTILIZATION, FORECAST, FORECAST_ERROR,
  FORECAST_APPLIED) = (g.name for g in GAUGES if g.per_query)
+# Published only once the query's forecast has learnt its period (minutes to days of history).
+FORECAST_GAUGES = frozenset((FORECAST, FORECAST_ERROR, FORECAST_APPLIED))
 
 
 class GaugeSink(Protocol):
