@@ -44,6 +44,8 @@ final class AgentProcess {
   private static final long STOP_GRACE_MS = 5_000L;
   // Python's start and the package's imports: seconds, more on a busy machine.
   private static final long CHECK_TIMEOUT_MS = 120_000L;
+  private static final String PYTHON_ADVICE = "set " + PYTHON_KEY + " to a Python with sparkscale-listener and "
+      + "pyspark installed";
   private static final Set<String> LEVELS = Set.of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL");
 
   // The logger of the in-job launch's lines too: the driver log reads the same in both launches.
@@ -95,8 +97,8 @@ final class AgentProcess {
    * Checks the application's configuration with the agent's own checks, before the SparkContext has started anything
    * ({@code python -m sparkscale_listener agent --check}, the conf as a JSON object on its input): a key the autoscaler
    * refuses, or dynamic allocation left on, stops the driver here with the message the in-job launch gives. So does a
-   * Python that cannot be started (the agent could not run either). A check that fails in another way is logged, and
-   * the application starts: the agent's own start meets the same problem and reports it.
+   * Python that cannot run the check (not found, or without the package): the agent could not run either, and would
+   * be restarted in vain. Only a check that takes too long lets the application start without it.
    */
   static void checkConfiguration(SparkConf conf) {
     String python = python(conf, System.getenv());
@@ -112,8 +114,8 @@ final class AgentProcess {
     try {
       p = builder.start();
     } catch (IOException e) {
-      throw new IllegalArgumentException("could not start the autoscaler's Python " + python + " (" + e.getMessage() + "): set "
-          + PYTHON_KEY + " to a Python with sparkscale-listener and pyspark installed");
+      throw new IllegalArgumentException("could not start the autoscaler's Python " + python + " ("
+          + e.getMessage() + "): " + PYTHON_ADVICE);
     }
     StringBuilder output = new StringBuilder();
     Thread reader = new Thread(() -> collect(p, output), "sparkscale-agent-check");
@@ -144,7 +146,8 @@ final class AgentProcess {
       throw new IllegalArgumentException(said.isEmpty() ? "the autoscaler refused the configuration" : said);
     }
     if (code != 0) {
-      LOG.error("the check of the autoscaler's configuration failed (exit code {}): {}", code, said);
+      throw new IllegalArgumentException("the autoscaler's Python " + python + " could not check the configuration"
+          + " (exit code " + code + "): " + said + "\n" + PYTHON_ADVICE);
     }
   }
 
@@ -235,8 +238,8 @@ final class AgentProcess {
         code = run();
       } catch (IOException e) {
         // No such Python (or not executable): restarting would fail the same way.
-        String reason = "could not start the autoscaler's process " + command + ": " + e.getMessage()
-            + "; set " + PYTHON_KEY + " to a Python with sparkscale-listener and pyspark installed";
+        String reason = "could not start the autoscaler's process " + command + ": " + e.getMessage() + "; "
+            + PYTHON_ADVICE;
         LOG.error(reason);
         post("error", reason, Map.of("situation", "agent-not-started"));
         return;
