@@ -51,6 +51,8 @@ CLUSTER = {
     "spark.sql.shuffle.partitions": "3",
     "spark.eventLog.enabled": "true",
     "spark.eventLog.compress": "false",
+    # One file, named .inprogress while the application runs: its last line may be half written.
+    "spark.eventLog.rolling.enabled": "false",
     "spark.jars": str(JAR),
     "spark.plugins": "io.sparkscale.bridge.SparkscalePlugin",
     "spark.sparkscale.launch": "agent",
