@@ -468,6 +468,20 @@ def _settings(conf: dict[str, str]) -> str:
     return ", ".join(f"`{k}={v}`" for k, v in conf.items() if k != "spark.eventLog.dir")
 
 
+def _settings_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """The Spark settings given to the runs (``--conf``, ``--event-log``): for all, or run by run."""
+    runs_of: dict[str, list[int]] = {}
+    for i, r in enumerate(runs, 1):
+        runs_of.setdefault(_settings(r.get("conf") or {}), []).append(i)
+    if list(runs_of) == [""]:
+        return []
+    if len(runs_of) == 1:
+        return [f"Spark settings for every policy: {next(iter(runs_of))}.", ""]
+    said = "; ".join(f"{settings or 'none'} (run {', '.join(map(str, ns))})"
+                     for settings, ns in runs_of.items())
+    return [f"Spark settings given: {said}.", ""]
+
+
 def _from_ramp(seconds: float | None) -> str:
     return "none" if seconds is None else f"{seconds:+.0f} s"
 
@@ -496,8 +510,7 @@ def recurring_report(runs: list[dict[str, Any]]) -> str:
         "defaults and shuffle tracking. Lag: the age of the oldest record not yet committed, each "
         f"second; lag and executor-seconds {judged}.",
         "",
-        *([f"Spark settings for every policy: {_settings(runs[0]['conf'])}.", ""]
-          if runs and runs[0].get("conf") else []),
+        *_settings_lines(runs),
         "| run | policy | load avg (start / end) | lag > 10 s | worst lag | executor-s | "
         "per period: executors at the ramp, first scale-up from the ramp, worst lag | pre-scales | actions |",
         "|---|---|---|---|---|---|---|---|---|",
