@@ -23,12 +23,13 @@ from sparkscale_listener.replay.cli import run
 from sparkscale_listener.replay.history import Action, _query_history, build_history
 from sparkscale_listener.replay.records import QueryRecord, RecordedScaling
 from sparkscale_listener.replay.report import LAG_COLUMNS, markdown, to_json
-from sparkscale_listener.replay.run import MAX_STEP_S, _sim_query, agreement, compare, replay
+from sparkscale_listener.replay.run import MAX_STEP_S, ReplayRun, _sim_query, agreement, compare, replay
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "eventlogs"
 STATIC = LOGS / "spark4-static.lz4"
 ROLLING = LOGS / "spark4-sparkscale-rolling"
 SPARK35 = LOGS / "spark35-sparkscale.zstd"
+KAFKA_FORECAST = LOGS / "spark4-kafka-forecast.zstd"
 # The sparkscale runs' own short settings: a 58 s static run is over before the defaults (10 s
 # ticks, a 60 s window) would act.
 SHORT = {"interval": "2s", "metricsWindow": "8s", "stabilizationInterval": "3s", "scaleDownInterval": "8s"}
@@ -42,6 +43,11 @@ def static():
 @pytest.fixture(scope="module")
 def rolling():
     return read_event_log(ROLLING)
+
+
+@pytest.fixture(scope="module")
+def kafka_forecast():
+    return read_event_log(KAFKA_FORECAST)
 
 
 @pytest.fixture(scope="module")
@@ -365,5 +371,41 @@ def test_compare_replays_the_forecast_off_and_on_over_a_recurring_log(tiled) -> 
     pre_scales = [a for a in on.actions if a.reason.startswith("pre-scale")]
     assert pre_scales and all(a.action == "scale_up" for a in pre_scales)
     assert "forecast error" in pre_scales[0].reason
+    text = markdown(c)
+    assert "| sparkscale: forecast.mode=off |" in text and "| sparkscale: forecast.mode=on |" in text
+
+
+
+def test_compare_replays_the_forecast_off_and_on_over_a_recorded_kafka_run_of_three_periods(
+        kafka_forecast) -> None:
+    """The real run of ``bench_kafka_step.py --shape recurring`` (sparkscale with the forecast on, see
+    ``tests/data/README.md``): three periods of 160 s, each a ramp from 50 to 500 records/s from 50 s
+    in. The run itself pre-scaled 1 -> 4 before the second and the third ramps, the load still at 50.
+    ``replay --compare forecast.mode=off forecast.mode=on`` on it: off, no pre-scale, and the second
+    ramp is followed step by step (1 -> 2 -> 3 -> 4); on, the period is learnt in the first and the
+    second ramp is met by a pre-scale to maxExecutors in one action, earlier than off gets there."""
+    h = build_history(kafka_forecast)
+    (q,) = h.queries
+    assert q.reads_kafka and q.trigger_s == 2.0
+    assert max(q.rates) == pytest.approx(500, rel=0.1)
+    recorded = [a for a in h.actions if a.reason.startswith("pre-scale")]
+    assert [(a.from_executors, a.to_executors) for a in recorded] == [(1, 4), (1, 4)]
+    assert all(q.load(a.time) < 100 for a in recorded)  # before the ramps, on the real cluster
+    c = compare(kafka_forecast, [{"forecast.mode": "off"}, {"forecast.mode": "on"}])
+    _, off, on = c.runs
+    assert on.settings["spark.sparkscale.forecast.period"] == "160s"
+    assert not [a for a in off.actions if a.reason.startswith("pre-scale")]
+    pre_scales = [a for a in on.actions if a.reason.startswith("pre-scale")]
+    assert pre_scales and all(a.action == "scale_up" and a.time - h.start > 160 for a in pre_scales)
+    assert "forecast error" in pre_scales[0].reason
+
+    def second_period_ups(run: ReplayRun) -> list[Action]:
+        return [a for a in run.actions if a.action == "scale_up" and 160 <= a.time - h.start < 320]
+
+    def first_at_max(run: ReplayRun) -> float:
+        return min(a.time for a in second_period_ups(run) if a.to_executors == 4)
+
+    assert len(second_period_ups(on)) == 1 < len(second_period_ups(off))
+    assert first_at_max(on) < first_at_max(off)
     text = markdown(c)
     assert "| sparkscale: forecast.mode=off |" in text and "| sparkscale: forecast.mode=on |" in text
