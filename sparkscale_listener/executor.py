@@ -157,8 +157,7 @@ class ScalingExecutor:
         elif outcome.action == "rollback":
             return [self.roll_back(now, outcome)]
         elif outcome.action == "healthy":
-            # What a rollback goes back to, and what a restarted driver or agent starts from. One
-            # situation per target: each confirmation of a new target is reported, not throttled.
+            # What a rollback and a restart go back to; one situation per target, so none is throttled.
             self.events.emit(AutoscalerEvent(now, "notice", outcome.reason,
                                              situation=f"scaling-healthy:{outcome.target}",
                                              details={**self.details(), "healthyTarget": outcome.target}))

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .. import readable
 from ..config.core import AutoscalerConfig
 from ..decisions import ScalingRecord
 from ..metrics import executor_id_order
@@ -159,7 +160,7 @@ class RollbackGuard:
                 # what it got, not at what it asked for.
                 self.healthy_target = current_target
                 return GuardOutcome("healthy", f"{what} healthy for {format_seconds(elapsed)}: "
-                                    f"{current_target} executors is the last healthy target",
+                                    f"{readable.executors(current_target)} is the last healthy target",
                                     results, None, current_target)
             waiting = f", waiting for {', '.join(pending)}" if pending else ""
             return GuardOutcome("watching", f"{what}: healthy after {format_seconds(elapsed)} of "

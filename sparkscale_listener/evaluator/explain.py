@@ -62,7 +62,7 @@ def explain(demands: list[Demand], queries: dict[str, QueryEvaluation],
             return f"{jobs} need {readable.executors(required)}", "; ".join(details)
         what = empty or "no active streaming query"
         need = (f"{jobs} need {readable.executors(required)}" if other
-                else f"{readable.executors(required)} do")
+                else f"{readable.executors(required)} {'does' if required == 1 else 'do'}")
         return f"{what}; {need}", "; ".join(details)
     sized = [d for d in demands if d.q.query_id not in unsized] or demands
     busiest = max(sized, key=lambda d: (queries[d.q.query_id].required_executors,

@@ -42,6 +42,12 @@ SCALING = "io.sparkscale.bridge.ScalingEvent"
 NOTICE = "io.sparkscale.bridge.AutoscalerEvent"
 pytestmark = pytest.mark.spark
 
+# The queries' load: 1.2 executors' work (a row waits 25 ms), so one executor falls behind and two
+# keep up at the utilization target. No more: on one executor each batch takes longer than the one
+# before it, and the scale-up waits for three of them (the model of the query's cost).
+LOAD_ROWS_PER_S = 48
+ROW_WAIT_MS = 25
+
 # Three one-core executors on the machine's 2 cores: each row's work is a wait, not CPU.
 CLUSTER = {
     **FAST,
@@ -193,10 +199,11 @@ def test_the_agent_beside_a_connect_server_scales_the_clients_query_up_and_down(
         def work(value: int) -> int:
             import time
 
-            time.sleep(0.025)  # a row's work: a wait, not CPU, so that 2 cores can run 3 executors
+            time.sleep(0.025)  # ROW_WAIT_MS (a literal: the function runs on the executors)
             return value
 
-        query = (client.readStream.format("rate").option("rowsPerSecond", 60).option("numPartitions", 3)
+        query = (client.readStream.format("rate").option("rowsPerSecond", LOAD_ROWS_PER_S)
+                 .option("numPartitions", 3)
                  .load().select(work("value").alias("value"))
                  .writeStream.format("parquet").option("path", str(tmp_path / "out"))
                  .option("checkpointLocation", str(tmp_path / "checkpoint"))
@@ -258,6 +265,13 @@ def test_a_pipeline_run_against_the_server_is_scaled_on_its_flow_and_writes_each
         server: ConnectServer, tmp_path: Path) -> None:
     driver = server.driver
     wait_for(lambda: driver.agents_started() >= 1, 120, what="the agent to start beside the Connect server")
+
+    def back_at_one() -> bool:
+        # The previous test's last reads are batch jobs the agent may have scaled up for.
+        applied = [e for e in driver.event_log() if e.get("Event") == SCALING and e.get("applied")]
+        return not applied or applied[-1]["toExecutors"] == 1
+
+    wait_for(back_at_one, 120, what="the server back at 1 executor")
     scaled_before = len(driver.scalings("scale_up"))
     source = tmp_path / "source"
     source.mkdir()
@@ -279,7 +293,9 @@ def test_a_pipeline_run_against_the_server_is_scaled_on_its_flow_and_writes_each
     assert run.returncode == 0, log.read_text(errors="replace")[-4000:]
 
     ups = driver.scalings("scale_up")[scaled_before:]
-    assert ups, "no scale-up during the pipeline's run"
+    decided = [(e["action"], e["fromExecutors"], e["toExecutors"], e["applied"], e["reason"])
+               for e in driver.event_log() if e.get("Event") == SCALING][-12:]
+    assert ups, f"no scale-up during the pipeline's run; the last decisions: {decided}"
     assert "waited_rows" in ups[0]["reason"], ups[0]["reason"]
 
     from pyspark.sql import SparkSession
@@ -294,8 +310,6 @@ def test_a_pipeline_run_against_the_server_is_scaled_on_its_flow_and_writes_each
 
 # -------------------------------------------------------------------------------- a JVM job
 
-LOAD_ROWS_PER_S = 60
-ROW_WAIT_MS = 25
 
 
 @pytest.fixture(scope="module")
