@@ -165,8 +165,9 @@ def test_lag_drives_a_scale_up_and_executors_return_after_the_load_falls(
         broker: KafkaBroker, cluster: SharedCluster, tmp_path: Path) -> None:
     topic = "orders8"
     broker.create_topic(topic, 8)
-    # Executors given back in one step, not halved tick by tick: the test is about whether, not how.
-    scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0"})
+    # Executors given back in one step, not halved tick by tick, after a short delay: the test is
+    # about whether, not how or when.
+    scaler = cluster.scenario(**{"scaleDown.maxFactor": "1.0", "scaleDownInterval": "4s"})
     spark, failed_before = cluster.spark, cluster.tasks_failed()
     producer = broker.producer(topic)
     producer.set_rate(20)
