@@ -311,7 +311,6 @@ def test_a_pipeline_run_against_the_server_is_scaled_on_its_flow_and_writes_each
 # -------------------------------------------------------------------------------- a JVM job
 
 
-
 @pytest.fixture(scope="module")
 def jvm_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/jvm_job/RateLoadJob.java, compiled against this pyspark's jars, in a jar."""
