@@ -4,8 +4,11 @@ A :class:`ClusterBackend` with a provisioning delay and Spark's target semantics
 target kills nothing; a kill lowers the target by one per executor; the first kill without any
 request sets the target to 0). A lower target cancels launches still pending, or, with
 ``launch_commit_s``, only those requested less than that long ago (a YARN container once
-allocated starts whatever the target does). It knows nothing of queries: the simulation places
-their tasks on it (:meth:`SimCluster.place_tasks`, :meth:`SimCluster.set_running`)."""
+allocated starts whatever the target does). Executors named by :meth:`SimCluster.remove_when_idle`
+go the moment they run no task, as the bridge removes them in the driver: without it, a control
+loop whose ticks fall in step with the trigger found them busy at every tick, and a replayed
+scale-down waited 36-46 s where the recorded one took 5-6 s. It knows nothing of queries: the
+simulation places their tasks on it (:meth:`SimCluster.place_tasks`, :meth:`SimCluster.set_running`)."""
 
 from __future__ import annotations
 
@@ -73,6 +76,11 @@ class SimCluster(ClusterBackend):
         self.executors_removed = 0
         self._failed_removed = 0.0  # failed task attempts on executors that are gone
         self._order: list[_Executor] | None = None
+        # Named by remove_when_idle: removed the moment they run no task, while more than the
+        # target given with them are live (as the bridge does in the driver).
+        self._when_idle: list[str] = []
+        self._when_idle_target = 0
+        self._removed_idle: list[str] = []
         for _ in range(initial_executors):
             self._register(now, now, initial=True)
 
@@ -97,6 +105,14 @@ class SimCluster(ClusterBackend):
 
     def decommission(self, executor_ids: Sequence[str]) -> list[str]:
         return self._kill(executor_ids, DECOMMISSIONED)
+
+    def remove_when_idle(self, executor_ids: Sequence[str], target: int) -> None:
+        self._when_idle = [e for e in executor_ids if e in self._live]
+        self._when_idle_target = target
+
+    def removed_when_idle(self) -> list[str]:
+        removed, self._removed_idle = self._removed_idle, []
+        return removed
 
     def _kill(self, executor_ids: Sequence[str], reason: str) -> list[str]:
         killed = [eid for eid in executor_ids if eid in self._live and eid not in self._removing]
@@ -200,6 +216,20 @@ class SimCluster(ClusterBackend):
         placement = self.place_tasks(tasks)
         for e in self._live.values():
             e.running_tasks = 0 if e.bad else placement.get(e.executor_id, 0)
+        for eid in list(self._when_idle):
+            if self.live_count <= self._when_idle_target:
+                self._when_idle = []
+                break
+            e = self._live.get(eid)
+            if e is None or eid in self._removing:
+                self._when_idle.remove(eid)
+            elif e.running_tasks == 0:
+                # Killed as it goes idle, the target untouched; listed until the kill delay ends.
+                self._when_idle.remove(eid)
+                self._removing[eid] = self.now + self.kill_delay_s
+                self._removal_reason[eid] = KILLED_BY_DRIVER
+                self._order = None
+                self._removed_idle.append(eid)
 
     def _scheduling_order(self) -> list[_Executor]:
         if self._order is None:  # cached: changes only when executors come, go or are killed

@@ -37,6 +37,23 @@ def test_busy_executors_wait_for_a_later_call() -> None:
     assert len(second.removed) == 2
 
 
+def test_busy_executors_named_for_removal_go_as_their_tasks_end_between_calls() -> None:
+    # As the bridge does in the driver: a control loop whose ticks always find the executors busy
+    # (its interval in step with the trigger) still gets its scale-down.
+    c = SimCluster(cores_per_executor=1, provisioning_delay_s=0.0, initial_executors=3, kill_delay_s=5.0)
+    realizer = ExecutorRealizer(c, min_executors=1)
+    realizer.baseline(3)
+    c.set_running(3)
+    assert realizer.realize(1).removed == ()
+    c.set_running(1)  # between two calls, two executors' tasks end (the newest two: tasks fill oldest first)
+    assert c.live_count == 1 and c.target == 1 and len(c.executor_ids()) == 3  # listed until removed
+    c.set_running(3)  # busy again when the loop next looks
+    again = realizer.realize(1)
+    assert len(again.removed) == 2 and realizer.requested_total == 1
+    c.advance(c.now + 5.0)
+    assert len(c.executor_ids()) == 1
+
+
 def test_suspects_are_removed_first_even_when_busy() -> None:
     c = cluster(3)
     realizer = ExecutorRealizer(c, min_executors=1)

@@ -382,8 +382,9 @@ def test_compare_replays_the_forecast_off_and_on_over_a_recorded_kafka_run_of_th
     ``tests/data/README.md``): three periods of 160 s, each a ramp from 50 to 500 records/s from 50 s
     in. The run itself pre-scaled 1 -> 4 before the second and the third ramps, the load still at 50.
     ``replay --compare forecast.mode=off forecast.mode=on`` on it: off, no pre-scale, and the second
-    ramp is followed step by step (1 -> 2 -> 3 -> 4); on, the period is learnt in the first and the
-    second ramp is met by a pre-scale to maxExecutors in one action, earlier than off gets there."""
+    ramp is followed step by step (1 -> 2 -> 3 -> 4); on, the period is learnt in the first, and the
+    second and third ramps are met by a pre-scale to maxExecutors in one action, as in the run,
+    earlier than off gets there."""
     h = build_history(kafka_forecast)
     (q,) = h.queries
     assert q.reads_kafka and q.trigger_s == 2.0
@@ -398,6 +399,11 @@ def test_compare_replays_the_forecast_off_and_on_over_a_recorded_kafka_run_of_th
     pre_scales = [a for a in on.actions if a.reason.startswith("pre-scale")]
     assert pre_scales and all(a.action == "scale_up" and a.time - h.start > 160 for a in pre_scales)
     assert "forecast error" in pre_scales[0].reason
+    # As the run did: 1 -> 4 before the second and the third ramps, the load still at 50. (Until the
+    # simulated cluster removed a busy executor as its tasks ended, as the bridge does, the replay
+    # waited 36-46 s for each scale-down's executor to leave and missed the third.)
+    assert [(a.from_executors, a.to_executors) for a in pre_scales] == [(1, 4), (1, 4)]
+    assert all(q.load(a.time) < 100 for a in pre_scales)
 
     def second_period_ups(run: ReplayRun) -> list[Action]:
         return [a for a in run.actions if a.action == "scale_up" and 160 <= a.time - h.start < 320]
