@@ -333,6 +333,24 @@ def _executors_at(run: dict[str, Any], t: float) -> int:
     return live
 
 
+def _by_policy(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    by_policy: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_policy.setdefault(r["policy"], []).append(r)
+    return by_policy
+
+
+def _policy_row(policy: str, rs: list[dict[str, Any]], back_under_limit: bool = False) -> str:
+    """A policy's runs as one row of median (range): lag, worst lag, [back under the limit,] cost."""
+    back = ""
+    if back_under_limit:
+        backs = [r["back_under_limit_s"] for r in rs if r["back_under_limit_s"] is not None]
+        back = f" {median_range(backs, '{:.0f} s')} |"
+    return (f"| {policy} | {len(rs)} | {median_range([100 * r['lag_over_limit'] for r in rs], '{:.1f} %')} | "
+            f"{median_range([r['max_lag_s'] for r in rs], '{:.1f} s')} |{back} "
+            f"{median_range([r['executor_s'] for r in rs])} |")
+
+
 def report(runs: list[dict[str, Any]]) -> str:
     trigger_s = runs[0].get("trigger_s", DEFAULT_TRIGGER_S) if runs else DEFAULT_TRIGGER_S
     lines = [
@@ -370,16 +388,8 @@ def report(runs: list[dict[str, Any]]) -> str:
         "| policy | runs | lag > 10 s | worst lag | under 10 s again after the step | executor-s |",
         "|---|---|---|---|---|---|",
     ]
-    by_policy: dict[str, list[dict[str, Any]]] = {}
-    for r in runs:
-        by_policy.setdefault(r["policy"], []).append(r)
-    for policy, rs in by_policy.items():
-        backs = [r["back_under_limit_s"] for r in rs if r["back_under_limit_s"] is not None]
-        lines.append(
-            f"| {policy} | {len(rs)} | {median_range([100 * r['lag_over_limit'] for r in rs], '{:.1f} %')} | "
-            f"{median_range([r['max_lag_s'] for r in rs], '{:.1f} s')} | {median_range(backs, '{:.0f} s')} | "
-            f"{median_range([r['executor_s'] for r in rs])} |"
-        )
+    by_policy = _by_policy(runs)
+    lines += [_policy_row(policy, rs, back_under_limit=True) for policy, rs in by_policy.items()]
     ss, da = by_policy.get("sparkscale", []), by_policy.get("da", [])
     if ss and da:
         ratio = statistics.median(r["executor_s"] for r in ss) / statistics.median(
@@ -525,9 +535,7 @@ def recurring_report(runs: list[dict[str, Any]]) -> str:
             f"| {i} | {r['policy']} | {r['load_start']} / {r['load_end']} | {r['lag_over_limit']:.1%} | "
             f"{r['max_lag_s']:.1f} s | {r['executor_s']:.0f} | {each} | {len(r['pre_scales'])} | {acts} |"
         )
-    by_policy: dict[str, list[dict[str, Any]]] = {}
-    for r in runs:
-        by_policy.setdefault(r["policy"], []).append(r)
+    by_policy = _by_policy(runs)
     lines += [
         "",
         "Median (range) per policy:",
@@ -535,12 +543,7 @@ def recurring_report(runs: list[dict[str, Any]]) -> str:
         "| policy | runs | lag > 10 s | worst lag | executor-s |",
         "|---|---|---|---|---|",
     ]
-    for policy, rs in by_policy.items():
-        lines.append(
-            f"| {policy} | {len(rs)} | {median_range([100 * r['lag_over_limit'] for r in rs], '{:.1f} %')} | "
-            f"{median_range([r['max_lag_s'] for r in rs], '{:.1f} s')} | "
-            f"{median_range([r['executor_s'] for r in rs])} |"
-        )
+    lines += [_policy_row(policy, rs) for policy, rs in by_policy.items()]
     on, off = by_policy.get("sparkscale-forecast", []), by_policy.get("sparkscale", [])
     if on and off:
         lag_on = statistics.median(r["lag_over_limit"] for r in on)
