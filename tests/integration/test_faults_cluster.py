@@ -57,6 +57,21 @@ FAST_CHECKERS: dict[str, str] = {
 }
 
 
+# The killed-executor scenario waits out the scale-up's whole watch (the longest checker window,
+# at least provisioningTimeout + interval) and throughputRegression's full window after the
+# replacement: a shorter watch, still several times an executor's start, so that the kill lands
+# within it and a late executor is not a capacity limit.
+SHORT_WATCH: dict[str, str] = {
+    "spark.sparkscale.provisioningTimeout": "20s",
+    "spark.sparkscale.checkers.taskFailures.window": "15s",
+    "spark.sparkscale.checkers.executorFailures.window": "15s",
+    "spark.sparkscale.checkers.queryFailure.window": "15s",
+    "spark.sparkscale.checkers.throughputRegression.window": "12s",
+    "spark.sparkscale.checkers.gcPressure.window": "15s",
+    "spark.sparkscale.checkers.heapUsage.window": "15s",
+}
+
+
 # ------------------------------------------------------------------------------------------------
 # Helpers
 # ------------------------------------------------------------------------------------------------
@@ -147,7 +162,7 @@ def test_an_executor_killed_from_outside_is_replaced_and_not_blamed_on_the_scali
         "spark.sparkscale.maxExecutors": "3",
         # No scale-down when the load falls after the scale-up: nothing else is judged meanwhile.
         "spark.sparkscale.scaleDownInterval": "10min",
-    }))
+    } | SHORT_WATCH))
     scaler = autoscaler(spark)
     events = record_events(scaler)
     bridge = JvmBridge(spark.sparkContext)
@@ -175,7 +190,7 @@ def test_an_executor_killed_from_outside_is_replaced_and_not_blamed_on_the_scali
         status = scaler.status()
         assert not rollbacks(scaler) and not bad_verdicts(events), bad_verdicts(events)
         assert status["healthy_target"] == 3 and not status["paused"], status
-        job.set_rate(120)  # 3 executors work the backlog off meanwhile
+        job.set_rate(60)  # 3 executors work the backlog off meanwhile (less to drain at the end)
 
         # 2. Killed while nothing is being judged: an original executor, mid-batch.
         victim2, killed_at2 = kill_busy_executor(bridge, app_id, live_ids(bridge))
@@ -358,8 +373,15 @@ def test_the_master_unavailable_for_a_while(standalone: Standalone, tmp_path: Pa
         # One executor (about 100 rows/s) is not enough: a scale-up is wanted while the Master is down.
         # (130 rows/s are within the band on two executors, not on the target's one: see below.)
         job.set_rate(130)
-        wait(scaler, lambda: (request_failure(scaler) or {}).get("attempts", 0) >= 3, 150,
-             "three failed requests for the scale-up")
+        failing_from: list[int] = []  # the query's batch when the first request had failed
+
+        def three_failures() -> bool:
+            attempts = (request_failure(scaler) or {}).get("attempts", 0)
+            if attempts and not failing_from:
+                failing_from.append(job.query.lastProgress["batchId"])
+            return attempts >= 3
+
+        wait(scaler, three_failures, 150, "three failed requests for the scale-up")
         failure = request_failure(scaler)
         assert failure is not None
         times = failure["attempt_times"]
@@ -372,9 +394,10 @@ def test_the_master_unavailable_for_a_while(standalone: Standalone, tmp_path: Pa
         assert "cluster manager" in last["reason"], last["reason"]
         first = next(e for e in events.events if e.situation == "cluster-manager-unavailable")
         assert first.severity == "error" and "1 -> 2" in first.reason, first
-        # The query goes on with the executor it has.
-        batch = job.query.lastProgress["batchId"]
-        wait(scaler, lambda: job.query.lastProgress["batchId"] >= batch + 2, 90,
+        # The query goes on with the executor it has: two batches since the requests began failing
+        # (counted from then, not from now: by now they have mostly run, and the Master is
+        # restarted a couple of seconds sooner).
+        wait(scaler, lambda: job.query.lastProgress["batchId"] >= failing_from[0] + 2, 90,
              "two batches while the Master is down")
         assert scaler.status()["target_executors"] == 1
 

@@ -67,10 +67,10 @@ def test_a_quiet_stateful_file_stream_gives_executors_back_and_a_heavy_one_gets_
         cluster: SharedCluster) -> None:
     # The issue's keys: backlogThreshold and metricsWindow at their defaults' scale (the tests' fast
     # settings compress them to 15 s and 6 s: a window of 6 s holds one or two of the quiet load's
-    # files, and reads a burst in every other one), a scale-down delay of 10 s (the issue had 20: the
-    # delay is not what this test is about, and each of its two scale-downs waits it out).
+    # files, and reads a burst in every other one), a scale-down delay of 5 s (the issue had 20: the
+    # delay is not what this test is about, and each of its scale-downs waits it out).
     scaler = cluster.scenario(initialExecutors="4", maxExecutors="4", backlogThreshold="60s",
-                              metricsWindow="20s", scaleDownInterval="10s")
+                              metricsWindow="20s", scaleDownInterval="5s")
     target = scaler.config.utilization_target
     failed_before = cluster.tasks_failed()
     job = FileStreamJob(cluster.spark, cluster.workdir, files_per_second=QUIET_FILES_PER_S).start()
