@@ -99,9 +99,12 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Job:
         wait_for(lambda: scaler.status()["initial_executors"] is not None and len(executor_ids()) == 1, 120,
                  what="the baseline of 1 executor")
         good = max(executor_ids())
-        stream = StreamingJob(spark, workdir, rows_per_second=30,
+        # Batches of at most 150 rows (not 400): ~2 s each on the one executor left after the
+        # rollback instead of ~5, so the two batches awaited while paused come sooner; 220 rows/s
+        # still needs more than one executor, and the low rate's 30 rows stay below the cap.
+        stream = StreamingJob(spark, workdir, rows_per_second=30, max_rows_per_batch=150,
                               source_options={"failOnExecutorsAbove": str(good)}).start()
-        # Learnt at the low rate's short batches (on 1 executor the high rate's take ~4 s each).
+        # Learnt at the low rate's short batches (on 1 executor the high rate's take ~2 s each).
         wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
         stream.set_rate(220)
         wait_for(lambda: [d for d in scaler.decisions() if d["action"] == "rollback"], 240,

@@ -115,7 +115,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             pytest.skip("a driver JVM without the current bridge jar already runs in this process")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the UI and the cluster stay on loopback
     workdir = tmp_path_factory.mktemp("ui")
-    conf = fast_conf(workdir, extra={
+    # 2 workers and a scale-up to 2 are all the tests need: a third worker's and executor's JVM
+    # only took CPU from the driver while the session started and scaled up on 2 cores.
+    conf = fast_conf(workdir, workers=2, extra={
+        "spark.sparkscale.maxExecutors": "2",
         "spark.ui.enabled": "true",
         "spark.ui.port": "0",  # any free port: other processes may hold 4040
         "spark.metrics.conf.*.sink.prometheusServlet.class": PROMETHEUS_SERVLET,

@@ -38,6 +38,8 @@ SPARK_HOME = Path(pyspark.__file__).parent
 NODE_MEMORY_MB = 6144
 QUEUES = (Queue("default", 50), Queue("streaming", 50))
 QUEUE_EXECUTORS = 2
+# The autoscaler's limit: past the queue's room, but only by one (see submit()).
+MAX_EXECUTORS = QUEUE_EXECUTORS + 1
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +94,13 @@ def submit(yarn: YarnCluster, conf_dir: Path, workdir: Path, *args: str,
                SPARK_LOCAL_IP="127.0.0.1",
                PATH=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}")
     # The suite's faster autoscaler settings (a tick a second), as the other files use them, with a
-    # shorter scale-down delay: the job ends on its scale-down.
-    settings = [f"{k}={v}" for k, v in QUICK_SCALE_DOWN.items() if k.startswith("spark.sparkscale.")]
+    # shorter scale-down delay: the job ends on its scale-down. maxExecutors 3 (the job's own is 4)
+    # is still past the queue's 2, and the first scale-up reaches it: with 4 a second one (3 -> 4)
+    # came while the first's executors were awaited and started provisioningTimeout's 30 s over,
+    # and the backlog of those 20 s more (batches of 400 rows at the high rate) took the low phase
+    # seconds more to work off.
+    conf = {**QUICK_SCALE_DOWN, "spark.sparkscale.maxExecutors": str(MAX_EXECUTORS)}
+    settings = [f"{k}={v}" for k, v in conf.items() if k.startswith("spark.sparkscale.")]
     command = [str(venv_bin / "spark-submit"), *args, str(JOB), str(workdir), yarn.web_url, *settings]
 
     shutil.rmtree(workdir, ignore_errors=True)
