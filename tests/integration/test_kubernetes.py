@@ -2,9 +2,10 @@
 run by a test kubelet as local processes (tests/kubernetes_cluster.py says what each stands in for).
 
 One client-mode application (the README's one line, ``--master k8s://http://127.0.0.1:PORT``) runs the
-scenarios in turn, each with an autoscaler of its own: a load step scaled up through pod batches and
-down by deleting pods; pods Pending while a node is provisioned; pods that never schedule (a full node);
-an executor pod OOM-killed under load; a scale-down by graceful decommission under a stateful query.
+scenarios in turn, each with an autoscaler of its own: a load step on a stateful query scaled up
+through pod batches, an executor pod OOM-killed under the load, and the executors given back by graceful
+decommission (their pods deleted); pods Pending while a node is provisioned; pods that never schedule
+(a full node).
 A second application runs in cluster mode (``spark-submit --deploy-mode cluster``, its driver a pod of
 the kubelet's): the driver pod is killed and the application submitted again, and the new driver starts
 at the last healthy size kept in a ConfigMap (``stateStore=kubernetes``). Every scenario asserts the
@@ -29,6 +30,7 @@ import pytest
 from kubernetes_cluster import SPARK_HOME, ApiServer, TestKubelet
 from spark_cluster import FAST, TEST_JVM_OPTIONS, SharedCluster, applied, rollbacks
 
+from sparkscale_listener.testing import source as testing_source
 from sparkscale_listener.testing.demo import (
     StreamingJob,
     cost_learned,
@@ -72,7 +74,7 @@ def app(kube: tuple[ApiServer, TestKubelet],
         # Spark deletes the Pending pods beyond a lowered target only once they are this old (60 s by
         # default, read even with dynamic allocation off): the never-scheduling scenario waited 40 s.
         "spark.dynamicAllocation.executorIdleTimeout": "15s",
-        # Graceful decommission, as Kubernetes users give executors back (scenario 5 asks for it).
+        # Graceful decommission, as Kubernetes users give executors back (the first scenario does).
         "spark.decommission.enabled": "true",
         "spark.storage.decommission.enabled": "true",
         "spark.storage.decommission.shuffleBlocks.enabled": "true",
@@ -100,90 +102,135 @@ def phases(server: ApiServer, cluster: SharedCluster) -> Counter[str]:
                    for p in app_pods(server, cluster))
 
 
-def test_a_load_step_scales_up_through_pod_batches_and_down_by_deleting_pods(
+def test_a_stateful_step_scales_up_through_pod_batches_and_back_by_graceful_decommission(
         kube: tuple[ApiServer, TestKubelet], app: SharedCluster) -> None:
+    """A load step on a query with a shuffle and state: scaled up through pod batches; one executor
+    pod OOM-killed under the load; the quiet phase gives the executors back by graceful decommission
+    (Spark's block migration), their pods deleted and their processes ended; the windowed counts
+    exact."""
+    from test_autoscaler_spark import TRIGGER_S, StatefulQuery, check_exact
+
     server, kubelet = kube
-    scaler = app.scenario(**{"scaleDown.maxFactor": "1.0", "scaleDownInterval": "4s"})
+    spark = app.spark
+    scaler = app.scenario(**{"scaleDown.decommission": "true", "scaleDown.maxFactor": "1.0",
+                             "scaleDownInterval": "4s"})
     failed_before = app.tasks_failed()
     wait_for(lambda: scaler.status()["live_executors"] == 1 and phases(server, app) == {"Running": 1}, 120,
              what="the first executor pod running")
     started_before = set(kubelet.started)
-    job = StreamingJob(app.spark, app.workdir, name="k8s-step", rows_per_second=30).start()
-    wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
-    # ~3 busy slots at 10 ms a row: 5 executors (maxExecutors) at the 0.7 target, with room to work
-    # off what waited during the scale-up before the load falls.
-    job.set_rate(300)
-    wait_for_autoscaler(scaler, lambda: applied(scaler, "scale_up"), 120, what="a scale-up under the step")
-    up = applied(scaler, "scale_up")[0]
-    added = up["to_executors"] - up["from_executors"]
-    assert added > BATCH_SIZE, f"the step must need more pods than one allocation batch: {up}"
-    said: list[str] = []
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    query = StatefulQuery(spark, app.workdir, "hdfs").start()
+    try:
+        wait_for(lambda: cost_learned(scaler), 180, what="the model of the query's batch cost")
+        # Its 3 source partitions at 10 ms a row: 3 executors, more than one allocation batch brings.
+        # (Not more: batches of at most 500 rows every 4 s keep up with 160 rows/s on 3 executors;
+        # at 220 a backlog grew all through the step, and the quiet phase waited 20 s to drain it.)
+        # The step is timed at a trigger (every TRIGGER_S s since the epoch while the query keeps
+        # up), so that the batch after it reads the new rate whole and the scale-up is one action:
+        # a batch that straddled the step read 86 rows/s and asked for 2 executors, then 3.
+        stepped = (math.floor(time.time() / TRIGGER_S) + 1) * TRIGGER_S
+        testing_source.set_rate(str(query.control), 160, at=stepped)
 
-    def registered() -> bool:
-        status = scaler.status()
-        said.append(status["waiting_for"] or "")
-        return status["live_executors"] >= up["to_executors"]
+        def step_scale_ups() -> list[dict[str, Any]]:
+            # (The query's fixed cost per batch may have asked for a second executor before.)
+            return [d for d in applied(scaler, "scale_up") if d["time"] >= stepped]
 
-    wait_for_autoscaler(scaler, registered, 120, what=f"{up['to_executors']} executors registered")
-    # Expected: the provisioning time assumed until one is measured, and the later batches' wait.
-    expected_s = scaler.config.provisioning_time_s + (math.ceil(added / BATCH_SIZE) - 1) * BATCH_DELAY_S
-    batches = [w for w in said if f"{BATCH_SIZE} at a time, {BATCH_DELAY_S:g} s apart" in w]
-    assert batches and all(f" {expected_s:.0f} s" in w for w in batches), f"the batches expected: {said}"
-    # The rising rate may ask for one more; once the executors match the target, every pod is counted.
-    def at_target() -> bool:
-        status = scaler.status()
-        return (status["live_executors"] == status["target_executors"]
-                and phases(server, app) == {"Running": status["target_executors"]})
+        wait_for_autoscaler(scaler, step_scale_ups, 120, what="a scale-up under the step")
+        up = step_scale_ups()[0]
+        # Assumed until measured (or measured on that earlier executor): what the status adds the
+        # later batches' wait to.
+        provisioning_s = scaler.status()["provisioning_time_s"]
+        added = up["to_executors"] - up["from_executors"]
+        assert added > BATCH_SIZE, f"the step must need more pods than one allocation batch: {up}"
+        said: list[str] = []
 
-    wait_for_autoscaler(scaler, at_target, 120, what="the executors at the target, every pod running")
-    target = scaler.status()["target_executors"]
-    new_pods = [k for k in kubelet.started if k not in started_before]
-    # One pod per executor asked for, in batches, and no second request for the same executors.
-    assert len(new_pods) == target - 1, f"pods started for the scale-ups to {target}: {new_pods}"
-    registered = sorted(e["Timestamp"] for e in read_event_log(app.events_dir)
-                        if e["Event"] == "SparkListenerExecutorAdded" and e["Timestamp"] >= up["time"] * 1000)
-    took = (registered[added - 1] / 1000 - up["time"]) if len(registered) >= added else float("nan")
-    print(f"FIGURES k8s step: 1 -> {up['to_executors']} executors ({math.ceil(added / BATCH_SIZE)} "
-          f"allocation batches of {BATCH_SIZE}, expected within {expected_s:.0f} s), request->registered "
-          f"{took:.1f} s; final target {target}, pods {len(new_pods)}; the status said: {batches[0]}")
+        def registered() -> bool:
+            status = scaler.status()
+            said.append(status["waiting_for"] or "")
+            return status["live_executors"] >= up["to_executors"]
 
-    # Under the load, the node OOM-kills one executor's container: Spark replaces the pod; the
-    # autoscaler counts the executor lost (not a scale-down of its own) and rolls nothing back.
-    assert app.tasks_failed() == failed_before, "adding executors fails no task"
-    decisions_before = len(applied(scaler))
-    victim = sorted(kubelet.running)[-1].split("/")[1]
-    killed_at = time.time()
-    kubelet.oom_kill(victim)
-    wait_for(lambda: victim not in {p["metadata"]["name"] for p in app_pods(server, app)}, 60,
-             what="the OOM-killed pod removed by Spark")
-    # (The load may ask for one executor more meanwhile: the target is read afresh.)
-    wait_for_autoscaler(scaler, lambda: len(kubelet.started) > len(new_pods) and at_target(), 120,
-                        what="a replacement pod running, the executors at the target")
-    def lost() -> list[Any]:
-        """The executors the autoscaler's last sample knows as lost (removed, not by the driver)."""
-        return [e for e in scaler._history[-1].cluster.executors if e.lost_since(killed_at - 1)]
+        wait_for_autoscaler(scaler, registered, 120, what=f"{up['to_executors']} executors registered")
+        # Expected: the provisioning time, and the later batches' wait.
+        expected_s = provisioning_s + (math.ceil(added / BATCH_SIZE) - 1) * BATCH_DELAY_S
+        batches = [w for w in said if f"{BATCH_SIZE} at a time, {BATCH_DELAY_S:g} s apart" in w]
+        assert batches and all(f" {expected_s:.0f} s" in w for w in batches), f"the batches expected: {said}"
 
-    wait_for(lost, 30, what="the OOM-killed executor in the autoscaler's sample, as lost")
-    assert len(lost()) == 1 and "137" in (lost()[0].removed_reason or ""), f"one executor lost: {lost()}"
-    assert not [d for d in applied(scaler)[decisions_before:] if d["action"] == "scale_down"]
+        # The rising rate may ask for one more; once the executors match the target, every pod is counted.
+        def at_target() -> bool:
+            status = scaler.status()
+            return (status["live_executors"] == status["target_executors"]
+                    and phases(server, app) == {"Running": status["target_executors"]})
+
+        wait_for_autoscaler(scaler, at_target, 120, what="the executors at the target, every pod running")
+        target = scaler.status()["target_executors"]
+        new_pods = [k for k in kubelet.started if k not in started_before]
+        # One pod per executor asked for, in batches, and no second request for the same executors.
+        assert len(new_pods) == target - 1, f"pods started for the scale-ups to {target}: {new_pods}"
+        registered_at = sorted(e["Timestamp"] for e in read_event_log(app.events_dir)
+                               if e["Event"] == "SparkListenerExecutorAdded"
+                               and e["Timestamp"] >= up["time"] * 1000)
+        took = (registered_at[added - 1] / 1000 - up["time"]) if len(registered_at) >= added else float("nan")
+        print(f"FIGURES k8s step: {up['from_executors']} -> {up['to_executors']} executors "
+              f"({math.ceil(added / BATCH_SIZE)} allocation batches of {BATCH_SIZE}, expected within "
+              f"{expected_s:.0f} s), request->registered {took:.1f} s; final target {target}, "
+              f"pods {len(new_pods)}; the status said: {batches[0]}")
+
+        # Under the load, the node OOM-kills one executor's container: Spark replaces the pod; the
+        # autoscaler counts the executor lost (not a scale-down of its own) and rolls nothing back.
+        assert app.tasks_failed() == failed_before, "adding executors fails no task"
+        decisions_before = len(applied(scaler))
+        victim = sorted(kubelet.running)[-1].split("/")[1]
+        killed_at = time.time()
+        kubelet.oom_kill(victim)
+        wait_for(lambda: victim not in {p["metadata"]["name"] for p in app_pods(server, app)}, 60,
+                 what="the OOM-killed pod removed by Spark")
+        # (The load may ask for one executor more meanwhile: the target is read afresh.)
+        wait_for_autoscaler(scaler, lambda: len(kubelet.started) > len(new_pods) + len(started_before)
+                            and at_target(), 120,
+                            what="a replacement pod running, the executors at the target")
+
+        def lost() -> list[Any]:
+            """The executors the autoscaler's last sample knows as lost (removed, not by the driver)."""
+            return [e for e in scaler._history[-1].cluster.executors if e.lost_since(killed_at - 1)]
+
+        wait_for(lost, 30, what="the OOM-killed executor in the autoscaler's sample, as lost")
+        assert len(lost()) == 1 and "137" in (lost()[0].removed_reason or ""), f"one executor lost: {lost()}"
+        assert not [d for d in applied(scaler)[decisions_before:] if d["action"] == "scale_down"]
+        assert not rollbacks(scaler)
+        target = scaler.status()["target_executors"]
+        new_pods = [k for k in kubelet.started if k not in started_before]
+        assert len(new_pods) == target, f"the scale-ups' pods to {target} and one replacement: {new_pods}"
+        reason = (lost()[0].removed_reason or "").strip().splitlines()[0]
+        print(f"FIGURES k8s oom: {victim} OOM-killed, removal reason {reason!r}, replaced by Spark")
+
+        # The quiet phase: the executors given back by graceful decommission, their blocks (shuffle
+        # output, state) migrated first; from here on no task may fail, FetchFailed included.
+        failed_before = app.tasks_failed()
+        before = set(kubelet.running)
+        query.set_rate(5)
+        wait_for_autoscaler(scaler, lambda: applied(scaler, "scale_down")
+                            and scaler.status()["live_executors"] < len(before), 240,
+                            what="a scale-down by decommission")
+        down = applied(scaler, "scale_down")[-1]
+        wait_for(lambda: phases(server, app) == {"Running": down["to_executors"]}, 60,
+                 what="the removed executors' pods deleted")
+        wait_for(lambda: len(set(kubelet.ended) & before) == len(before) - down["to_executors"], 120,
+                 what="the removed executors' processes ended")
+        gone = sorted(set(kubelet.ended) & before)
+        query.query.stop()
+        windows = check_exact(query)
+    finally:
+        if query.query is not None and query.query.isActive:
+            query.query.stop()
+        spark.conf.set("spark.sql.shuffle.partitions", app.conf["spark.sql.shuffle.partitions"])
+    logs = {k: (kubelet.runs[k].log.read_text(errors="replace") if kubelet.runs[k].log else "") for k in gone}
+    migrated = [k for k, text in logs.items() if "all blocks migrated" in text]
+    print(f"FIGURES k8s decommission: removed {gone}, ended {[kubelet.ended[k] for k in gone]}, "
+          f"migrated {migrated}, windows {windows}")
+    assert migrated, "a decommissioned executor migrated its blocks before it stopped"
+    assert app.tasks_failed() == failed_before, "no task fails while the executors are decommissioned"
     assert not rollbacks(scaler)
-    target = scaler.status()["target_executors"]
-    new_pods = [k for k in kubelet.started if k not in started_before]
-    assert len(new_pods) == target, f"the pods of the scale-ups to {target} and one replacement: {new_pods}"
-    reason = (lost()[0].removed_reason or "").strip().splitlines()[0]
-    print(f"FIGURES k8s oom: {victim} OOM-killed, removal reason {reason!r}, "
-          "replaced by Spark")
-    job.set_rate(0)
-    wait_for_autoscaler(scaler, lambda: applied(scaler, "scale_down")
-                        and scaler.status()["live_executors"] == 1, 180,
-                        what="the scale-down back to 1 executor")
-    wait_for(lambda: phases(server, app) == {"Running": 1}, 60, what="the removed executors' pods deleted")
-    for key in new_pods:
-        wait_for(lambda key=key: key in kubelet.ended, 60, what=f"the process of {key} ended")
-    assert not rollbacks(scaler)
-    job.stop()
-    ids = job.written_ids()
-    assert ids and exactly_once(ids)
+    assert windows >= 3
     scaling = app.events("ScalingEvent")
     assert {"scale_up", "scale_down"} <= {e["action"] for e in scaling}
     assert all({"fromExecutors", "toExecutors", "reason"} <= set(e) for e in scaling), scaling
@@ -271,49 +318,15 @@ def test_pods_that_never_schedule_are_a_capacity_limit_and_none_is_left_behind(
     assert exactly_once(job.written_ids())
 
 
-def test_a_scale_down_by_graceful_decommission_migrates_blocks_under_a_stateful_query(
-        kube: tuple[ApiServer, TestKubelet], app: SharedCluster) -> None:
-    from test_autoscaler_spark import StatefulQuery, check_exact
-
-    _, kubelet = kube
-    spark = app.spark
-    scaler = app.scenario(**{"scaleDown.decommission": "true", "scaleDownInterval": "4s"})
-    failed_before = app.tasks_failed()
-    spark.conf.set("spark.sql.shuffle.partitions", "2")
-    query = StatefulQuery(spark, app.workdir, "hdfs").start()
-    try:
-        wait_for(lambda: cost_learned(scaler), 180, what="the model of the query's batch cost")
-        query.set_rate(220)
-        wait_for_autoscaler(scaler, lambda: scaler.status()["live_executors"] >= 3, 180, what="a scale-up")
-        before = set(kubelet.running)
-        query.set_rate(5)
-        wait_for_autoscaler(scaler, lambda: applied(scaler, "scale_down")
-                            and scaler.status()["live_executors"] < len(before), 240, what="a scale-down")
-        wait_for(lambda: set(kubelet.ended) & before, 120, what="a decommissioned executor's process ended")
-        query.query.stop()
-        windows = check_exact(query)
-    finally:
-        if query.query is not None and query.query.isActive:
-            query.query.stop()
-        spark.conf.set("spark.sql.shuffle.partitions", app.conf["spark.sql.shuffle.partitions"])
-    gone = sorted(set(kubelet.ended) & before)
-    logs = {k: (kubelet.runs[k].log.read_text(errors="replace") if kubelet.runs[k].log else "") for k in gone}
-    migrated = [k for k, text in logs.items() if "all blocks migrated" in text]
-    print(f"FIGURES k8s decommission: removed {gone}, ended {[kubelet.ended[k] for k in gone]}, "
-          f"migrated {migrated}, windows {windows}")
-    assert migrated, "a decommissioned executor migrated its blocks before it stopped"
-    assert app.tasks_failed() == failed_before, "no task may fail, FetchFailed included"
-    assert not rollbacks(scaler)
-    assert windows >= 3
-
-
 def submit_cluster_mode(server: ApiServer, workdir: Path, run: str) -> subprocess.CompletedProcess[str]:
     """``spark-submit --deploy-mode cluster`` of the job: Spark creates the driver pod and returns."""
     venv_bin = Path(sys.executable).parent
     settings = {
         **{k: v for k, v in FAST.items() if k.startswith("spark.sparkscale.")},
-        "spark.sparkscale.minExecutors": "1", "spark.sparkscale.maxExecutors": "3",
-        "spark.sparkscale.initialExecutors": "1",
+        # The first driver runs at 2, a size healthy from its start (the baseline); the restarted
+        # driver's own settings would start it at 1: it runs at 2 only if the ConfigMap says so.
+        "spark.sparkscale.minExecutors": "2" if run == "first" else "1", "spark.sparkscale.maxExecutors": "3",
+        "spark.sparkscale.initialExecutors": "2" if run == "first" else "1",
         "spark.sparkscale.stateStore": "kubernetes",
         "spark.sparkscale.checkers": "",  # a scaling is healthy at once: the restart is the subject
         "spark.kubernetes.driver.master": server.url,  # what the driver pod reaches the API server at
@@ -355,10 +368,17 @@ def test_a_cluster_mode_driver_pod_restarted_keeps_the_last_healthy_size_in_a_co
                                  if driver.log else "the driver pod's process ended")
         return (tmp_path / "first.json").exists()
 
-    wait_for(first_healthy, 360, what="the first driver's healthy scale-up")
+    wait_for(first_healthy, 360, what="the first driver at its healthy size")
     healthy = json.loads((tmp_path / "first.json").read_text())
-    state = server.request("GET", "/api/v1/namespaces/default/configmaps/sparkscale-k8s-cluster-mode")
-    assert state and state.get("data"), "the autoscaler's state in its ConfigMap"
+
+    def stored_healthy() -> int | None:
+        """The last healthy size in the autoscaler's ConfigMap (its rollback guard's entry)."""
+        state = server.request("GET", "/api/v1/namespaces/default/configmaps/sparkscale-k8s-cluster-mode")
+        entries = [json.loads(text) for text in ((state or {}).get("data") or {}).values()]
+        return next((e["value"].get("healthy_target") for e in entries
+                     if isinstance(e, dict) and e.get("key") == "guard"), None)
+
+    wait_for(lambda: stored_healthy() == healthy["healthy"], 30, what="the healthy size in the ConfigMap")
     kubelet.kill(driver.key.split("/")[1])  # the driver pod's container crashes
     second = submit_cluster_mode(server, tmp_path, "second")  # the operator starts the driver again
     assert second.returncode == 0, without_stacks(second.stderr)

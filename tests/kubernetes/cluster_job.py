@@ -2,8 +2,9 @@
 with ``spark-submit --deploy-mode cluster``: its driver runs in a pod the test kubelet starts, and its
 settings come from spark-submit's ``--conf`` only (the user's one line is all the code says).
 
-``cluster_job.py WORKDIR first``: scales up under load, writes ``first.json`` once the scale-up is
-healthy, and runs until its pod is killed. ``cluster_job.py WORKDIR second``: the restarted driver;
+``cluster_job.py WORKDIR first``: runs at the 2 executors its ``minExecutors`` asks for (a size
+that is healthy once it runs: the baseline), writes ``first.json`` then, and runs until its pod is
+killed. ``cluster_job.py WORKDIR second``: the restarted driver;
 resumes the query from its checkpoint for two batches, stops, and writes ``second.json``: the
 executor target it started at, whether every row reached the sink once, its failed tasks.
 """
@@ -19,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from sparkscale_listener import autoscale, autoscaler
 from sparkscale_listener.spark.bridge import JvmBridge
-from sparkscale_listener.testing.demo import StreamingJob, cost_learned, exactly_once, wait_for
+from sparkscale_listener.testing.demo import StreamingJob, exactly_once, wait_for
 
 
 def write(path: Path, value: dict[str, object]) -> None:
@@ -45,9 +46,8 @@ def main(workdir: Path, run: str) -> None:
                                         "failed_tasks": failed})
         spark.stop()
         return
-    wait_for(lambda: cost_learned(scaler), 180, what="the model of the query's batch cost")
-    job.set_rate(220)
-    wait_for(lambda: (scaler.status()["healthy_target"] or 0) > 1, 240, what="a scale-up, confirmed healthy")
+    wait_for(lambda: scaler.status()["live_executors"] == 2 and scaler.status()["healthy_target"] == 2, 180,
+             what="2 executors running, the healthy size")
     write(workdir / "first.json", {**app, "healthy": scaler.status()["healthy_target"]})
     while True:  # under load, until the pod is killed
         time.sleep(1)
