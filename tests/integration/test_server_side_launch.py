@@ -230,7 +230,10 @@ def test_the_agent_beside_a_connect_server_scales_the_clients_query_up_and_down(
     assert {("scale_up", scaled["reason"]), ("scale_down", down["reason"])} <= shown, shown
 
 
-PIPELINE_FILES = 36
+# 15 batches of 2 files. The scale-up comes after the 5th (2 warm-up batches, then the 3 the model
+# of the flow's cost needs; 2026-12-03: the scale-up at the 5th of 18, 13 batches before the end):
+# the 10 after it are the margin for a slower machine.
+PIPELINE_FILES = 30
 PIPELINE_ROWS_PER_FILE = 40
 
 PIPELINE_SPEC = """\
