@@ -4,8 +4,9 @@ under an in-process standalone Master).
 The scenarios on a cluster share one application, each with an autoscaler of its own: a batch job
 sharing the application with a quiet query (its pending and running tasks count as demand, as
 Spark's own dynamic allocation counts them, so the executors it runs on are neither taken away nor
-killed), and two stateful queries with shuffles sized together, scaled up and down with exact
-results and no failed task. (How two queries' figures make one target, and holding still under a
+killed), two stateful queries with shuffles sized together, scaled up and down with exact
+results and no failed task, and a recurring ramp met by a pre-scale once its forecast is learnt
+and checked. (How two queries' figures make one target, and holding still under a
 steady noisy load, are the evaluator's and simulator's tests; on real Spark the Kafka, file-stream
 and faults files hold a steady load too. Up and down under one query's load with every row once:
 tests/integration/test_kubernetes.py, on pods.)
@@ -16,6 +17,7 @@ generous deadlines."""
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import Counter
@@ -354,3 +356,80 @@ def test_stateful_queries_with_shuffles_scale_up_and_down_with_exact_results(clu
                  and e["Task Info"]["Launch Time"] >= cluster.started_ms]
     reasons = Counter(e["Task End Reason"]["Reason"] for e in task_ends)
     assert task_ends and set(reasons) <= {"Success", "TaskKilled"}, f"task ends other than success: {reasons}"
+
+
+# --------------------------------------------------------------------------------------------------
+# A recurring ramp, met by a pre-scale
+# --------------------------------------------------------------------------------------------------
+
+# A compressed "day": low most of the period, a ramp to x15 for a few seconds. 40 s is the shortest
+# period whose second ramp still comes after the forecast is checked enough to be applied: the profile
+# forecasts once a whole period is learnt, and is applied only once 3 of its forecasts, each made a
+# horizon (a provisioning time plus a batch) ahead, were checked against the arrivals that came.
+PERIOD_S = 40
+RAMP_S = 6  # how long each period's high phase lasts
+LOW, HIGH = 10, 150  # rows/s: 0.1 and 1.5 of one 1-core executor's seconds at 10 ms a row
+RAMP_TRIGGER_S = 2
+
+
+def run_schedule(control: Path, changes: list[tuple[float, float]], stop: threading.Event) -> None:
+    """Each (time, rows/s) written a second before its time, stamped with it: the source polls its
+    control file as each batch starts (every 2 s while it keeps up) and applies a change no earlier
+    than its poll, so a change written long before would start early."""
+    for at, rate in changes:
+        if stop.wait(max(0.0, at - 1.0 - time.time())):
+            return
+        testing_source.set_rate(str(control), rate, at=at)
+
+
+def test_a_recurring_ramp_is_met_by_a_pre_scale_before_it_comes(cluster: SharedCluster) -> None:
+    """Issue 56's forecast on real Spark: the same ramp twice, a period apart. The first is met as the
+    autoscaler meets any step, after it starts (nothing is learnt yet); once the ramp is given back
+    and the forecast is checked, the second is met by a pre-scale decided while the load is still
+    low, a scale-up whose reason says it is one. What is asserted is the direction and the order of
+    the actions against the ramps, not how early."""
+    scaler = cluster.scenario(**{"forecast.mode": "on", "forecast.period": f"{PERIOD_S}s",
+                                 "scaleDownInterval": "4s", "scaleDown.maxFactor": "1.0"})
+    job = StreamingJob(cluster.spark, cluster.workdir, name="recurring", rows_per_second=LOW,
+                       trigger_s=RAMP_TRIGGER_S).start()
+    started = time.time()
+    stop = threading.Event()
+    try:
+        wait_for(lambda: cost_learned(scaler), 120, what="the model of the query's batch cost")
+        # The first ramp once the model can size it, and late enough in the forecast's first period
+        # that the second comes after 3 checks (the profile is ready a period after the first
+        # batches); at a trigger, so that a batch reads the new rate whole.
+        first = math.ceil(max(time.time() + 4, started + 30) / RAMP_TRIGGER_S) * RAMP_TRIGGER_S
+        second = first + PERIOD_S
+        changes = [(first, HIGH), (first + RAMP_S, LOW), (second, HIGH), (second + RAMP_S, LOW)]
+        schedule = threading.Thread(target=run_schedule, args=(job.control_file, changes, stop), daemon=True)
+        schedule.start()
+
+        def pre_scale() -> dict[str, Any] | None:
+            return next((d for d in applied(scaler, "scale_up") if d["reason"].startswith("pre-scale")), None)
+
+        # The deadline is the second ramp's end and a period more (a late pre-scale fails below).
+        decided = wait_for_autoscaler(scaler, pre_scale, second + RAMP_S + PERIOD_S - time.time(),
+                                      what="a pre-scale before the recurring ramp")
+        forecast = scaler.status()["forecasts"][job.query.id]
+        actions = [(d["action"], d["from_executors"], d["to_executors"], round(d["time"] - first, 1),
+                    d["reason"][:80]) for d in applied(scaler)]
+        print(f"FIGURES recurring: ramps at +0 and +{PERIOD_S} s, actions (s from the first ramp): {actions}")
+        ups = [d for d in applied(scaler, "scale_up") if d["time"] >= first]
+        downs = [d for d in applied(scaler, "scale_down") if d["time"] >= first]
+        # The first ramp: met after it started, by a scale-up that is not a pre-scale (no profile yet).
+        assert ups and not ups[0]["reason"].startswith("pre-scale"), actions
+        # ... then given back before the second ramp, and the second met by a pre-scale before it.
+        assert downs and ups[0]["time"] < downs[0]["time"] < decided["time"], actions
+        assert decided["time"] < second, ("the pre-scale comes before the second ramp", actions)
+        assert decided["from_executors"] < decided["to_executors"], decided
+        assert "the load reaches" in decided["reason"] and "forecast error" in decided["reason"], decided
+        assert forecast["applied"] and forecast["period_s"] == PERIOD_S, forecast
+        # Seen where Spark users look: the event log's ScalingEvent says it was a pre-scale.
+        events = wait_for(lambda: [e for e in cluster.events("ScalingEvent")
+                                   if e.get("reason", "").startswith("pre-scale")], 30,
+                          what="the pre-scale's ScalingEvent in the event log")
+        assert events[0]["action"] == "scale_up", events[0]
+    finally:
+        stop.set()
+        job.stop()
