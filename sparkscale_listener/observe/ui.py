@@ -14,7 +14,8 @@ the control interval.
 A summary's fields are declared once, as ``$defs/tick`` in
 ``jvm-bridge/src/main/resources/io/sparkscale/bridge/tab/autoscaler-tab.schema.json``
 (tests/unit/observe/test_ui.py checks every summary posted against it). In short: ``point`` (the
-chart's point: time, executors, rates, backlog, utilization), ``queries`` (the queries table),
+chart's point: time, executors, rates, backlog, utilization, and the forecast rows/s for now of the
+queries that have one, ``forecast_applied`` when one is applied), ``queries`` (the queries table),
 ``status`` (mode, pending executors, pause, errors; members that are false or empty left out),
 ``decision`` (the decisions to do nothing since the previous logged summary: how many, their first
 and latest time, the latest reason; actions are ScalingEvents of their own) and ``config`` (the
@@ -27,7 +28,7 @@ the backlog's growth over the same span: the load the executors must follow. Uti
 latest evaluated ones: after a change the evaluator waits for a full window, and a summary without
 them would leave a hole in the chart (``evaluated_at`` says when they were evaluated then).
 Numbers are cut to 4 significant digits, reasons and notes to a few lines: a logged summary is kept
-for the life of the event log (about 0.7 KB each).
+for the life of the event log (about 0.76 KB each).
 
 Cost per tick: one status() call, a few dict operations, one small JSON text and one py4j call.
 """
@@ -223,7 +224,9 @@ class UiPublisher:
                     "utilization": _finite(qe.utilization), "arrival_rate": _finite(qe.target_rate),
                     "required_slots": _finite(qe.required_slots), "backlog_mode": qe.backlog_mode,
                     "note": qe.note, "evaluated_at": evaluation.time}
-        return {
+        # The forecast beside the load: each query's forecast rows/s for now, of those that have one.
+        forecasts = list((status.get("forecasts") or {}).values())
+        point: dict[str, Any] = {
             "t": sample.time,
             "live": sample.cluster.live_executors,
             # Before the baseline the target is not the autoscaler's yet.
@@ -233,7 +236,11 @@ class UiPublisher:
             "arrival_rate": _finite(arrival),
             "backlog": sum(backlog.values()) if backlog else None,
             "utilization": self._utilization,
+            "forecast_rate": _finite(sum(f["rate_now"] for f in forecasts)) if forecasts else None,
         }
+        if any(f.get("applied") for f in forecasts):  # only then: the chart draws a shadow forecast apart
+            point["forecast_applied"] = True
+        return point
 
     def _queries(self, sample: MetricSample, evaluation: Evaluation | None,
                  forecasts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:

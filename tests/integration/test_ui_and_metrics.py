@@ -250,6 +250,13 @@ def test_page_renders_in_chromium(env: Env, tmp_path: Path) -> None:
     live = re.search(r'<path class="series series-live" data-points="(\d+)" d="M[^"]+"', chart.group(0))
     assert live and int(live.group(1)) >= 12, "no line of live executors"
     assert 'class="marker marker-scale_up"' in chart.group(0), "the scale-up is not marked on the chart"
+    # Every point carries the forecast (Python posts it, the JVM passes it on) and the dashed line is drawn
+    # exactly when one is known: a few minutes teach no period, so usually none (the line itself is checked
+    # on a static page in tests/unit/observe/test_tab_chart.py).
+    timeline = embedded_document(dom)["timeline"]
+    assert all("forecast_rate" in p for p in timeline), timeline[-1]
+    forecast = any(p["forecast_rate"] is not None for p in timeline)
+    assert ("series-forecast" in chart.group(0)) == forecast
     assert re.search(r'<svg id="sparkscale-chart-backlog".*?class="series series-backlog"', dom, re.S)
     rows = re.findall(r'<tr class="sparkscale-decision sparkscale-(\w+)', dom)
     assert "scale_up" in rows, rows

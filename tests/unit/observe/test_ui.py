@@ -15,6 +15,7 @@ import tab_schema
 from harness import cfg, query, sample
 from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import Decision, Evaluation, QueryEvaluation
+from sparkscale_listener.forecast.forecasts import QueryForecast
 from sparkscale_listener.metrics import MetricSample
 from sparkscale_listener.observe.ui import UiPublisher
 from sparkscale_listener.sim import SimQuery, Simulation
@@ -55,13 +56,15 @@ class _FakeAutoscaler:
     target: int = 1
     paused: bool = False
     blocked: dict[str, str] = field(default_factory=dict)
+    forecasts: dict[str, dict[str, Any]] = field(default_factory=dict)  # as status() has them
 
     def status(self, brief: bool = False) -> dict[str, Any]:
         assert brief, "the summary of every tick asks for the brief status"
         return {"mode": "autoscale", "target_executors": self.target, "initial_executors": 1,
                 "live_executors": 1, "pending_executors": 0, "paused": self.paused,
                 "pause_reason": "checker taskFailures: 9 failed tasks" if self.paused else None,
-                "stopped": False, "errors": 0, "provisioning_time_s": 5.0, "blocked_queries": self.blocked}
+                "stopped": False, "errors": 0, "provisioning_time_s": 5.0, "blocked_queries": self.blocked,
+                "forecasts": self.forecasts}
 
 
 def _sample(t: float, rows: int, backlog: float, name: str | None = "q<1>") -> MetricSample:
@@ -172,6 +175,40 @@ def test_queries_keep_their_latest_evaluation_and_say_when_it_was() -> None:
     assert second["point"]["utilization"] == 0.6123  # no hole in the chart
     assert second["queries"][0]["name"] is None and second["queries"][0]["id"] == "id-1"
     assert second["status"]["blocked_queries"] == {"id-1": "scale-up 1 -> 2 did not help"}
+
+
+def _forecast(qid: str, rate_now: float, applied: bool) -> dict[str, Any]:
+    """A query's forecast as status()["forecasts"] has it."""
+    state = "applied" if applied else "shadow (forecast.mode=shadow)"
+    return QueryForecast(query_id=qid, period_s=600.0, detected=False, rate_now=rate_now, horizon_s=40.0,
+                         peak_rate=rate_now, peak_at=T0, return_rate=rate_now, return_at=T0,
+                         settled_rate=rate_now, settled_at=T0, error=0.05, checked_periods=3.0,
+                         applied=applied, state=state).to_dict()
+
+
+def test_the_point_carries_the_forecast_beside_the_load() -> None:
+    """The chart's forecast line: the queries' forecast rows/s for now, summed; null while none has a
+    forecast; forecast_applied only while one of them is applied (the chart draws shadow apart)."""
+    sink = _Sink()
+    publisher = UiPublisher(sink)
+    scaler = _FakeAutoscaler()
+
+    def tick(t: float) -> dict[str, Any]:
+        queries = [query("id-1", name="a", input_rows=int(10 * t), input_rate=10.0),
+                   query("id-2", name="b", input_rows=int(30 * t), input_rate=30.0)]
+        publisher.observe(scaler, sample(t, live=1, cores=1, queries=queries), [_none(t)])  # type: ignore[arg-type]
+        return sink.posted[-1][0]["point"]
+
+    without = tick(T0)
+    scaler.forecasts = {"id-1": _forecast("id-1", 12.34567, applied=False),
+                        "id-2": _forecast("id-2", 30.0, applied=False)}
+    shadow = tick(T0 + 2)
+    scaler.forecasts["id-2"] = _forecast("id-2", 30.0, applied=True)
+    applied = tick(T0 + 4)
+    _conforms(sink)
+    assert without["forecast_rate"] is None and "forecast_applied" not in without
+    assert shadow["forecast_rate"] == 42.35 and "forecast_applied" not in shadow  # 4 significant digits
+    assert applied["forecast_rate"] == 42.35 and applied["forecast_applied"] is True
 
 
 def test_the_schema_check_finds_what_does_not_conform() -> None:

@@ -11,7 +11,7 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const COLORS = {
     live: "#1f77b4", target: "#ff7f0e", arrival: "#2ca02c", processed: "#9467bd", backlog: "#969696",
-    scale_up: "#2ca02c", scale_down: "#1f77b4", rollback: "#d62728", recommendation: "#7f7f7f",
+    forecast: "#17becf", scale_up: "#2ca02c", scale_down: "#1f77b4", rollback: "#d62728", recommendation: "#7f7f7f",
   };
   const PALETTE = ["#1f77b4", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
 

@@ -1,6 +1,6 @@
 /*
- * The page's charts, "Executors against load": executors against the rows arriving and processed, and the backlog
- * against each query's utilization, on one time axis with the scaling actions marked.
+ * The page's charts, "Executors against load": executors against the rows arriving, forecast and processed, and the
+ * backlog against each query's utilization, on one time axis with the scaling actions marked.
  */
 (function (tab) {
   "use strict";
@@ -32,19 +32,29 @@
       .range([MARGIN.left, width - MARGIN.right]);
 
     // Panel 1: executors (left axis) against the load (right axis): rows arriving per second (processed +
-    // backlog growth), Spark's input rate where that is unknown.
+    // backlog growth), Spark's input rate where that is unknown, and the forecast beside them where the queries
+    // have one (absent from the points of older event logs): applied in its color, shadow in gray.
     const arrival = points.some((p) => isNum(p.arrival_rate)) ? (p) => p.arrival_rate : (p) => p.input_rate;
+    const forecastApplied = (p) => (p.forecast_applied ? p.forecast_rate : null);
+    const forecastShadow = (p) => (p.forecast_applied ? null : p.forecast_rate);
     const execTop = Math.max(2, Math.ceil(Math.max(0, ...points.flatMap((p) => [p.live, p.target]).filter(isNum))) + 1);
     const execStep = Math.max(1, Math.ceil(execTop / 6));
     const execTicks = [];
     for (let v = 0; v <= execTop; v += execStep) {
       execTicks.push(v);
     }
-    const rateTop = niceTop(points.flatMap((p) => [arrival(p), p.processed_rate]), 1);
+    const rateTop = niceTop(points.flatMap((p) => [arrival(p), p.processed_rate, p.forecast_rate]), 1);
     const rateScale = d3x.linear().domain([0, rateTop]);
-    box.append(legend([["live executors", COLORS.live, ""], ["target executors", COLORS.target, "7 4"],
+    const rateItems = [["live executors", COLORS.live, ""], ["target executors", COLORS.target, "7 4"],
       ["arriving rows/s (processed + backlog growth), right axis", COLORS.arrival, ""],
-      ["processed rows/s, right axis", COLORS.processed, "2 3"]]));
+      ["processed rows/s, right axis", COLORS.processed, "2 3"]];
+    if (points.some((p) => isNum(forecastApplied(p)))) {
+      rateItems.push(["forecast rows/s (applied), right axis", COLORS.forecast, "6 3"]);
+    }
+    if (points.some((p) => isNum(forecastShadow(p)))) {
+      rateItems.push(["forecast rows/s (shadow: not applied), right axis", COLORS.recommendation, "6 3"]);
+    }
+    box.append(legend(rateItems));
     box.append(panel("sparkscale-chart-executors", "Executors and load over time", points, x, 300,
       {top: execTop, ticks: execTicks, format: String, title: "executors"},
       {top: rateTop, ticks: rateScale.ticks(5), format: short, title: "rows/s"},
@@ -52,11 +62,17 @@
         series(svg, "series-arrival", points, x, yRight, arrival, COLORS.arrival, 2, null, false);
         series(svg, "series-processed", points, x, yRight, (p) => p.processed_rate, COLORS.processed, 1.5, "2 3",
           false);
+        series(svg, "series-forecast series-forecast-applied", points, x, yRight, forecastApplied, COLORS.forecast,
+          2, "6 3", false);
+        series(svg, "series-forecast series-forecast-shadow", points, x, yRight, forecastShadow,
+          COLORS.recommendation, 1.5, "6 3", false);
         series(svg, "series-target", points, x, yLeft, (p) => p.target, COLORS.target, 2.5, "7 4", true);
         series(svg, "series-live", points, x, yLeft, (p) => p.live, COLORS.live, 2.5, null, true);
       },
       (p) => ["executors: " + intText(p.live) + " live, " + intText(p.target) + " target",
-        "arriving: " + fmt(arrival(p)) + " rows/s", "processed: " + fmt(p.processed_rate) + " rows/s"],
+        "arriving: " + fmt(arrival(p)) + " rows/s", "processed: " + fmt(p.processed_rate) + " rows/s",
+        ...(isNum(p.forecast_rate) ? ["forecast: " + fmt(p.forecast_rate) + " rows/s"
+          + (p.forecast_applied ? " (applied)" : " (shadow)")] : [])],
       decisions, []));
 
     // Panel 2: backlog (left axis) against utilization per query (right axis), with the target and the
