@@ -191,16 +191,19 @@ class Evaluation:
 class ForecastSizing:
     """The executors the forecast load needs: ``ahead`` for the load a provisioning time plus a batch
     ahead (a pre-scale), ``returning`` for the load within scaleDownInterval (no scale-down below it).
-    ``applied``: they raised the recommendation; else shadow, shown only. ``text`` says which query's
-    forecast asked for the most and why it is applied or not."""
+    ``applied``: they raised the recommendation; else shadow, shown only. ``every_query``: each query
+    sized has an applied forecast (a scale-down they confirm need not wait scaleDownInterval out).
+    ``text`` says which query's forecast asked for the most and why it is applied or not."""
 
     ahead: int
     returning: int
     applied: bool
     text: str
+    every_query: bool = False
 
     def summary(self) -> dict[str, Any]:
-        return {"ahead": self.ahead, "returning": self.returning, "applied": self.applied, "text": self.text}
+        return {"ahead": self.ahead, "returning": self.returning, "applied": self.applied,
+                "everyQuery": self.every_query, "text": self.text}
 
 
 def not_ready(time: float, current_executors: int, whys: Sequence[str]) -> Evaluation:

@@ -230,8 +230,9 @@ class AutoscalerConfig:
         "forecast.mode", Choice("off", "shadow", "on"), "shadow",
         "Pre-scaling on each query's forecast arrivals (a recurring profile with level and trend, learnt "
         "from its history). off: no forecast. shadow: forecast, checked and shown, never applied. on: "
-        "size for the forecast load a provisioning time plus a batch ahead, and hold a scale-down when "
-        "the load returns within scaleDownInterval, while its recent error is within forecast.maxError.")
+        "size for the forecast load a provisioning time plus a batch ahead, hold a scale-down when "
+        "the load returns within scaleDownInterval and make it without waiting scaleDownInterval out when "
+        "the load stays low through it, while its recent error is within forecast.maxError.")
     forecast_period_s: float | None = option(
         "forecast.period", Duration(positive=True, at_most=5 * WEEK, until="detect"), None,
         "The period the load recurs with (1d for a daily pattern, 7d for a weekly one). detect: found "

@@ -211,7 +211,8 @@ def size_ahead(evaluation: Evaluation, demands: list[Demand], costs: dict[str, B
                 f"{f.error_text()}")
     else:
         said = f"{label}: the load forecast within the present size's, {f.error_text()}"
-    sizing = ForecastSizing(ahead, returning, bool(applied), f"{said} ({f.state})")
+    every_query = bool(applied) and set(applied) == {d.q.query_id for d in demands if not d.idle}
+    sizing = ForecastSizing(ahead, returning, bool(applied), f"{said} ({f.state})", every_query)
     if not applied or wanted <= present:
         details = f"forecast: {ahead} executors ahead, {returning} within scaleDownInterval; {sizing.text}"
         return replace(evaluation, forecast=sizing,

@@ -242,7 +242,13 @@ class ScalingPolicy:
             self._window.clear()
         self._issued_from = None
         self._window.note(Wish(ctx.now, cur, wanted, limited, _summary(ev)), cfg.scale_down_interval_s)
-        wish = self._window.due(ctx.now, cfg.scale_down_interval_s, cur)
+        # scaleDownInterval guards against a dip that turns out brief. Where every query's forecast
+        # is applied (checked within forecast.maxError) and sees no load above the smaller size
+        # within it, the forecast has answered that already: the interval is not waited out.
+        forecast = ev.forecast
+        confirmed = (forecast is not None and forecast.applied and forecast.every_query
+                     and forecast.returning <= wanted)
+        wish = self._window.due(ctx.now, 0.0 if confirmed else cfg.scale_down_interval_s, cur)
         start = self._window.run_start(cur)
         waited = ctx.now - (ctx.now if start is None else start)
         if wish is None:
@@ -271,6 +277,14 @@ class ScalingPolicy:
             largest += f", limited by scaleDown.maxFactor={cfg.scale_down_max_factor:g}"
         self._issued_from = cur
         self._window.issued()
+        if confirmed and forecast is not None and waited + _EPS < cfg.scale_down_interval_s:
+            return self._decision(ev, ctx, "scale_down", to,
+                                  f"scale down {cur} -> {to}, the forecast sees the load stay low: "
+                                  f"{_summary(ev)}", limited_by,
+                                  extra=f"fewer executors recommended for {waited:.0f}s, and no more "
+                                        f"within scaleDownInterval={cfg.scale_down_interval_s:g}s by "
+                                        f"the applied forecast ({forecast.text}); {largest}"
+                                        + (f"; {limit_text}" if limit_text else ""))
         return self._decision(ev, ctx, "scale_down", to,
                               f"scale down {cur} -> {to} after {readable.seconds(waited)} of lower "
                               f"recommendations: {_summary(ev)}", limited_by,

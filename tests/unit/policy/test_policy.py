@@ -12,6 +12,7 @@ from sparkscale_listener.config.core import AutoscalerConfig
 from sparkscale_listener.decisions import (
     Decision,
     Evaluation,
+    ForecastSizing,
     Outcome,
     Prediction,
     QueryEvaluation,
@@ -258,6 +259,29 @@ def test_no_scale_down_while_the_load_is_rising() -> None:
     d = policy.decide(ev, context(0, 8, cfg))
     assert d.action == "none" and "the latest batches of 'q'" in d.details and "no scale-down" in d.reason
     assert policy.decide(replace(ev, rising=False), context(10, 8, cfg)).action == "scale_down"
+
+
+@pytest.mark.parametrize(("forecast", "waits"), [
+    (ForecastSizing(ahead=3, returning=3, applied=True, text="f", every_query=True), False),
+    # The forecast sees the load come back above the smaller size within the interval.
+    (ForecastSizing(ahead=3, returning=6, applied=True, text="f", every_query=True), True),
+    # In shadow it only says what it would do.
+    (ForecastSizing(ahead=3, returning=3, applied=False, text="f", every_query=False), True),
+    # Another query has no applied forecast: its dip may be brief.
+    (ForecastSizing(ahead=3, returning=3, applied=True, text="f", every_query=False), True),
+    (None, True),
+])
+def test_a_scale_down_the_applied_forecast_confirms_does_not_wait_scale_down_interval(
+        forecast: ForecastSizing | None, waits: bool) -> None:
+    policy = ScalingPolicy()
+    ev = evaluation(0, current=12, required_slots=12.0, utilization=12.0 * 0.7 / 48)
+    first = policy.decide(replace(ev, forecast=forecast), context(0, 12))
+    if waits:
+        assert first.action == "none" and "scale-down to 3 in 5.0 min" in first.reason, first.reason
+        return
+    assert (first.action, first.from_executors, first.to_executors) == ("scale_down", 12, 6)
+    assert first.reason.startswith("scale down 12 -> 6, the forecast sees the load stay low"), first.reason
+    assert "no more within scaleDownInterval=300s by the applied forecast" in first.details
 
 
 def _record(frm: int = 2, to: int = 4, queries: tuple[str, ...] = ("q",)) -> ScalingRecord:

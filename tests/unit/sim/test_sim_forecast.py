@@ -1,6 +1,7 @@
 """The forecast through the whole autoscaler on the simulator: a recurring ramp is met by a pre-scale
-before it comes once the forecast is applied, never without it; in shadow the actions are those of no
-forecast at all; and a restarted driver forecasts from the state store at once."""
+before it comes once the forecast is applied, never without it; the ramp's end is given back without
+waiting scaleDownInterval out where the forecast sees the load stay low; in shadow the actions are
+those of no forecast at all; and a restarted driver forecasts from the state store at once."""
 
 from __future__ import annotations
 
@@ -59,6 +60,21 @@ def test_without_the_forecast_the_ramp_is_scaled_up_for_after_it_starts() -> Non
     ups = ups_around_the_ramp(actions, 2)
     assert ups and ups[0].time >= 2 * PERIOD_S + RAMP_AT * PERIOD_S
     assert not [a for a in actions if a.reason.startswith("pre-scale")]
+
+
+def test_the_evening_is_given_back_sooner_where_the_forecast_sees_the_night_coming() -> None:
+    _, on = run("on")
+    _, off = run("off")
+    evening_ends = PERIOD_S + 0.8 * PERIOD_S  # the second evening (the first is learnt)
+
+    def first_down(actions: list[Decision]) -> Decision:
+        return next(a for a in actions if a.action == "scale_down" and a.time >= evening_ends)
+
+    confirmed = first_down(on)
+    assert "the forecast sees the load stay low" in confirmed.reason, confirmed.reason
+    assert confirmed.time < first_down(off).time
+    # Nothing learnt in the first period: no scale-down there goes by the forecast.
+    assert not [a for a in on if a.time < PERIOD_S and "forecast" in a.reason]
 
 
 def test_in_shadow_the_actions_are_those_without_a_forecast() -> None:
