@@ -244,9 +244,13 @@ class ArrivalForecasts:
         if profile is None or not profile.ready:
             return None
         horizon = self.horizon_s(q, provisioning_s)
-        # Recorded once per slot, as first forecast a horizon ahead: checked when the slot closes.
+        # Recorded once per slot, as first forecast a horizon ahead: checked when the slot closes. The
+        # slots before the horizon too, where none is recorded (the profile just became ready, or the
+        # driver restarted), forecast less far ahead: checked from the next slot's close on, not a
+        # horizon later (on a 160 s period the second ramp came before 4 checks and was not pre-scaled).
         ahead = profile.slot_of(now + horizon)
-        state.predicted.setdefault(ahead, profile.rate_at(ahead))
+        for slot in range(profile.slot_of(now) + 1, ahead + 1):
+            state.predicted.setdefault(slot, profile.rate_at(slot))
         # A slot's forecast is its mean: on a ramp the load reaches the next slot's by its end, so the
         # slot after the horizon's counts too (without it, a 30 s ramp was pre-scaled for in two steps,
         # the second after the first's stabilization, as the ramp ended).

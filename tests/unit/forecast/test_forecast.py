@@ -137,6 +137,23 @@ def test_too_few_checked_forecasts_keep_it_in_shadow() -> None:
     assert "forecasts checked" in forecast.state
 
 
+def test_checks_start_with_the_slot_after_the_first_forecast_not_a_horizon_later() -> None:
+    # The slots between the first forecast and its horizon (40 s: two 20 s slots) are recorded too, so
+    # the first is checked as the slot after the first forecast's closes; a period's first ramp after
+    # the profile became ready was otherwise met by too few checks to apply it.
+    forecasts = ArrivalForecasts(cfg(**{"forecast.mode": "on", "forecast.period": "20min"}))
+    first = None
+    for s in ticks(day, 0.0, 1.2 * PERIOD_S):
+        forecasts.observe(s, PROVISIONING_S)
+        forecast = forecasts.forecasts().get("q1")
+        if forecast is not None and first is None:
+            first = s.time
+        if first is not None and s.time >= first + 3 * 20.0:
+            break
+    assert forecast is not None and forecast.horizon_s == 2 * 20.0
+    assert forecast.state == "shadow: 1 of 6 forecasts checked", forecast.state
+
+
 def test_a_shifted_pattern_goes_to_shadow_then_back_once_relearnt() -> None:
     forecasts = ArrivalForecasts(cfg(**{"forecast.mode": "on", "forecast.period": "20min"}))
     assert (before := observed(forecasts, day, 0.0, 3 * PERIOD_S)) is not None and before.applied
