@@ -45,7 +45,7 @@ pytestmark = pytest.mark.spark
 BATCH_SIZE = 1  # spark.kubernetes.allocation.batch.size: every scale-up of 2 or more takes several batches
 BATCH_DELAY_S = 1.0
 CLUSTER_JOB = Path(__file__).resolve().parents[1] / "kubernetes" / "cluster_job.py"
-PENDING_S = 60  # how long a node takes to come in the Pending scenario
+PENDING_S = 30  # how long a node takes to come in the Pending scenario (6x the provisioningTime it sets)
 
 
 @pytest.fixture(scope="module")
