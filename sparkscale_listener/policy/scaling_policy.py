@@ -23,6 +23,14 @@ from .rules import (
 _EPS = 1e-9
 
 
+
+def _forecast_confirms(ev: Evaluation, wanted: int) -> bool:
+    """scaleDownInterval guards against a dip that turns out brief. Where every query's forecast is
+    applied (checked within forecast.maxError) and sees no load above the smaller size within it, the
+    forecast has answered that already: the interval is not waited out."""
+    f = ev.forecast
+    return f is not None and f.applied and f.every_query and f.returning <= wanted
+
 def _summary(ev: Evaluation) -> str:
     """What the evaluator says the load needs, in a line (an evaluator plugin that sets no headline:
     its reason)."""
@@ -242,22 +250,17 @@ class ScalingPolicy:
             self._window.clear()
         self._issued_from = None
         self._window.note(Wish(ctx.now, cur, wanted, limited, _summary(ev)), cfg.scale_down_interval_s)
-        # scaleDownInterval guards against a dip that turns out brief. Where every query's forecast
-        # is applied (checked within forecast.maxError) and sees no load above the smaller size
-        # within it, the forecast has answered that already: the interval is not waited out.
-        forecast = ev.forecast
-        confirmed = (forecast is not None and forecast.applied and forecast.every_query
-                     and forecast.returning <= wanted)
+        confirmed = _forecast_confirms(ev, wanted)
+        interval = f"scaleDownInterval={cfg.scale_down_interval_s:g}s"
         wish = self._window.due(ctx.now, 0.0 if confirmed else cfg.scale_down_interval_s, cur)
         start = self._window.run_start(cur)
         waited = ctx.now - (ctx.now if start is None else start)
         if wish is None:
-            left = cfg.scale_down_interval_s - waited
-            return self._none(ev, ctx, f"hold {cur}, scale-down to {wanted} in {readable.seconds(left)}: "
-                              f"{_summary(ev)}", limited,
-                              extra=f"scale-down to {wanted} pending for {waited:.0f}s of "
-                                    f"{cfg.scale_down_interval_s:.0f}s (scaleDownInterval)"
-                                    + (f"; {limit_text}" if limit_text else ""))
+            left = readable.seconds(cfg.scale_down_interval_s - waited)
+            return self._none(ev, ctx, f"hold {cur}, scale-down to {wanted} in {left}: {_summary(ev)}",
+                              limited, extra=f"scale-down to {wanted} pending for {waited:.0f}s of "
+                                             f"{cfg.scale_down_interval_s:.0f}s (scaleDownInterval)"
+                                             + (f"; {limit_text}" if limit_text else ""))
         came_due = self._window.came_due(ctx.now)
         if ev.measured_until is not None and ev.measured_until + _EPS < came_due:
             # The batches measured so far read what arrived before the scale-down came due; a
@@ -266,9 +269,8 @@ class ScalingPolicy:
             behind = readable.seconds(came_due - ev.measured_until)
             return self._none(ev, ctx, f"hold {cur}, scale-down to {wish.executors} due: waiting for a "
                               f"batch started after it came due: {_summary(ev)}", limited,
-                              extra=f"fewer executors recommended for {waited:.0f}s "
-                                    f"(scaleDownInterval={cfg.scale_down_interval_s:g}s); the latest "
-                                    f"completed batch started {behind} before it came due")
+                              extra=f"fewer executors recommended for {waited:.0f}s ({interval}); the "
+                                    f"latest completed batch started {behind} before it came due")
         factor_floor = math.ceil(cur * (1.0 - cfg.scale_down_max_factor) - _EPS)
         to, limited_by = wish.executors or cur, wish.limited_by
         largest = f"the largest recommendation over it was {wish.executors}"
@@ -277,19 +279,13 @@ class ScalingPolicy:
             largest += f", limited by scaleDown.maxFactor={cfg.scale_down_max_factor:g}"
         self._issued_from = cur
         self._window.issued()
-        if confirmed and forecast is not None and waited + _EPS < cfg.scale_down_interval_s:
-            return self._decision(ev, ctx, "scale_down", to,
-                                  f"scale down {cur} -> {to}, the forecast sees the load stay low: "
-                                  f"{_summary(ev)}", limited_by,
-                                  extra=f"fewer executors recommended for {waited:.0f}s, and no more "
-                                        f"within scaleDownInterval={cfg.scale_down_interval_s:g}s by "
-                                        f"the applied forecast ({forecast.text}); {largest}"
-                                        + (f"; {limit_text}" if limit_text else ""))
-        return self._decision(ev, ctx, "scale_down", to,
-                              f"scale down {cur} -> {to} after {readable.seconds(waited)} of lower "
-                              f"recommendations: {_summary(ev)}", limited_by,
-                              extra=f"fewer executors recommended for {waited:.0f}s "
-                                    f"(scaleDownInterval={cfg.scale_down_interval_s:g}s); {largest}"
+        early = ev.forecast if confirmed and waited + _EPS < cfg.scale_down_interval_s else None
+        headline, why = ((f"scale down {cur} -> {to}, the forecast sees the load stay low",
+                          f", and no more within {interval} by the applied forecast ({early.text})") if early
+                         else (f"scale down {cur} -> {to} after {readable.seconds(waited)} of lower "
+                               "recommendations", f" ({interval})"))
+        return self._decision(ev, ctx, "scale_down", to, f"{headline}: {_summary(ev)}", limited_by,
+                              extra=f"fewer executors recommended for {waited:.0f}s{why}; {largest}"
                                     + (f"; {limit_text}" if limit_text else ""))
 
     def _hold_up(self, ev: Evaluation, ctx: ScalingContext, why: str, extra: str) -> Decision:
