@@ -23,13 +23,13 @@ from .rules import (
 _EPS = 1e-9
 
 
-
 def _forecast_confirms(ev: Evaluation, wanted: int) -> bool:
     """scaleDownInterval guards against a dip that turns out brief. Where every query's forecast is
     applied (checked within forecast.maxError) and sees no load above the smaller size within it, the
     forecast has answered that already: the interval is not waited out."""
     f = ev.forecast
     return f is not None and f.applied and f.every_query and f.returning <= wanted
+
 
 def _summary(ev: Evaluation) -> str:
     """What the evaluator says the load needs, in a line (an evaluator plugin that sets no headline:
