@@ -364,8 +364,8 @@ def test_stateful_queries_with_shuffles_scale_up_and_down_with_exact_results(clu
 
 # A compressed "day": low most of the period, a ramp to x15 for a few seconds. 40 s is the shortest
 # period whose second ramp still comes after the forecast is checked enough to be applied: the profile
-# forecasts once a whole period is learnt, and is applied only once 3 of its forecasts, each made a
-# horizon (a provisioning time plus a batch) ahead, were checked against the arrivals that came.
+# forecasts once a whole period is learnt, and is applied only once 3 of its forecasts (of the slots up
+# to a horizon, a provisioning time plus a batch, ahead) were checked against the arrivals that came.
 PERIOD_S = 40
 RAMP_S = 6  # how long each period's high phase lasts
 LOW, HIGH = 10, 150  # rows/s: 0.1 and 1.5 of one 1-core executor's seconds at 10 ms a row
